@@ -1,0 +1,33 @@
+# Every target installs what it needs first, so each works on a fresh machine by itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# The tracking store the demo writes to (MLflow's own default); override on the command line.
+export MLFLOW_TRACKING_URI ?= sqlite:///mlflow.db
+
+.PHONY: install test test-fast demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+test: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests
+
+test-fast: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not slow"
+
+demo: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+bench: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash -c 'for b in benchmarks/*.py; do echo "== $$b"; python $$b || exit 1; done'
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

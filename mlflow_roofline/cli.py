@@ -1,0 +1,64 @@
+"""The ``mlflow-roofline`` command: a click group whose commands load on demand.
+
+Each command lives in its own module under :mod:`mlflow_roofline.commands`; loading them
+lazily keeps ``mlflow-roofline --help`` and the light commands (``fit``, ``predict``)
+free of the torch import the training commands need.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from mlflow_roofline.errors import RooflineError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "measure": ("mlflow_roofline.commands.measure", "measure_command"),
+    "train": ("mlflow_roofline.commands.train", "train_command"),
+    "sweep": ("mlflow_roofline.commands.sweep", "sweep_command"),
+    "specs": ("mlflow_roofline.commands.sweep", "specs_command"),
+    "fit": ("mlflow_roofline.commands.fit", "fit_command"),
+    "predict": ("mlflow_roofline.commands.predict", "predict_command"),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module only when the command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr = COMMANDS[cmd_name]
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mlflow-roofline")
+def cli() -> None:
+    """Measure, model and predict the energy of transformer fine-tuning with MLflow."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the group, turning our own errors into one line, exit 2."""
+    try:
+        cli.main(args=argv, prog_name="mlflow-roofline", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except RooflineError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

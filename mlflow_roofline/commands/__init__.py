@@ -1,0 +1,1 @@
+"""Click commands of the ``mlflow-roofline`` CLI, one module each."""

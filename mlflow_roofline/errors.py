@@ -1,0 +1,25 @@
+"""Error types shared across the package.
+
+Every error a user can cause names the field at fault and what was expected, so that
+the CLI can print it as one line and the served model can map it to HTTP 400.
+"""
+
+from __future__ import annotations
+
+
+class RooflineError(Exception):
+    """Base class of the errors this package raises on purpose."""
+
+
+class ConfigError(RooflineError, ValueError):
+    """A configuration field holds a value outside its rule.
+
+    Attributes:
+        field: the name of the offending field (a train param name where there is one).
+        rule: what was expected, in words.
+    """
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")
