@@ -36,7 +36,11 @@ LAW_SCHEMA_VERSION = 1
 INTERVAL_LEVEL = 0.95
 JOULES_PER_KWH = 3.6e6
 
-_CATEGORICAL_TERM = re.compile(r"^(?:C\()?(?P<name>\w+)(?:,[^)]*)?\)?\[T\.(?P<level>[^\]]+)\]$")
+# A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
+# coding) or C(strategy, Treatment('single'))[T.fsdp].
+_CATEGORICAL_TERM = re.compile(
+    r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$"
+)
 
 
 def law_features(
@@ -117,7 +121,7 @@ class LinearLaw:
         for factor in term.split(":"):
             match = _CATEGORICAL_TERM.match(factor)
             if match:
-                values = np.asarray(features[match["name"]], dtype=object)
+                values = np.asarray(features[match["cname"] or match["name"]], dtype=object)
                 column = column * (values == match["level"]).astype(float)
             else:
                 column = column * np.asarray(features[factor], dtype=float)
