@@ -14,13 +14,14 @@ import click
 
 from mlflow_roofline.errors import RooflineError
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    "measure": ("mlflow_roofline.commands.measure", "measure_command"),
-    "train": ("mlflow_roofline.commands.train", "train_command"),
-    "sweep": ("mlflow_roofline.commands.sweep", "sweep_command"),
-    "specs": ("mlflow_roofline.commands.sweep", "specs_command"),
-    "fit": ("mlflow_roofline.commands.fit", "fit_command"),
-    "predict": ("mlflow_roofline.commands.predict", "predict_command"),
+# name -> (module, attribute, one-line help shown by `mlflow-roofline --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "measure": ("mlflow_roofline.commands.measure", "measure_command", "Measure a command's energy as an MLflow run."),
+    "train": ("mlflow_roofline.commands.train", "train_command", "Fine-tune one BERT configuration, measured."),
+    "sweep": ("mlflow_roofline.commands.sweep", "sweep_command", "Run a spec's grid of train runs (resumable)."),
+    "specs": ("mlflow_roofline.commands.sweep", "specs_command", "List the shipped sweep specs."),
+    "fit": ("mlflow_roofline.commands.fit", "fit_command", "Fit the energy laws and register the model."),
+    "predict": ("mlflow_roofline.commands.predict", "predict_command", "Predict or recommend with a registered law."),
 }
 
 
@@ -33,8 +34,13 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
             return None
-        module_name, attr = COMMANDS[cmd_name]
+        module_name, attr, _ = COMMANDS[cmd_name]
         return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The listing uses the static one-liners: no command module is imported for --help.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
