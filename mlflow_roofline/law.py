@@ -21,6 +21,7 @@ job takes on one device) for the time law.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -87,6 +88,12 @@ def law_features(
     }
 
 
+@functools.lru_cache(maxsize=256)
+def t_quantile(probability: float, df: float) -> float:
+    """Student t quantile, cached: a served law asks for the same one on every request."""
+    return float(stats.t.ppf(probability, df))
+
+
 @dataclasses.dataclass(frozen=True)
 class LinearLaw:
     """A linear law in logs, y = X b + e, e ~ N(0, resid_var), fitted by OLS.
@@ -140,7 +147,7 @@ class LinearLaw:
         cov = np.asarray(self.cov)
         mean = x @ coef
         se = np.sqrt(np.einsum("ij,jk,ik->i", x, cov, x) + self.resid_var)
-        half = stats.t.ppf(0.5 + level / 2.0, self.df_resid) * se
+        half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
         return mean, mean - half, mean + half
 
     def coefficient(self, term: str) -> float:

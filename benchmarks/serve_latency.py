@@ -1,0 +1,185 @@
+"""Serving latency of the roofline model against a trivial pyfunc, both under `mlflow models serve`.
+
+What it does, in one run:
+
+1. logs synthetic train runs into a temporary SQLite store and runs the real fit, which
+   registers ``roofline-energy@champion``;
+2. logs and registers a trivial pyfunc that returns its input (``identity@champion``),
+   from code like the roofline model and with the same signature, so that both servers do
+   the same request parsing and schema enforcement;
+3. starts ``mlflow models serve --env-manager local`` for each, the same way, on free
+   127.0.0.1 ports;
+4. sends single-row requests to both, alternating between them so that both see the same
+   machine load, and a 10,000-row batch to each (several times);
+5. prints p50/p99 latency of each, the ratios, and the batch times, against the targets
+   (roofline p50 <= 1.2x trivial; 10,000 rows < 0.5 s), then stops both servers.
+
+Usage: python benchmarks/serve_latency.py [--requests 500] [--batch-rows 10000] [--batch-repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TRIVIAL_MODEL_CODE = '''\
+"""A pyfunc that returns its input: the floor of what serving a model costs."""
+from mlflow.models import set_model
+from mlflow.pyfunc import PythonModel
+
+
+class Identity(PythonModel):
+    def predict(self, context, model_input, params=None):
+        return model_input
+
+
+set_model(Identity())
+'''
+
+
+def batch_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` valid queries spread over the strategies (BERT shapes: d = 64 h, ff = 4 d)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        heads = int(rng.choice([4, 8, 12, 16]))
+        strategy = str(rng.choice(["single", "ddp", "fsdp", "tp"]))
+        n_dev = 1 if strategy == "single" else int(rng.choice([2, 4]))
+        rows.append(
+            dict(
+                num_layers=int(rng.integers(1, 25)),
+                hidden_size=64 * heads,
+                num_heads=heads,
+                ffn_size=256 * heads,
+                seq_len=int(rng.choice([64, 128, 256])),
+                batch_size=int(rng.choice([16, 32, 64])),
+                num_steps=int(rng.integers(10, 5000)),
+                strategy=strategy,
+                num_devices=n_dev,
+            )
+        )
+    return rows
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def setup_store(root: Path) -> str:
+    """Fit and register the roofline model and the trivial one in a fresh store; returns its URI."""
+    import mlflow
+
+    from mlflow_roofline.fit_run import run_fit
+    from mlflow_roofline.pyfunc_model import EXAMPLE_QUERY, model_signature
+    from mlflow_roofline.synthetic import log_synthetic_runs
+
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient()
+    log_synthetic_runs(client, client.create_experiment("roofline-bert"), 20, seed=0)
+    run_fit(["roofline-bert"], model_name="roofline-energy", alias="champion", echo=lambda *_: None)
+
+    code = root / "identity_model.py"
+    code.write_text(TRIVIAL_MODEL_CODE)
+    import pandas as pd
+
+    with mlflow.start_run(run_name="identity"):
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(code),
+            signature=model_signature(),
+            input_example=pd.DataFrame([EXAMPLE_QUERY]),
+            pip_requirements=[f"mlflow=={mlflow.__version__}"],
+        )
+    version = mlflow.register_model(info.model_uri, "identity")
+    client.set_registered_model_alias("identity", "champion", version.version)
+    return uri
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=500, help="single-row requests per model")
+    parser.add_argument("--batch-rows", type=int, default=10_000)
+    parser.add_argument("--batch-repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=30)
+    args = parser.parse_args(argv)
+
+    from mlflow_roofline.serving import ScoringServer
+
+    with tempfile.TemporaryDirectory(prefix="serve-latency-") as tmp:
+        root = Path(tmp)
+        os.chdir(root)
+        print("fitting and registering the models in a temporary store ...", flush=True)
+        uri = setup_store(root)
+        env = {"MLFLOW_TRACKING_URI": uri}
+        names = ("trivial", "roofline")
+        servers = {
+            "trivial": ScoringServer("models:/identity@champion", env=env),
+            "roofline": ScoringServer("models:/roofline-energy@champion", env=env),
+        }
+        try:
+            for name in names:
+                servers[name].start()
+                print(f"{name}: mlflow models serve pid {servers[name].pid} on {servers[name].url}", flush=True)
+            single = {"dataframe_records": batch_rows(1, seed=1)}
+            for name in names:
+                for _ in range(args.warmup):
+                    assert servers[name].invocations(single).status_code == 200
+            latency: dict[str, list[float]] = {name: [] for name in names}
+            for i in range(args.requests):
+                for name in names if i % 2 == 0 else names[::-1]:
+                    start = time.perf_counter()
+                    response = servers[name].invocations(single)
+                    latency[name].append(time.perf_counter() - start)
+                    if response.status_code != 200:
+                        raise SystemExit(f"{name}: HTTP {response.status_code}: {response.text[:300]}")
+
+            rows = batch_rows(args.batch_rows, seed=2)
+            columns = list(rows[0])
+            batch = {"dataframe_split": {"columns": columns, "data": [[r[c] for c in columns] for r in rows]}}
+            recommend = {**batch, "params": {"mode": "recommend", "max_devices": 8, "objective": "energy"}}
+            batch_s: dict[str, list[float]] = {name: [] for name in (*names, "roofline recommend")}
+            for _ in range(args.batch_repeats):
+                for label, name, payload in (
+                    ("trivial", "trivial", batch),
+                    ("roofline", "roofline", batch),
+                    ("roofline recommend", "roofline", recommend),
+                ):
+                    start = time.perf_counter()
+                    response = servers[name].invocations(payload)
+                    batch_s[label].append(time.perf_counter() - start)
+                    if response.status_code != 200 or len(response.json()["predictions"]) != args.batch_rows:
+                        raise SystemExit(f"{label}: batch failed: HTTP {response.status_code} {response.text[:300]}")
+        finally:
+            for server in servers.values():
+                server.stop()
+
+    p50 = {n: percentile(latency[n], 50) * 1e3 for n in names}
+    p99 = {n: percentile(latency[n], 99) * 1e3 for n in names}
+    print(f"\nsingle-row requests: {args.requests} per model, alternating (ms)")
+    print(f"{'model':<10} {'p50':>8} {'p99':>8} {'mean':>8}")
+    for n in names:
+        print(f"{n:<10} {p50[n]:>8.2f} {p99[n]:>8.2f} {statistics.fmean(latency[n]) * 1e3:>8.2f}")
+    ratio50, ratio99 = p50["roofline"] / p50["trivial"], p99["roofline"] / p99["trivial"]
+    print(f"roofline/trivial p50 ratio {ratio50:.3f} (target <= 1.2: {'met' if ratio50 <= 1.2 else 'MISSED'}); "
+          f"p99 ratio {ratio99:.3f}")
+    print(f"\n{args.batch_rows}-row batch, {args.batch_repeats} repeats (s): median  min")
+    for label, times in batch_s.items():
+        print(f"  {label:<20} {statistics.median(times):.3f}  {min(times):.3f}")
+    roof = statistics.median(batch_s["roofline"])
+    print(f"roofline {args.batch_rows}-row batch median {roof:.3f} s (target < 0.5 s: {'met' if roof < 0.5 else 'MISSED'}); "
+          f"{roof / statistics.median(batch_s['trivial']):.2f}x the trivial model's")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""recommend_frame: the best valid (strategy, N) per row, checked against a brute-force grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.exceptions import MlflowException
+
+from law_factory import make_law, query
+from mlflow_roofline.config import TrainConfig
+from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.predictor import RECOMMEND_OUTPUT_COLUMNS, predict_frame, recommend_frame
+
+
+@pytest.fixture(scope="module")
+def law():
+    return make_law()
+
+
+JOBS = [
+    query(),  # h=8, ff=2048, B=16
+    query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24, num_steps=1000),
+    query(num_heads=2, hidden_size=128, ffn_size=512, batch_size=9, seq_len=32),  # odd batch: no ddp/fsdp
+]
+
+
+def _brute_force(law, job: dict, max_devices: int) -> pd.DataFrame:
+    """Every configuration TrainConfig accepts, predicted one by one."""
+    rows = []
+    for strategy in law.strategies:
+        for n in range(1, max_devices + 1):
+            config = {**job, "strategy": strategy, "num_devices": n}
+            try:
+                TrainConfig(**config).validate()
+            except ConfigError:
+                continue
+            rows.append(config)
+    grid = pd.DataFrame(rows)
+    return pd.concat([grid[["strategy", "num_devices"]], predict_frame(law, grid)], axis=1)
+
+
+@pytest.mark.parametrize("objective", ["energy", "time", "edp"])
+@pytest.mark.parametrize("max_devices", [1, 4, 8])
+def test_recommendation_is_the_optimum_of_the_valid_grid(law, objective: str, max_devices: int) -> None:
+    out = recommend_frame(law, pd.DataFrame(JOBS), max_devices=max_devices, objective=objective)
+    assert list(out.columns) == list(RECOMMEND_OUTPUT_COLUMNS)
+    for i, job in enumerate(JOBS):
+        grid = _brute_force(law, job, max_devices)
+        score = {"energy": grid.energy_j, "time": grid.time_s, "edp": grid.energy_j * grid.time_s}[objective]
+        best = grid.loc[score.idxmin()]
+        got = out.loc[i]
+        assert got["candidates"] == len(grid)
+        assert (got["strategy"], got["num_devices"]) == (best["strategy"], best["num_devices"])
+        for column in ("energy_j", "energy_j_lower", "energy_j_upper", "time_s", "speedup", "eta", "extrapolated"):
+            assert got[column] == pytest.approx(best[column], rel=1e-12), column
+        assert got["energy_optimal_energy_j"] == pytest.approx(grid.energy_j.min(), rel=1e-12)
+        assert got["time_optimal_time_s"] == pytest.approx(grid.time_s.min(), rel=1e-12)
+        assert got["objective"] == objective
+        assert got["num_devices"] <= max_devices
+
+
+def test_rows_strategy_devices_and_speedup_are_ignored(law) -> None:
+    plain = recommend_frame(law, pd.DataFrame([query()]))
+    noisy = recommend_frame(law, pd.DataFrame([query(strategy="tp", num_devices=3, speedup=7.0)]))
+    pd.testing.assert_frame_equal(plain, noisy)
+    bare = pd.DataFrame([query()]).drop(columns=["strategy", "num_devices"])
+    pd.testing.assert_frame_equal(plain, recommend_frame(law, bare))
+
+
+def test_energy_optimal_and_time_optimal_side_by_side(law) -> None:
+    out = recommend_frame(law, pd.DataFrame([query()]), max_devices=8, objective="edp").iloc[0]
+    assert out["energy_optimal_energy_j"] <= out["energy_j"] <= out["time_optimal_energy_j"]
+    assert out["time_optimal_time_s"] <= out["time_s"] <= out["energy_optimal_time_s"]
+    # With alpha_eta < 0 and sublinear speedups, the fastest choice is not the greenest.
+    assert (out["energy_optimal_strategy"], out["energy_optimal_num_devices"]) != (
+        out["time_optimal_strategy"],
+        out["time_optimal_num_devices"],
+    )
+
+
+def test_large_batches_are_chunked_consistently(law, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow_roofline.predictor as predictor
+
+    frame = pd.DataFrame(JOBS * 7)
+    whole = recommend_frame(law, frame, objective="edp")
+    monkeypatch.setattr(predictor, "_RECOMMEND_CHUNK", 40)  # a few rows per chunk
+    pd.testing.assert_frame_equal(whole, recommend_frame(law, frame, objective="edp"))
+
+
+def test_bad_rows_and_params(law) -> None:
+    with pytest.raises(MlflowException, match=r"^hidden_size \(row 1\): must be divisible by num_heads"):
+        recommend_frame(law, pd.DataFrame([query(), query(hidden_size=100)]))
+    with pytest.raises(MlflowException, match=r"^objective: must be one of energy, time, edp, got 'cost'"):
+        recommend_frame(law, pd.DataFrame([query()]), objective="cost")
+    for max_devices in (0, 5000, 2.5, "8"):
+        with pytest.raises(MlflowException, match=r"^max_devices: must be"):
+            recommend_frame(law, pd.DataFrame([query()]), max_devices=max_devices)
+    no_single = make_law(n_workloads=12, strategies=("single", "tp"))
+    no_single = type(no_single)(**{**no_single.__dict__, "speedup_laws": {"tp": no_single.speedup_laws["tp"]}})
+    with pytest.raises(MlflowException, match=r"^max_devices: no strategy the law knows \(tp\) runs on 1 device"):
+        recommend_frame(no_single, pd.DataFrame([query()]), max_devices=1)
+    with pytest.raises(MlflowException, match=r"^max_devices \(row 0\): no valid configuration of tp"):
+        recommend_frame(no_single, pd.DataFrame([query(num_heads=1, hidden_size=512, ffn_size=2047)]), max_devices=8)
+    assert np.isfinite(recommend_frame(no_single, pd.DataFrame([query()]), max_devices=2)["energy_j"]).all()

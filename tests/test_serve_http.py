@@ -1,0 +1,136 @@
+"""End to end: fit a law on logged runs, serve it with `mlflow models serve`, query it over HTTP."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import mlflow
+import pandas as pd
+import pytest
+
+from law_factory import query
+from mlflow_roofline.config import TrainConfig
+from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.fit_run import run_fit
+from mlflow_roofline.serving import ScoringServer
+from mlflow_roofline.synthetic import log_synthetic_runs
+
+pytestmark = pytest.mark.slow
+
+MODEL_URI = "models:/roofline-energy@champion"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringServer, Any]]:
+    """Synthetic runs logged into a fresh store, fitted and registered by the real fit, then served."""
+    root = tmp_path_factory.mktemp("serve-store")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    previous = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        mlflow.set_tracking_uri(uri)
+        client = mlflow.MlflowClient()
+        log_synthetic_runs(client, client.create_experiment("roofline-bert"), 12, seed=1)
+        run_fit(["roofline-bert"], model_name="roofline-energy", alias="champion", echo=lambda *_: None)
+        model = mlflow.pyfunc.load_model(MODEL_URI)
+        server = ScoringServer(MODEL_URI, env={"MLFLOW_TRACKING_URI": uri}).start()
+        try:
+            yield server, model
+        finally:
+            server.stop()
+            mlflow.set_tracking_uri(previous)
+
+
+ROWS = [
+    query(),
+    query(strategy="tp", num_devices=2, num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072),
+    query(strategy="single", num_devices=1, seq_len=512, batch_size=8),
+    query(strategy="ddp", num_devices=4, num_steps=5000, speedup=3.1),
+]
+
+
+def test_http_predictions_equal_in_process_ones(served) -> None:
+    server, model = served
+    frame = pd.DataFrame(ROWS)
+    response = server.invocations({"dataframe_records": ROWS})  # rows without speedup: use the law
+    assert response.status_code == 200, response.text
+    over_http = pd.DataFrame(response.json()["predictions"])
+    pd.testing.assert_frame_equal(over_http, model.predict(frame), check_dtype=False, rtol=1e-12)
+    assert over_http["extrapolated"].tolist() == [False, False, False, True]
+
+    split = frame.drop(columns="speedup").iloc[:3].to_dict(orient="split")
+    response = server.invocations({"dataframe_split": split})
+    assert response.status_code == 200, response.text
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(response.json()["predictions"]), over_http.iloc[:3], check_dtype=False, rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("objective", ["energy", "edp"])
+def test_recommend_mode_returns_the_grid_minimum(served, objective: str) -> None:
+    server, model = served
+    jobs = [query(), query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24)]
+    payload = {"dataframe_records": jobs, "params": {"mode": "recommend", "max_devices": 8, "objective": objective}}
+    response = server.invocations(payload)
+    assert response.status_code == 200, response.text
+    for job, best in zip(jobs, response.json()["predictions"]):
+        TrainConfig(**{**job, "strategy": best["strategy"], "num_devices": best["num_devices"]}).validate()
+        grid = []
+        for strategy in ("single", "ddp", "fsdp", "tp"):
+            for n in range(1, 9):
+                try:
+                    TrainConfig(**{**job, "strategy": strategy, "num_devices": n}).validate()
+                except ConfigError:
+                    continue
+                grid.append({**job, "strategy": strategy, "num_devices": n})
+        predicted = model.predict(pd.DataFrame(grid))
+        score = predicted["energy_j"] * (predicted["time_s"] if objective == "edp" else 1.0)
+        assert best["candidates"] == len(grid)
+        assert best["energy_optimal_energy_j"] == pytest.approx(predicted["energy_j"].min(), rel=1e-12)
+        assert best["energy_j"] * (best["time_s"] if objective == "edp" else 1.0) == pytest.approx(score.min(), rel=1e-12)
+
+
+def _without(field: str) -> dict[str, Any]:
+    row = query()
+    del row[field]
+    return row
+
+
+BAD = [
+    ({"dataframe_records": [_without("hidden_size")]}, "hidden_size"),
+    ({"dataframe_records": [_without("strategy")]}, "strategy"),
+    ({"dataframe_records": [query(num_layers="twelve")]}, "num_layers"),
+    ({"dataframe_records": [query(seq_len=0)]}, "seq_len"),
+    ({"dataframe_records": [query(batch_size=-16)]}, "batch_size"),
+    ({"dataframe_records": [query(strategy="pipeline")]}, "strategy"),
+    ({"dataframe_records": [query(num_devices=0)]}, "num_devices"),
+    ({"dataframe_records": [query(hidden_size=500)]}, "hidden_size"),
+    ({"dataframe_records": [query(strategy="single", num_devices=2)]}, "num_devices"),
+    ({"dataframe_records": [query(speedup=-2.0)]}, "speedup"),
+    ({"dataframe_records": [query()], "params": {"mode": "forecast"}}, "mode"),
+    ({"dataframe_records": [query()], "params": {"mode": "recommend", "objective": "cost"}}, "objective"),
+    ({"dataframe_records": [query()], "params": {"mode": "recommend", "max_devices": 0}}, "max_devices"),
+]
+
+
+@pytest.mark.parametrize(("payload", "field"), BAD, ids=[f for _, f in BAD])
+def test_bad_input_is_a_400_naming_the_field(served, payload: dict[str, Any], field: str) -> None:
+    server, _ = served
+    response = server.invocations(payload)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error_code"] in ("INVALID_PARAMETER_VALUE", "BAD_REQUEST")
+    assert field in body["message"]
+    assert "Traceback" not in response.text
+
+
+def test_server_stops_by_its_pid(served) -> None:
+    server, _ = served
+    pgid = server.pid
+    assert pgid is not None
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
