@@ -60,6 +60,9 @@ TAG_WORKLOAD_HASH = "roofline.workload_hash"
 TAG_ERROR = "roofline.error"
 TAG_ENERGY_ERROR = "roofline.energy_error"
 TAG_ENERGY_WARNING = "roofline.energy_warning"
+TAG_DEVICE = "roofline.device"  # train: the resolved device (the param may say "auto")
+TAG_COMMAND = "roofline.command"  # measure: the measured command line
+TAG_EXIT_CODE = "roofline.exit_code"  # measure: its exit status
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
 
 DEFAULT_EXPERIMENT = "roofline-bert"

@@ -1,0 +1,133 @@
+"""Overhead of an energy-meter window around every training step (target: ratio <= 1.005).
+
+Trains a tiny BERT (``BertForSequenceClassification`` built from ``BertConfig``) on CPU
+with random tokens and, in one process, alternates steps with the meter's window
+(``begin()`` ... ``end()``) around the step and steps without it; the order inside each
+round is random so drift and periodic noise hit every arm alike. A third arm runs the
+plain step again: its distance from 1 (the A/A control) shows the noise floor of the
+machine. Prints each arm's median step time in wall-clock and thread CPU time (the
+latter insensitive to other processes taking the cores), the ratios to the plain arm
+with bootstrap 95 % intervals, and the cost of an empty window. Usage::
+
+    python benchmarks/meter_overhead.py [--meter auto] [--steps 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+import numpy as np
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from mlflow_roofline.energy import METER_NAMES, make_meter
+
+
+def build(args: argparse.Namespace) -> tuple[torch.nn.Module, torch.optim.Optimizer, dict[str, torch.Tensor]]:
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        intermediate_size=args.ffn,
+        max_position_embeddings=args.seq,
+        num_labels=2,
+    )
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batch = {
+        "input_ids": torch.randint(0, config.vocab_size, (args.batch, args.seq)),
+        "attention_mask": torch.ones(args.batch, args.seq, dtype=torch.long),
+        "labels": torch.randint(0, 2, (args.batch,)),
+    }
+    return model, optimizer, batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meter", default="auto", choices=METER_NAMES)
+    parser.add_argument("--steps", type=int, default=300, help="rounds measured (one step per arm)")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=2)
+    parser.add_argument("--ffn", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    model, optimizer, batch = build(args)
+
+    def step() -> None:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    meter = make_meter(args.meter, device="cpu")
+    for _ in range(args.warmup):
+        step()
+        meter.begin()
+        meter.end()
+
+    # Three arms per round in random order: plain, plain again (the A/A control: how far
+    # two identical arms drift apart on this machine), and the step inside a meter window.
+    arms = ("without meter", "without (A/A control)", "with meter window")
+    wall: dict[str, list[float]] = {a: [] for a in arms}
+    cpu: dict[str, list[float]] = {a: [] for a in arms}
+    rng = random.Random(0)
+    failed = 0
+    for _ in range(args.steps):
+        for arm in rng.sample(arms, len(arms)):
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            if arm == "with meter window":
+                meter.begin()
+                step()
+                failed += meter.end().energy_j is None
+            else:
+                step()
+            wall[arm].append(time.perf_counter() - t0)
+            cpu[arm].append(time.thread_time() - c0)
+
+    empty = []
+    for _ in range(1000):
+        t0 = time.perf_counter()
+        meter.begin()
+        meter.end()
+        empty.append(time.perf_counter() - t0)
+    meter.close()
+
+    boot = np.random.default_rng(0)
+    base = np.array(wall[arms[0]])
+
+    def interval(arm: str) -> tuple[float, float]:
+        x = np.array(wall[arm])
+        ratios = [np.median(boot.choice(x, x.size)) / np.median(boot.choice(base, base.size)) for _ in range(2000)]
+        lo, hi = np.percentile(ratios, [2.5, 97.5])
+        return float(lo), float(hi)
+
+    print(f"meter: {meter.source} ({meter.selection})")
+    print(f"model: BERT L={args.layers} d={args.hidden} h={args.heads} ff={args.ffn}, S={args.seq} B={args.batch}, 1 thread, CPU")
+    print(f"steps: {args.steps} rounds of {len(arms)} interleaved arms after {args.warmup} warm-up steps")
+    print(f"{'':24}{'wall (ms)':>11}{'ratio':>8}{'95% interval':>18}{'CPU (ms)':>11}{'ratio':>8}")
+    for arm in arms:
+        w, c = statistics.median(wall[arm]), statistics.median(cpu[arm])
+        lo, hi = interval(arm)
+        print(
+            f"{arm:24}{1e3 * w:>11.3f}{w / statistics.median(wall[arms[0]]):>8.4f}"
+            f"{f'{lo:.4f}..{hi:.4f}':>18}{1e3 * c:>11.3f}{c / statistics.median(cpu[arms[0]]):>8.4f}"
+        )
+    window_us = 1e6 * statistics.median(empty)
+    print(f"empty window (begin+end): median {window_us:.1f} us = {window_us / (1e6 * statistics.median(base)):.2e} of a step")
+    print("target: with/without ratio <= 1.005; compare it with the A/A control's distance from 1")
+    if failed:
+        print(f"windows without an energy reading: {failed} of {args.steps}")
+
+if __name__ == "__main__":
+    main()

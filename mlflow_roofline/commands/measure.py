@@ -1,0 +1,166 @@
+"""``mlflow-roofline measure [--experiment NAME] [--meter M] -- COMMAND [ARGS...]``.
+
+Runs COMMAND as a child process with this terminal's stdin/stdout/stderr, measures its
+energy and wall time with an energy meter (``estimate`` counts the child's process
+tree CPU time, not this wrapper's) and logs one MLflow run: tag
+``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``, ``avg_power_w``, tags
+``roofline.energy_source``, ``roofline.hardware``, ``roofline.command`` and
+``roofline.exit_code``. Exits with the command's exit code (128+N when a signal N
+killed it, 127 when it is not found, 126 when it cannot be started); the run ends FINISHED on exit code 0,
+KILLED on a signal, FAILED otherwise.
+
+``auto`` measures the node's NVIDIA GPUs where NVML works, else RAPL, else the
+``estimate``. The tracking store is MLflow's own choice (``MLFLOW_TRACKING_URI``, else
+``sqlite:///mlflow.db``); the experiment is ``--experiment``, else MLflow's
+(``MLFLOW_EXPERIMENT_NAME`` / ``MLFLOW_EXPERIMENT_ID``, else ``Default``).
+Bad input (unknown or unavailable meter, no command, a command not found) is reported
+in one line before any run is created.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
+from mlflow_roofline.errors import ConfigError, RooflineError
+from mlflow_roofline.schema import TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+
+EXIT_NOT_FOUND = 127
+EXIT_CANNOT_RUN = 126
+
+
+@click.command(
+    "measure",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--experiment", default=None, metavar="NAME", help="MLflow experiment (default: MLflow's own choice).")
+@click.option(
+    "--meter",
+    default="auto",
+    show_default=True,
+    metavar="|".join(METER_NAMES),
+    help="Energy meter; auto picks nvml, nvml_power, rapl, then estimate.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def measure_command(experiment: str | None, meter: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND, measure its energy and time, log them as an MLflow run."""
+    if not command:
+        raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
+    energy_meter = make_meter(meter, device="auto", include_self=False)
+    try:
+        if shutil.which(command[0]) is None:
+            click.echo(f"Error: COMMAND: {command[0]!r} is not an executable on PATH", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+        sys.exit(measure(list(command), energy_meter, experiment))
+    finally:
+        energy_meter.close()
+
+
+def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> int:
+    """Run ``command`` in an MLflow run measured by ``meter``; return the exit code for this process."""
+    import mlflow
+    from mlflow.entities import RunStatus
+
+    from mlflow_roofline.energy.tracking import log_measurement
+
+    client = mlflow.MlflowClient()
+    try:
+        run = client.create_run(
+            _experiment_id(client, experiment),
+            run_name=f"measure-{os.path.basename(command[0])}",
+            tags={TAG_RUN_TYPE: "measure", TAG_COMMAND: shlex.join(command)[:5000]},
+        )
+    except mlflow.exceptions.MlflowException as exc:
+        raise RooflineError(f"experiment: cannot start a run in {experiment or 'the default experiment'}: {exc.message}") from exc
+    run_id = run.info.run_id
+    click.echo(f"mlflow-roofline measure: run {run_id}, energy meter {meter.selection}", err=True)
+    status, code = RunStatus.FAILED, 1
+    measurement: Measurement | None = None
+    try:
+        meter.begin()
+        try:
+            returncode = _run_forwarding_signals(command)
+        except OSError as exc:  # found on PATH but not startable (permissions, bad interpreter)
+            client.set_tag(run_id, TAG_ERROR, f"cannot start {command[0]}: {exc}")
+            click.echo(f"Error: COMMAND: cannot start {command[0]!r}: {exc}", err=True)
+            return EXIT_CANNOT_RUN
+        finally:
+            measurement = meter.end()
+        if returncode >= 0:
+            code = returncode
+            status = RunStatus.FINISHED if returncode == 0 else RunStatus.FAILED
+        else:
+            code = 128 - returncode
+            status = RunStatus.KILLED
+            client.set_tag(run_id, TAG_ERROR, f"killed by {signal.Signals(-returncode).name}")
+        client.set_tag(run_id, TAG_EXIT_CODE, str(code))
+        if measurement.error:
+            click.echo(f"mlflow-roofline measure: energy not measured: {measurement.error}", err=True)
+        click.echo(
+            f"mlflow-roofline measure: run {run_id}: {_summary(measurement)}, exit code {code}", err=True
+        )
+        return code
+    except KeyboardInterrupt:
+        status, code = RunStatus.KILLED, 130
+        return code
+    finally:
+        if measurement is not None:
+            log_measurement(measurement, meter.hardware, run_id)
+        client.set_terminated(run_id, RunStatus.to_string(status))
+
+
+def _summary(m: Measurement) -> str:
+    energy = "energy n/a" if m.energy_j is None else f"{m.energy_j:.4g} J"
+    return f"{energy} ({m.source}) in {m.time_s:.3f} s"
+
+
+def _experiment_id(client: Any, name: str | None) -> str:
+    """``--experiment`` (created if missing), else MLflow's environment variables, else Default."""
+    name = name or os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    if name:
+        found = client.get_experiment_by_name(name)
+        return found.experiment_id if found is not None else client.create_experiment(name)
+    return os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"
+
+
+def _run_forwarding_signals(command: list[str]) -> int:
+    """Run the command; pass SIGTERM/SIGHUP on to it; return its returncode (-N: signal N).
+
+    SIGINT is ignored here while the child runs: a terminal's Ctrl-C reaches the child
+    directly (same process group) and the wrapper waits for the child's own exit.
+    """
+    proc = subprocess.Popen(command)
+    with _forward_signals(proc):
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # pragma: no cover - SIGINT is ignored while waiting
+                continue
+
+
+@contextmanager
+def _forward_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    def forward(signum: int, _frame: object) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, forward),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,82 @@
+"""``nvml``: GPU energy from NVML's cumulative energy counter.
+
+``nvmlDeviceGetTotalEnergyConsumption`` returns the energy a GPU has used since the
+driver loaded, in millijoules (Volta and newer). A window's energy per GPU is the
+difference of two reads. The counter updates every 20-100 ms, so shorter windows are
+flagged and a counter that did not move is reported as unmeasured, not as 0 J.
+GPUs without the counter raise ``NVMLError_NotSupported``; ``nvml_power`` covers them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.nvml_devices import hardware_of, load_pynvml, open_devices
+
+MJ_PER_J = 1000.0
+
+
+class NvmlMeter(EnergyMeter):
+    """Energy of this process's GPUs from NVML's energy counter (joules per ``cuda:i``).
+
+    Args:
+        gpu_indices: CUDA ordinals of the GPUs to read (``None``: every visible GPU).
+        nvml: a pynvml-compatible module (default: the installed ``pynvml``).
+    Raises:
+        MeterError: NVML unavailable, no GPU, or a GPU without the energy counter.
+    """
+
+    source = "nvml"
+    scope = "device"
+    update_period_s = 0.1
+
+    def __init__(self, gpu_indices: list[int] | None = None, *, nvml: Any = None) -> None:
+        super().__init__()
+        self._nvml = load_pynvml(nvml)
+        self._devices = open_devices(self._nvml, gpu_indices, self.source)
+        try:
+            for device in self._devices:
+                self._nvml.nvmlDeviceGetTotalEnergyConsumption(device.handle)
+        except self._nvml.NVMLError as exc:
+            self._nvml.nvmlShutdown()
+            raise MeterError(
+                f"nvml: {device.key} ({device.name}) has no energy counter ({type(exc).__name__}: {exc}); "
+                "use meter nvml_power"
+            ) from exc
+        self._start_mj: list[int] = []
+
+    @property
+    def hardware(self) -> str:
+        return hardware_of(self._devices)
+
+    @property
+    def devices(self) -> list[str]:
+        """Keys of the measured GPUs (``cuda:0``...)."""
+        return [d.key for d in self._devices]
+
+    def _read(self) -> list[int]:
+        values = []
+        for device in self._devices:
+            try:
+                values.append(int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(device.handle)))
+            except self._nvml.NVMLError as exc:
+                raise ReadError(
+                    f"nvmlDeviceGetTotalEnergyConsumption({device.key}) failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        return values
+
+    def _start(self) -> None:
+        self._start_mj = self._read()
+
+    def _stop(self, time_s: float) -> Reading:
+        end_mj = self._read()
+        per_device = {}
+        for device, start, end in zip(self._devices, self._start_mj, end_mj):
+            if end < start:
+                raise ReadError(f"energy counter of {device.key} went backwards ({start} -> {end} mJ): driver reloaded?")
+            per_device[device.key] = (end - start) / MJ_PER_J
+        return Reading(per_device)
+
+    def _close(self) -> None:
+        self._nvml.nvmlShutdown()

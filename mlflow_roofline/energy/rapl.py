@@ -1,0 +1,155 @@
+"""``rapl``: CPU package and DRAM energy from the Linux powercap interface.
+
+Zones are read from ``<root>/intel-rapl:<n>`` (packages; AMD CPUs expose the same
+interface) and ``<root>/intel-rapl:<n>:<m>`` whose ``name`` is ``dram``. Core, uncore
+and psys zones are left out: core and uncore are inside their package, psys overlaps
+everything. Each zone's ``energy_uj`` counts microjoules and wraps to 0 past
+``max_energy_range_uj``; a read lower than the one before means one wrap. A background
+read every ``wrap_check_s`` during a window catches every wrap of long windows.
+
+The counters cover the whole machine (scope ``node``): one process per node reports them.
+Since Linux 5.10 ``energy_uj`` is readable by root only (CVE-2020-8694); then this meter
+is unavailable and ``auto`` falls back to ``estimate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.sampler import PeriodicSampler
+from mlflow_roofline.hardware import hardware_name
+
+DEFAULT_ROOT = "/sys/class/powercap"
+ROOT_ENV = "ROOFLINE_RAPL_ROOT"
+"""Environment variable overriding the powercap root (for containers that mount it elsewhere)."""
+
+UJ_PER_J = 1e6
+ASSUMED_MAX_ZONE_W = 2000.0
+"""A power no package or DRAM zone reaches: sets the wrap-check period from the counter range."""
+
+_ZONE_RE = re.compile(r"^intel-rapl:(\d+)(?::(\d+))?$")
+
+
+@dataclasses.dataclass
+class _Zone:
+    key: str
+    energy_path: Path
+    max_range_uj: int
+    last_uj: int = 0
+    total_uj: int = 0
+
+
+def _read_int(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+def discover_zones(root: Path) -> list[_Zone]:
+    """The package and DRAM zones under ``root`` (MeterError when none is readable)."""
+    if not root.is_dir():
+        raise MeterError(f"rapl: no powercap interface at {root}")
+    names: dict[str, str] = {}
+    entries = sorted(p for p in root.iterdir() if _ZONE_RE.match(p.name))
+    for path in entries:
+        try:
+            names[path.name] = (path / "name").read_text().strip()
+        except OSError:
+            continue
+    zones = []
+    for path in entries:
+        match = _ZONE_RE.match(path.name)
+        name = names.get(path.name)
+        if match is None or name is None:
+            continue
+        if match.group(2) is None and name.startswith("package"):
+            key = name
+        elif match.group(2) is not None and name == "dram":
+            key = f"{names.get(f'intel-rapl:{match.group(1)}', 'package-' + match.group(1))}/dram"
+        else:
+            continue
+        energy = path / "energy_uj"
+        try:
+            _read_int(energy)
+            max_range = _read_int(path / "max_energy_range_uj")
+        except PermissionError as exc:
+            raise MeterError(
+                f"rapl: {energy} is not readable by this user (root-only since Linux 5.10); "
+                "run as root or use meter estimate"
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise MeterError(f"rapl: cannot read {energy} ({exc})") from exc
+        zones.append(_Zone(key, energy, max_range))
+    if not zones:
+        raise MeterError(f"rapl: no package zone under {root}")
+    return zones
+
+
+class RaplMeter(EnergyMeter):
+    """Energy of the node's CPU packages and DRAM from RAPL (joules per zone).
+
+    Args:
+        root: the powercap directory (default ``$ROOFLINE_RAPL_ROOT`` or ``/sys/class/powercap``).
+        wrap_check_s: seconds between background reads that catch wraparounds during a
+            window (default: the time the fastest-wrapping zone takes at 2 kW, 0.05-60 s).
+    Raises:
+        MeterError: no readable package zone.
+    """
+
+    source = "rapl"
+    scope = "node"
+    update_period_s = 0.001
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, wrap_check_s: float | None = None) -> None:
+        super().__init__()
+        self.root = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+        self._zones = discover_zones(self.root)
+        if wrap_check_s is None:
+            shortest = min(z.max_range_uj for z in self._zones) / UJ_PER_J / ASSUMED_MAX_ZONE_W
+            wrap_check_s = min(max(shortest, 0.05), 60.0)
+        self._sampler = PeriodicSampler(self._accumulate, wrap_check_s, "roofline-rapl")
+
+    @property
+    def hardware(self) -> str:
+        return hardware_name("cpu")
+
+    @property
+    def devices(self) -> list[str]:
+        """Keys of the measured zones (``package-0``, ``package-0/dram``...)."""
+        return [z.key for z in self._zones]
+
+    def _read(self, zone: _Zone) -> int:
+        try:
+            return _read_int(zone.energy_path)
+        except (OSError, ValueError) as exc:
+            raise ReadError(f"reading {zone.energy_path} failed: {exc}") from exc
+
+    def _accumulate(self) -> None:
+        for zone in self._zones:
+            now = self._read(zone)
+            delta = now - zone.last_uj
+            if delta < 0:  # wrapped past max_energy_range_uj
+                delta += zone.max_range_uj
+            zone.total_uj += delta
+            zone.last_uj = now
+
+    def _start(self) -> None:
+        for zone in self._zones:
+            zone.last_uj = self._read(zone)
+            zone.total_uj = 0
+        self._sampler.start()
+
+    def _stop(self, time_s: float) -> Reading:
+        self._sampler.stop()
+        if self._sampler.error is not None:
+            raise ReadError(f"RAPL read failed mid-window: {self._sampler.error}")
+        self._accumulate()
+        return Reading({z.key: z.total_uj / UJ_PER_J for z in self._zones})
+
+    def _abort(self) -> None:
+        self._sampler.stop()
+
+    def _close(self) -> None:
+        self._sampler.close()

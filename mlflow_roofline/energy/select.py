@@ -1,0 +1,110 @@
+"""``make_meter``: build a meter by name, or let ``auto`` pick the best one available.
+
+``auto`` tries, in order: for ``device="cuda"`` ``nvml`` then ``nvml_power``; for
+``device="cpu"`` ``rapl`` then ``estimate``; for ``device="auto"`` all four. The chosen
+meter's :attr:`~mlflow_roofline.energy.base.EnergyMeter.selection` says which and why
+the better ones were passed over; it is also logged at INFO level. A CUDA job never
+falls back to a CPU meter silently: without a GPU meter ``auto`` raises, naming
+``--meter estimate`` as the explicit way out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mlflow_roofline.energy.base import EnergyMeter, MeterError
+
+logger = logging.getLogger(__name__)
+
+METER_NAMES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rapl", "estimate")
+METER_DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
+AUTO_ORDER: dict[str, tuple[str, ...]] = {
+    "cuda": ("nvml", "nvml_power"),
+    "cpu": ("rapl", "estimate"),
+    "auto": ("nvml", "nvml_power", "rapl", "estimate"),
+}
+
+
+def make_meter(
+    name: str = "auto",
+    device: str = "auto",
+    gpu_indices: list[int] | None = None,
+    *,
+    nvml: Any = None,
+    sample_hz: float | None = None,
+    rapl_root: str | None = None,
+    watts_per_core: float | str | None = None,
+    include_self: bool = True,
+) -> EnergyMeter:
+    """Build the meter ``name`` (one of :data:`METER_NAMES`) for a job on ``device``.
+
+    Args:
+        name: a meter name, or ``auto`` for the best available.
+        device: where the job runs: ``cuda``, ``cpu`` or ``auto`` (steers ``auto`` only).
+        gpu_indices: CUDA ordinals the NVML meters read (``None``: every visible GPU).
+        nvml: a pynvml-compatible module for the NVML meters (default: ``pynvml``).
+        sample_hz: power samples per second for ``nvml_power`` (default 20).
+        rapl_root: powercap directory for ``rapl`` (default ``/sys/class/powercap``).
+        watts_per_core: figure for ``estimate`` (default: env var, else 6 W).
+        include_self: whether ``estimate`` counts this process's own CPU time.
+    Raises:
+        MeterError: an unknown name or device, or a meter not available here (the
+            message names the choices).
+    """
+    if name not in METER_NAMES:
+        raise MeterError(f"meter: must be one of {', '.join(METER_NAMES)}, got {name!r}")
+    if device not in METER_DEVICES:
+        raise MeterError(f"device: must be one of {', '.join(METER_DEVICES)}, got {device!r}")
+    builders: dict[str, Callable[[], EnergyMeter]] = {
+        "nvml": lambda: _nvml(gpu_indices, nvml),
+        "nvml_power": lambda: _nvml_power(gpu_indices, nvml, sample_hz),
+        "rapl": lambda: _rapl(rapl_root),
+        "estimate": lambda: _estimate(watts_per_core, include_self),
+    }
+    if name != "auto":
+        try:
+            meter = builders[name]()
+        except MeterError as exc:
+            raise MeterError(f"meter {name} is not available here: {exc} (choices: {', '.join(METER_NAMES)})") from exc
+        meter.selection = f"{name}: asked for by name"
+        return meter
+    passed_over: list[str] = []
+    for candidate in AUTO_ORDER[device]:
+        try:
+            meter = builders[candidate]()
+        except MeterError as exc:
+            passed_over.append(str(exc))
+            continue
+        meter.selection = f"auto chose {candidate}" + (f" ({'; '.join(passed_over)})" if passed_over else "")
+        logger.info("energy meter: %s", meter.selection)
+        return meter
+    raise MeterError(
+        f"meter auto: no GPU energy meter for device {device} ({'; '.join(passed_over)}); "
+        "pass meter estimate to count CPU time only"
+    )
+
+
+def _nvml(gpu_indices: list[int] | None, nvml: Any) -> EnergyMeter:
+    from mlflow_roofline.energy.nvml import NvmlMeter
+
+    return NvmlMeter(gpu_indices, nvml=nvml)
+
+
+def _nvml_power(gpu_indices: list[int] | None, nvml: Any, sample_hz: float | None) -> EnergyMeter:
+    from mlflow_roofline.energy.nvml_power import DEFAULT_SAMPLE_HZ, NvmlPowerMeter
+
+    return NvmlPowerMeter(gpu_indices, sample_hz=sample_hz or DEFAULT_SAMPLE_HZ, nvml=nvml)
+
+
+def _rapl(root: str | None) -> EnergyMeter:
+    from mlflow_roofline.energy.rapl import RaplMeter
+
+    return RaplMeter(root)
+
+
+def _estimate(watts_per_core: float | str | None, include_self: bool) -> EnergyMeter:
+    from mlflow_roofline.energy.estimate import EstimateMeter
+
+    return EstimateMeter(watts_per_core, include_self=include_self)

@@ -1,0 +1,1 @@
+"""Small, faithful fakes of what cannot exist on the CI machine (NVML, RAPL)."""

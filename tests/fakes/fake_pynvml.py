@@ -1,0 +1,212 @@
+"""A fake of the ``pynvml`` module (nvidia-ml-py) for the functions the meters call.
+
+Same names, units and error classes as the real module: ``nvmlInit``/``nvmlShutdown``
+(reference counted), device handles by index or UUID, ``nvmlDeviceGetTotalEnergyConsumption``
+in millijoules since "driver load", ``nvmlDeviceGetPowerUsage`` in milliwatts, and
+``NVMLError`` whose constructor returns the subclass of the code
+(``NVMLError(NVML_ERROR_NOT_SUPPORTED)`` is an ``NVMLError_NotSupported``).
+
+The module is its own state, like the real one: :func:`configure` sets the GPUs. A
+GPU draws a constant ``power_w``; its energy counter follows wall time and moves in
+steps of ``counter_period_s``, like the real counter's 20-100 ms updates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import string
+import sys
+import time
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+
+
+class NVMLError(Exception):
+    """As in pynvml: ``NVMLError(code)`` builds the subclass registered for ``code``."""
+
+    _valClassMapping: dict[int, type] = {}
+    _errcode_to_string = {
+        NVML_ERROR_UNINITIALIZED: "Uninitialized",
+        NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+        NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+        NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+        NVML_ERROR_NOT_FOUND: "Not Found",
+        NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+        NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+        NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+        NVML_ERROR_UNKNOWN: "Unknown Error",
+    }
+
+    def __new__(typ, value):  # noqa: N804 - the real module's signature
+        if typ == NVMLError:
+            typ = NVMLError._valClassMapping.get(value, typ)
+        obj = Exception.__new__(typ)
+        obj.value = value
+        return obj
+
+    def __str__(self) -> str:
+        return NVMLError._errcode_to_string.get(self.value, f"NVML Error with code {self.value}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NVMLError) and self.value == other.value
+
+    __hash__ = Exception.__hash__
+
+
+def _extract_error_classes() -> None:
+    module = sys.modules[__name__]
+    for name in [n for n in dir(module) if n.startswith("NVML_ERROR_")]:
+        class_name = "NVMLError_" + string.capwords(name.replace("NVML_ERROR_", ""), "_").replace("_", "")
+        value = getattr(module, name)
+
+        def gen_new(val: int):
+            def new(typ, *args):
+                return NVMLError.__new__(typ, val)
+
+            return new
+
+        cls = type(class_name, (NVMLError,), {"__new__": gen_new(value)})
+        cls.__module__ = __name__
+        setattr(module, class_name, cls)
+        NVMLError._valClassMapping[value] = cls
+
+
+_extract_error_classes()
+
+
+@dataclasses.dataclass
+class FakeGPU:
+    """One GPU: its identity, its constant draw, and how it misbehaves.
+
+    Attributes:
+        power_w: constant power draw in watts.
+        energy_counter: False makes the energy counter raise NVMLError_NotSupported.
+        counter_period_s: the energy counter moves in steps of this many seconds.
+        fail_after_reads: energy/power reads that succeed before every later one
+            raises NVMLError_GpuIsLost (``None``: never fails).
+    """
+
+    uuid: str
+    name: str = "NVIDIA Fake G100"
+    power_w: float = 250.0
+    energy_counter: bool = True
+    counter_period_s: float = 0.02
+    fail_after_reads: int | None = None
+    base_mj: int = 123_456_789
+    reads: int = 0
+
+
+class _Handle:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<c_nvmlDevice_t {self.index}>"
+
+
+_gpus: list[FakeGPU] = []
+_init_count = 0
+_library_present = True
+_t0 = time.perf_counter()
+
+
+def configure(gpus: list[FakeGPU], library_present: bool = True) -> None:
+    """Set the node's GPUs (in NVML/PCI order); reset the init count and the clock."""
+    global _gpus, _init_count, _library_present, _t0
+    _gpus = list(gpus)
+    _init_count = 0
+    _library_present = library_present
+    _t0 = time.perf_counter()
+
+
+def init_count() -> int:
+    """How many nvmlInit calls are not yet matched by nvmlShutdown."""
+    return _init_count
+
+
+def _check_init() -> None:
+    if _init_count <= 0:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+
+
+def _gpu(handle: _Handle) -> FakeGPU:
+    _check_init()
+    if not isinstance(handle, _Handle) or not 0 <= handle.index < len(_gpus):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return _gpus[handle.index]
+
+
+def _count_read(gpu: FakeGPU) -> None:
+    if gpu.fail_after_reads is not None and gpu.reads >= gpu.fail_after_reads:
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+    gpu.reads += 1
+
+
+def nvmlInit() -> None:
+    global _init_count
+    if not _library_present:
+        raise NVMLError(NVML_ERROR_LIBRARY_NOT_FOUND)
+    _init_count += 1
+
+
+def nvmlShutdown() -> None:
+    global _init_count
+    _check_init()
+    _init_count -= 1
+
+
+def nvmlDeviceGetCount() -> int:
+    _check_init()
+    return len(_gpus)
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
+    _check_init()
+    if not 0 <= index < len(_gpus):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return _Handle(index)
+
+
+def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle:
+    _check_init()
+    uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+    for i, gpu in enumerate(_gpus):
+        if gpu.uuid == uuid:
+            return _Handle(i)
+    raise NVMLError(NVML_ERROR_NOT_FOUND)
+
+
+def nvmlDeviceGetUUID(handle: _Handle) -> str:
+    return _gpu(handle).uuid
+
+
+def nvmlDeviceGetName(handle: _Handle) -> str:
+    return _gpu(handle).name
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: _Handle) -> int:
+    """Millijoules since the fake driver loaded, updated every ``counter_period_s``."""
+    gpu = _gpu(handle)
+    if not gpu.energy_counter:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    _count_read(gpu)
+    elapsed = time.perf_counter() - _t0
+    updated = math.floor(elapsed / gpu.counter_period_s) * gpu.counter_period_s
+    return gpu.base_mj + int(gpu.power_w * updated * 1000)
+
+
+def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
+    """Milliwatts now."""
+    gpu = _gpu(handle)
+    _count_read(gpu)
+    return int(gpu.power_w * 1000)

@@ -1,0 +1,137 @@
+"""RAPL meter against a fake powercap tree in a temp dir, wraparound included."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mlflow_roofline.energy import MeterError, make_meter
+from mlflow_roofline.energy.rapl import RaplMeter
+
+MAX_UJ = 1_000_000  # a tiny counter range (1 J) so wraps are easy to build
+
+
+def zone(root: Path, dirname: str, name: str, energy_uj: int, max_uj: int = MAX_UJ) -> Path:
+    path = root / dirname
+    path.mkdir(parents=True)
+    (path / "name").write_text(name + "\n")
+    (path / "energy_uj").write_text(f"{energy_uj}\n")
+    (path / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    return path
+
+
+def set_uj(path: Path, value: int) -> None:
+    (path / "energy_uj").write_text(f"{value}\n")
+
+
+@pytest.fixture
+def powercap(tmp_path: Path) -> dict[str, Path]:
+    """Two packages with DRAM, plus zones that must be left out (core, psys, mmio)."""
+    root = tmp_path / "powercap"
+    zones = {
+        "package-0": zone(root, "intel-rapl:0", "package-0", 100),
+        "core": zone(root, "intel-rapl:0:0", "core", 100),
+        "package-0/dram": zone(root, "intel-rapl:0:1", "dram", 100),
+        "package-1": zone(root, "intel-rapl:1", "package-1", 100),
+        "package-1/dram": zone(root, "intel-rapl:1:0", "dram", 100),
+        "psys": zone(root, "intel-rapl:2", "psys", 100),
+        "mmio": zone(root, "intel-rapl-mmio:0", "package-0", 100),
+    }
+    zones["root"] = root
+    return zones
+
+
+def test_discovers_packages_and_dram_only(powercap) -> None:
+    with RaplMeter(powercap["root"]) as meter:
+        assert meter.devices == ["package-0", "package-0/dram", "package-1", "package-1/dram"]
+        assert (meter.source, meter.scope) == ("rapl", "node")
+        assert meter.hardware.startswith("cpu:")
+
+
+def test_window_sums_zone_deltas_in_joules(powercap) -> None:
+    with RaplMeter(powercap["root"]) as meter:
+        meter.begin()
+        set_uj(powercap["package-0"], 100 + 250_000)
+        set_uj(powercap["package-0/dram"], 100 + 50_000)
+        set_uj(powercap["package-1"], 100 + 200_000)
+        set_uj(powercap["core"], 100 + 900_000)  # inside package-0: not added again
+        set_uj(powercap["psys"], 100 + 900_000)
+        m = meter.end()
+    assert m.error is None
+    assert m.per_device_j == pytest.approx(
+        {"package-0": 0.25, "package-0/dram": 0.05, "package-1": 0.2, "package-1/dram": 0.0}
+    )
+    assert m.energy_j == pytest.approx(0.5)
+    assert m.warning.endswith("counter of package-1/dram did not advance")
+
+
+def test_wraparound_adds_the_counter_range(powercap) -> None:
+    set_uj(powercap["package-0"], MAX_UJ - 1000)
+    with RaplMeter(powercap["root"]) as meter:
+        meter.begin()
+        set_uj(powercap["package-0"], 4000)  # passed max_energy_range_uj once
+        m = meter.end()
+    assert m.per_device_j["package-0"] == pytest.approx(5000 / 1e6)
+
+
+def test_background_reads_catch_every_wrap_of_a_long_window(powercap) -> None:
+    p0 = powercap["package-0"]
+    set_uj(p0, 900_000)
+    with RaplMeter(powercap["root"], wrap_check_s=0.02) as meter:
+        meter.begin()
+        for value in (100_000, 900_000, 100_000):  # +200k (wrap), +800k, +200k (wrap)
+            set_uj(p0, value)
+            time.sleep(0.25)  # many check periods: the sampler sees each value
+        m = meter.end()
+    # Two reads alone would see one wrap: 100k - 900k + 1M = 200k. The checks saw 1.2M.
+    assert m.per_device_j["package-0"] == pytest.approx(1.2)
+
+
+def test_counter_that_did_not_move_is_not_zero(powercap) -> None:
+    with RaplMeter(powercap["root"]) as meter:
+        with meter.window() as w:
+            pass
+    assert w.measurement.energy_j is None
+    assert "did not advance" in w.measurement.error
+
+
+def test_read_failing_mid_window_is_an_error(powercap) -> None:
+    with RaplMeter(powercap["root"]) as meter:
+        meter.begin()
+        (powercap["package-1"] / "energy_uj").unlink()
+        m = meter.end()
+    assert m.energy_j is None and "intel-rapl:1/energy_uj" in m.error
+
+
+def test_missing_or_empty_tree_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(MeterError, match="no powercap interface"):
+        RaplMeter(tmp_path / "absent")
+    zone(tmp_path / "pc", "intel-rapl:0", "psys", 5)
+    with pytest.raises(MeterError, match="no package zone"):
+        RaplMeter(tmp_path / "pc")
+    with pytest.raises(MeterError, match="meter rapl is not available here.*choices"):
+        make_meter("rapl", rapl_root=str(tmp_path / "absent"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_counter_says_so(powercap) -> None:
+    (powercap["package-0"] / "energy_uj").chmod(0o000)
+    with pytest.raises(MeterError, match="not readable"):
+        RaplMeter(powercap["root"])
+
+
+def test_auto_on_cpu_prefers_readable_rapl(powercap) -> None:
+    meter = make_meter("auto", device="cpu", rapl_root=str(powercap["root"]))
+    try:
+        assert meter.source == "rapl" and meter.selection == "auto chose rapl"
+    finally:
+        meter.close()
+
+
+def test_root_from_environment(powercap, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROOFLINE_RAPL_ROOT", str(powercap["root"]))
+    with RaplMeter() as meter:
+        assert meter.root == powercap["root"]
