@@ -1,0 +1,116 @@
+"""How much the whole fit adds to the unavoidable pull of the runs, at 10,000 runs.
+
+Logs N synthetic train runs (mlflow_roofline.synthetic, exact run schema, one
+``MlflowClient.log_batch`` per run) into a fresh SQLite store, then times in one process:
+
+  (a) a bare ``mlflow.search_runs`` of the experiment (every run, as pandas): the floor
+      any fit pays to read the runs;
+  (b) the whole fit: pull, speedup laws, every energy form with grouped CV, plots, the
+      fit run with its artifacts, the pyfunc model, registration and alias.
+
+and prints both and the ratio (b)/(a) (target: at most 1.5), with the phases of (b)
+(pull, laws and cross-validation, logging and registration). (a) and (b) alternate
+``--repeat`` times and the minimum of each is compared (a shared machine only ever
+slows a run down). ``--keep DIR`` keeps the store, and a later run on it reuses the runs.
+
+    python benchmarks/fit_scale.py [--runs 10000] [--repeat 3] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10_000, help="train runs to log (default 10000)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the store in this directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds of (a) then (b) (default 3)")
+    args = parser.parse_args()
+
+    # tmpfs where there is one: logging 10,000 runs is three SQLite commits each, and the
+    # timed reads below do not depend on where the file lies once it is in the page cache.
+    scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    workdir = Path(tempfile.mkdtemp(prefix="fit-scale-", dir=scratch)) if args.keep is None else args.keep
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chdir(workdir)
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    from mlflow_roofline.fit_run import run_fit
+    from mlflow_roofline.run_data import load_train_runs
+    from mlflow_roofline.synthetic import generate_synthetic_runs, log_runs
+
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("roofline-bench")
+    if experiment is not None:  # a kept store: reuse its runs
+        experiment_id = experiment.experiment_id
+        n_runs = len(load_train_runs(client, [experiment_id]).frame)
+        print(f"reusing {n_runs} train runs in {uri}", flush=True)
+    else:
+        experiment_id = client.create_experiment("roofline-bench")
+        # About 7.5 runs per workload (2 single, ddp/fsdp x {2, 4}, tp where h allows): draw
+        # a few more workloads than needed and keep the first --runs rows.
+        _, frame = generate_synthetic_runs(int(args.runs / 6.5) + 1, seed=args.seed)
+        frame = frame.iloc[: args.runs].reset_index(drop=True)
+        n_runs = len(frame)
+        print(f"logging {n_runs} synthetic train runs into {uri} ...", flush=True)
+        start = time.perf_counter()
+        chunk = 1000
+        for i in range(0, n_runs, chunk):
+            log_runs(client, experiment_id, frame.iloc[i : i + chunk])
+            print(f"  {min(i + chunk, n_runs)} runs, {time.perf_counter() - start:.0f} s", flush=True)
+
+    # (a) and (b) alternate, --repeat times; the machine may be shared, so the minimum of
+    # each (the least disturbed run) is compared, as timeit does.
+    samples: dict[str, list[float]] = {"search": [], "pull": [], "fit": []}
+    phases: list[dict[str, float]] = []
+    outcome = None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        pulled = mlflow.search_runs(experiment_ids=[experiment_id])
+        samples["search"].append(time.perf_counter() - start)
+        assert len(pulled) >= n_runs, (len(pulled), n_runs)
+
+        start = time.perf_counter()
+        outcome = run_fit([experiment_id], model_name="roofline-bench", alias="champion", echo=lambda _: None)
+        samples["fit"].append(time.perf_counter() - start)
+        phases.append(outcome.timings_s)
+        samples["pull"].append(outcome.timings_s["pull"])
+    assert outcome is not None
+    fit = outcome.fits[0]
+    best = {k: min(v) for k, v in samples.items()}
+    fastest = phases[samples["fit"].index(best["fit"])]
+
+    def show(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    metrics = fit.metrics()
+    print()
+    print(f"runs                                   {n_runs}   (min of {args.repeat} runs each; all samples in brackets)")
+    print(f"(a) bare mlflow.search_runs            {best['search']:8.2f} s  [{show(samples['search'])}]")
+    print(f"(b) whole fit incl. logging + registry {best['fit']:8.2f} s  [{show(samples['fit'])}]")
+    print(f"    fastest (b): pull {fastest['pull']:.2f} s, laws + CV {fastest['fit']:.2f} s, "
+          f"logging + model + registry {fastest['log']:.2f} s")
+    print(f"ratio (b)/(a)                          {best['fit'] / best['search']:8.2f}   (target <= 1.5)")
+    print(f"fit: form {fit.energy.chosen}, alpha_c {metrics['alpha_c']:.3f}, alpha_m {metrics['alpha_m']:.3f}, "
+          f"alpha_eta {metrics['alpha_eta']:.3f}, cv_mape {metrics['cv_mape']:.2f}%, model version {fit.model_version}")
+    if args.keep is None:
+        os.chdir(tempfile.gettempdir())
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""``mlflow-roofline fit``: fit the energy laws on finished train runs and register the model.
+
+The MLproject ``fit`` entry point passes ``--experiment``, ``--model-name``, ``--alias``
+and ``--allow-estimate true|false``; ``--allow-estimate`` also works as a bare flag.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME
+
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+
+
+def parse_bool(field: str, value: str | bool) -> bool:
+    """``true``/``false`` (and 1/0, yes/no, on/off) as a bool.
+
+    Raises:
+        ConfigError: any other word.
+    """
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ConfigError(field, f"must be true or false, got {value!r}")
+
+
+@click.command("fit")
+@click.option(
+    "--experiment",
+    "experiments",
+    multiple=True,
+    default=(DEFAULT_EXPERIMENT,),
+    show_default=True,
+    help="Experiment whose train runs to fit (repeat it, or separate names by commas, for several).",
+)
+@click.option("--model-name", default=DEFAULT_MODEL_NAME, show_default=True, help="Registered model name.")
+@click.option("--alias", default=DEFAULT_ALIAS, show_default=True, help="Alias set on the new model version.")
+@click.option(
+    "--allow-estimate",
+    default="false",
+    is_flag=False,
+    flag_value="true",
+    metavar="[true|false]",
+    show_default=True,
+    help="Fit on estimated energy (roofline.energy_source=estimate) too: true or false; bare flag = true.",
+)
+@click.option("--hardware", default=None, help="Fit only the runs of this roofline.hardware.")
+@click.option(
+    "--missing-baseline",
+    type=click.Choice(["law", "drop"]),
+    default="law",
+    show_default=True,
+    help="Parallel runs without a single-device run of their workload: eta from the speedup law, or drop them.",
+)
+@click.option("--register/--no-register", default=True, show_default=True, help="Register the model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the cross-validation folds.")
+def fit_command(
+    experiments: tuple[str, ...],
+    model_name: str,
+    alias: str,
+    allow_estimate: str,
+    hardware: str | None,
+    missing_baseline: str,
+    register: bool,
+    seed: int,
+) -> None:
+    """Fit the efficiency-aware energy law (and its baseline) and register it as a pyfunc model."""
+    from mlflow_roofline.fit_run import run_fit
+
+    names = [name.strip() for item in experiments for name in item.split(",") if name.strip()]
+    run_fit(
+        names,
+        model_name=model_name,
+        alias=alias,
+        allow_estimate=parse_bool("allow_estimate", allow_estimate),
+        hardware=hardware or None,
+        missing_baseline=missing_baseline,
+        register=register,
+        seed=seed,
+        echo=click.echo,
+    )

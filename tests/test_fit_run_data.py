@@ -1,0 +1,69 @@
+"""Pulling train runs from a real SQLite tracking store: filters, paging and drop reasons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+
+from mlflow_roofline import run_data
+from mlflow_roofline.errors import RooflineError
+from mlflow_roofline.schema import TAG_ENERGY_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.synthetic import generate_synthetic_runs, log_runs
+
+
+@pytest.fixture
+def client(tracking_uri: str) -> MlflowClient:
+    return MlflowClient(tracking_uri)
+
+
+def test_pull_keeps_finished_train_runs_and_says_why_others_go(client: MlflowClient, monkeypatch) -> None:
+    experiment_id = client.create_experiment("roofline-bert")
+    _, frame = generate_synthetic_runs(3, seed=0, strategies=("single", "ddp"), device_counts=(2,))
+    good = frame.iloc[:5].copy()
+    nan_energy = frame.iloc[[5]].copy()
+    nan_energy["energy_j"] = np.nan
+    zero_energy = frame.iloc[[6]].copy()
+    zero_energy["energy_j"] = 0.0
+    ids = log_runs(client, experiment_id, good)
+    log_runs(client, experiment_id, nan_energy)
+    log_runs(client, experiment_id, zero_energy)
+    failed_meter = log_runs(client, experiment_id, frame.iloc[[7]].drop(columns=["energy_j", "avg_power_w"]))[0]
+    client.set_tag(failed_meter, TAG_ENERGY_ERROR, "RAPL not readable")
+    log_runs(client, experiment_id, frame.iloc[[8]], status="FAILED")
+    fit_run = client.create_run(experiment_id, tags={TAG_RUN_TYPE: "fit"})
+    client.set_terminated(fit_run.info.run_id)
+    no_param = client.create_run(experiment_id, tags={TAG_RUN_TYPE: "train"})
+    client.set_terminated(no_param.info.run_id)
+
+    monkeypatch.setattr(run_data, "PAGE_SIZE", 2)  # force several pages
+    data = run_data.load_train_runs(client, ["roofline-bert"])
+    assert sorted(data.frame["run_id"]) == sorted(ids)
+    assert data.n_found == 9  # FAILED and fit runs are filtered in the store
+    assert data.dropped == {
+        "with NaN or non-positive energy_j": 2,
+        "without metric energy_j (meter failed)": 1,
+        "without tag roofline.hardware": 1,
+    }
+    assert data.frame["num_layers"].dtype == np.int64
+    assert data.frame["energy_j"].dtype == float
+    assert "5 usable; dropped 4" in data.summary()
+
+
+def test_hardware_filter_experiment_ids_and_one_line_errors(client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("roofline-bert")
+    _, a = generate_synthetic_runs(1, seed=0, strategies=("single",), hardware="gpu 'a'")
+    _, b = generate_synthetic_runs(1, seed=1, strategies=("single",), hardware="gpu-b")
+    ids_a = log_runs(client, experiment_id, a)
+    ids_b = log_runs(client, experiment_id, b)
+    data = run_data.load_train_runs(client, ["roofline-bert"], hardware="gpu 'a'")
+    assert sorted(data.frame["run_id"]) == sorted(ids_a)
+    by_id = run_data.load_train_runs(client, [experiment_id])
+    assert sorted(by_id.frame["run_id"]) == sorted(ids_a + ids_b)
+    with pytest.raises(RooflineError, match="no experiment named 'nope'"):
+        run_data.load_train_runs(client, ["nope"])
+    client.create_experiment("empty")
+    with pytest.raises(RooflineError, match="no FINISHED train runs"):
+        run_data.load_train_runs(client, ["empty"])
+    with pytest.raises(RooflineError, match="on hardware 'gpu-c'"):
+        run_data.load_train_runs(client, ["roofline-bert"], hardware="gpu-c")
