@@ -23,3 +23,11 @@ class ConfigError(RooflineError, ValueError):
         self.field = field
         self.rule = rule
         super().__init__(f"{field}: {rule}")
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived while a job ran; what it interrupted has been ended as KILLED.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` swallows it.
+    The message is the signal's name (``SIGTERM``).
+    """

@@ -1,0 +1,53 @@
+"""``mlflow-roofline train``: one measured BERT fine-tuning configuration, one MLflow run.
+
+The options are those the MLproject ``train`` entry point passes (numbers may arrive as
+``"4.0"``), plus ``--experiment`` and ``--seed``. See :mod:`mlflow_roofline.train_run`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import click
+
+from mlflow_roofline.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
+
+_NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
+
+
+@click.command("train")
+@click.option("--num-layers", metavar="INT", help=f"L, encoder layers (required); {_NUMBER_HELP}.")
+@click.option("--hidden-size", metavar="INT", help="d, model width (required).")
+@click.option("--num-heads", metavar="INT", help="h, attention heads, dividing d (required).")
+@click.option("--ffn-size", metavar="INT", help="ff, feed-forward width (required).")
+@click.option("--seq-len", metavar="INT", help="S, tokens per sample (required).")
+@click.option("--batch-size", metavar="INT", help="Global batch: samples per optimizer step over all devices (required).")
+@click.option("--num-steps", metavar="INT", default="20", show_default=True, help="Measured optimizer steps.")
+@click.option("--warmup-steps", metavar="INT", default="3", show_default=True, help="Steps before the measured window.")
+@click.option("--strategy", metavar="NAME", default="single", show_default=True, help=f"One of {', '.join(STRATEGIES)}.")
+@click.option("--num-devices", metavar="INT", default="1", show_default=True, help="N, devices (processes).")
+@click.option("--device", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(DEVICE_CHOICES)}.")
+@click.option("--precision", metavar="NAME", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
+@click.option("--meter", metavar="NAME", default="auto", show_default=True, help="auto, nvml, nvml_power, rapl or estimate.")
+@click.option("--experiment", default=None, help="Experiment of a new run [default: roofline-bert]; "
+              "ignored when MLFLOW_RUN_ID names a run to log into.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the weights and the batches.")
+def train_command(meter: str, experiment: str | None, seed: int, **options: str | None) -> None:
+    """Fine-tune one BERT configuration, measure its energy and time, log one MLflow run.
+
+    Example: mlflow-roofline train --num-layers 2 --hidden-size 64 --num-heads 2
+    --ffn-size 256 --seq-len 32 --batch-size 8 --strategy ddp --num-devices 2
+    """
+    from mlflow_roofline.errors import Interrupted
+    from mlflow_roofline.train_run import train
+
+    try:
+        run_id, result = train(options, meter=meter, experiment=experiment, seed=seed)
+    except Interrupted as exc:  # SIGTERM/SIGINT: the run has ended KILLED, the job is stopped
+        click.echo(f"Error: interrupted by {exc}; the run ended KILLED", err=True)
+        sys.exit(128 + getattr(signal, str(exc), signal.SIGTERM))
+    energy = "not measured" if result.energy_j is None else f"{result.energy_j:.3f} J ({result.energy_source})"
+    click.echo(
+        f"run {run_id}: {result.time_s:.3f} s, energy {energy}, final loss {result.losses[-1]:.4f}"
+    )
