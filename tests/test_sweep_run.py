@@ -1,0 +1,234 @@
+"""The sweep end to end: real train processes, a real SQLite store, `mlflow run`, kills and resumes.
+
+Tiny configurations (one or two layers, width 16-32, a few steps) keep each train
+process to seconds; the multi-device ones are real gloo process groups.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mlflow_roofline.config import TrainConfig
+from mlflow_roofline.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
+
+pytestmark = pytest.mark.slow
+
+
+def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: object) -> Path:
+    lines = [f"experiment: {experiment}", "device: cpu", "meter: estimate", f"num_steps: {steps}",
+             "warmup_steps: 1", "num_heads: 2", "ffn_ratio: 2", "seq_len: 8", "batch_size: 4"]
+    lines += [f"{k}: {v}" for k, v in top.items()]
+    path.write_text("\n".join(lines + [f"grid: {grid}", ""]))
+    return path
+
+
+def runs_of(experiment: str, run_type: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'",
+                              max_results=1000)
+
+
+def init_store() -> None:
+    """Create the store's tables before a second process opens it (two first opens race in MLflow's migration)."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient().search_experiments()
+
+
+def wait_until(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(tracking_uri: str, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    # two depths on one device, and the ddp run of one of them on a two-process gloo group
+    spec = write_spec(tmp_path / "tiny.yaml", "e2e", "[{num_layers: [1, 2], hidden_size: 16}, "
+                      "{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}]")
+    # 1) as a user types it first: the project run lands in "Default", the sweep's runs in the spec's experiment
+    first = subprocess.run(["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local",
+                            "-P", f"spec={spec}"], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    client = MlflowClient()
+    (parent,) = runs_of("e2e", "sweep")
+    children = runs_of("e2e", "train")
+    assert len(children) == 3
+    assert Counter(c.info.status for c in children) == {"FINISHED": 3}
+    assert len({c.data.tags[TAG_CONFIG_HASH] for c in children}) == 3
+    assert {c.data.tags[TAG_PARENT_RUN_ID] for c in children} == {parent.info.run_id}
+    assert sorted((c.data.params["num_layers"], c.data.params["strategy"]) for c in children) == [
+        ("1", "ddp"), ("1", "single"), ("2", "single")
+    ]
+    assert all("energy_j" in c.data.metrics and c.data.metrics["time_s"] > 0 for c in children)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["configs_finished"] == 3 and parent.data.metrics["configs_failed"] == 0
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"plan.json", "plan.txt", "skipped.json", "spec.yaml", "results.json"} <= artifacts
+    launcher_id = parent.data.tags["roofline.launcher_run_id"]
+    launcher = client.get_run(launcher_id)
+    assert launcher.data.tags["roofline.sweep_run_id"] == parent.info.run_id
+    assert launcher.info.status == "FINISHED"
+
+    # 2) again, in the spec's experiment: the project run is the parent and nothing reruns
+    again = subprocess.run(["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local",
+                            "--experiment-name", "e2e", "-P", f"spec={spec}"],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(runs_of("e2e", "train")) == 3
+    parents = runs_of("e2e", "sweep")
+    assert len(parents) == 2
+    second = next(p for p in parents if p.info.run_id != parent.info.run_id)
+    assert second.data.params.get("spec") == str(spec)  # the project run itself
+    assert second.info.status == "FINISHED"
+    assert second.data.metrics["configs_already_done"] == 3 and second.data.metrics["configs_finished"] == 0
+
+
+def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_uri: str, tmp_path: Path) -> None:
+    grid = "[{num_layers: [1, 2], hidden_size: 16}, {num_layers: 1, hidden_size: 32}]"
+    spec = write_spec(tmp_path / "resume.yaml", "resume", grid, steps=3)
+    init_store()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the killed sweep's output folder stays in here
+    sweep = subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_until(lambda: any(r.info.status == "FINISHED" for r in runs_of("resume", "train")), 300,
+                   "a first finished configuration")
+        assert sweep.poll() is None, "the sweep ended before it could be killed"
+        finished_before = sum(r.info.status == "FINISHED" for r in runs_of("resume", "train"))
+        assert finished_before < 3
+        sweep.send_signal(signal.SIGKILL)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        sweep.wait()
+    (killed_parent,) = runs_of("resume", "sweep")
+    assert killed_parent.info.status == "RUNNING"  # SIGKILL leaves no chance to end it
+
+    resumed = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True,
+                             timeout=600, env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    runs = runs_of("resume", "train")
+    finished = Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs if r.info.status == "FINISHED")
+    assert len(finished) == 3 and set(finished.values()) == {1}, finished
+    assert all(r.info.status in ("FINISHED", "KILLED") for r in runs)  # nothing left RUNNING
+    statuses = {p.info.run_id: p.info.status for p in runs_of("resume", "sweep")}
+    assert statuses.pop(killed_parent.info.run_id) == "KILLED"
+    assert list(statuses.values()) == ["FINISHED"]
+
+
+def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(tracking_uri: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.hardware import hardware_name
+    from mlflow_roofline.sweep_plan import Plan
+    from mlflow_roofline.sweep_runner import run_sweep
+    from mlflow_roofline.sweep_spec import parse_spec
+
+    good = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
+                       num_steps=2, warmup_steps=1)
+    # 3 heads cannot split over 2 ranks: planning would skip it, so force it past planning
+    bad = TrainConfig(num_layers=1, hidden_size=24, num_heads=3, ffn_size=48, seq_len=8, batch_size=4,
+                      num_steps=2, warmup_steps=1, strategy="tp", num_devices=2)
+    hw = hardware_name("cpu")
+    plan = Plan(configs=(bad, good), skipped=(), hardware=hw, device="cpu")
+    spec = parse_spec({"device": "cpu", "meter": "estimate", "grid": {"num_layers": 1, "hidden_size": 16,
+                       "num_heads": 2, "ffn_size": 32, "seq_len": 8, "batch_size": 4}}, name="forced")
+    client = MlflowClient()
+    exp = client.create_experiment("failing")
+    result = run_sweep(spec, plan, exp, client=client, progress=False, echo=lambda _: None)
+    assert result.exit_code == 1
+    assert [e.config for e in result.failed] == [bad]
+    by_name = {r.info.run_name: r for r in runs_of("failing", "train")}
+    assert by_name[good.run_name].info.status == "FINISHED"
+    failed = by_name[bad.run_name]
+    assert failed.info.status == "FAILED"
+    assert "num_heads" in failed.data.tags[TAG_ERROR]
+    assert failed.data.tags[TAG_PARENT_RUN_ID] == result.parent_run_id
+    assert client.get_run(result.parent_run_id).info.status == "FAILED"
+
+
+def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tracking_uri: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.hardware import hardware_name
+    from mlflow_roofline.sweep_liveness import TAG_PID
+    from mlflow_roofline.sweep_runner import run_configuration
+
+    client = MlflowClient()
+    exp = client.create_experiment("oom")
+    config = TrainConfig(num_layers=2, hidden_size=32, num_heads=2, ffn_size=64, seq_len=16, batch_size=4,
+                         num_steps=100000, warmup_steps=1)
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(
+        result=run_configuration(config, exp, None, hardware=hardware_name("cpu"), meter="estimate", client=client)))
+    worker.start()
+    try:
+        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("oom", "train")), 120, "the train process")
+        (run,) = runs_of("oom", "train")
+        os.kill(int(run.data.tags[TAG_PID]), signal.SIGKILL)  # what the OOM killer does
+    finally:
+        worker.join(timeout=120)
+    result = outcome["result"]
+    assert result.status == "FAILED" and result.returncode == -signal.SIGKILL
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[TAG_ERROR].startswith("train process killed by SIGKILL without ending its run")
+
+
+def test_sigterm_marks_the_in_flight_child_and_the_parent_killed(tracking_uri: str, tmp_path: Path) -> None:
+    from mlflow_roofline.sweep_liveness import TAG_PID, group_alive
+
+    spec = write_spec(tmp_path / "term.yaml", "term", "{num_layers: [1, 2], hidden_size: 16}", steps=100000)
+    init_store()
+    sweep = subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("term", "train")), 120, "the train process")
+        sweep.send_signal(signal.SIGTERM)
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 128 + signal.SIGTERM, out
+    assert "interrupted by SIGTERM" in out
+    (child,) = runs_of("term", "train")  # the second configuration never started
+    assert child.info.status == "KILLED"
+    assert not group_alive(int(child.data.tags[TAG_PID]), 0.0)
+    (parent,) = runs_of("term", "sweep")
+    assert parent.info.status == "KILLED"
+
+
+def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(tracking_uri: str, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "slow.yaml", "slow", "{num_layers: 1, hidden_size: 16}", steps=100000, timeout_s=2)
+    proc = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 configuration(s) failed:" in proc.stderr
+    assert "L1-d16-h2-ff32-S8-B4-single-x1" in proc.stderr and "timed out after 2 s" in proc.stderr
+    (run,) = runs_of("slow", "train")
+    assert run.info.status == "FAILED"
+    assert run.data.tags[TAG_ERROR].startswith("train process timed out after 2 s and was killed")
+    (parent,) = runs_of("slow", "sweep")
+    assert parent.info.status == "FAILED" and parent.data.metrics["configs_failed"] == 1

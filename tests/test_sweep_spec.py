@@ -1,0 +1,153 @@
+"""Sweep specs: the shipped ones meet their promises; bad specs fail early, naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.sweep_plan import expand
+from mlflow_roofline.sweep_spec import load_spec, parse_spec, shipped_specs
+
+BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
+
+
+def spec_with(**changes: object) -> dict:
+    data: dict = {"device": "cpu", "grid": dict(BASE)}
+    for key, value in changes.items():
+        if key.startswith("grid_"):
+            data["grid"][key[5:]] = value
+        else:
+            data[key] = value
+    return data
+
+
+def test_shipped_specs_are_listed_and_load() -> None:
+    assert {"smoke", "paper"} <= set(shipped_specs())
+    for name in shipped_specs():
+        assert load_spec(name).name == name
+
+
+def test_smoke_spec_covers_all_strategies_depths_and_widths_on_cpu() -> None:
+    spec = load_spec("smoke")
+    assert spec.device == "cpu"
+    plan = expand(spec, "cpu", None)
+    assert len(plan.configs) >= 12
+    assert {(c.strategy, c.num_devices) for c in plan.configs} >= {
+        ("single", 1), ("ddp", 2), ("fsdp", 2), ("tp", 2)
+    }
+    assert len({c.num_layers for c in plan.configs}) >= 2
+    assert len({c.hidden_size for c in plan.configs}) >= 2
+    assert f"{len(plan.configs)} configurations, {len(plan.skipped)} grid point skipped" in spec.text
+    # tiny: the whole sweep must stay in minutes on two CPU cores
+    assert all(c.num_layers <= 2 and c.hidden_size <= 128 and c.seq_len <= 32 and c.batch_size <= 8
+               for c in plan.configs)
+
+
+def test_paper_spec_follows_the_papers_grid() -> None:
+    spec = load_spec("paper")
+    assert spec.device == "cuda"
+    plan = expand(spec, "cuda", None)
+    assert 200 <= len(plan.configs) <= 800
+    assert {c.strategy for c in plan.configs} == {"single", "ddp", "fsdp", "tp"}
+    assert {c.num_devices for c in plan.configs} == {1, 2, 4, 8}
+    assert {c.precision for c in plan.configs} == {"fp16"}
+    assert {c.batch_size for c in plan.configs} == {16, 32}
+    family = [c for c in plan.configs if c.seq_len == 128 and c.ffn_size == 4 * c.hidden_size]
+    # head size 64 everywhere but in the controlled heads sweep at (L=4, d=512)
+    assert {c.hidden_size // c.num_heads for c in family if (c.num_layers, c.hidden_size) != (4, 512)} == {64}
+    assert {c.hidden_size // c.num_heads for c in family if (c.num_layers, c.hidden_size) == (4, 512)} == {32, 64, 128}
+    depth_512 = {c.num_layers for c in family if c.hidden_size == 512}
+    assert {2, 24} <= depth_512
+    width_l4 = {c.hidden_size for c in family if c.num_layers == 4}
+    assert {128, 768} <= width_l4
+    width_l16 = {c.hidden_size for c in family if c.num_layers == 16}
+    assert {512, 1024} <= width_l16
+    # the size stated in the spec's comment is the size of the plan
+    assert f"{len(plan.configs)} configurations" in spec.text
+    assert f"{len(plan.skipped)} grid points skipped" in spec.text
+
+
+def test_scalars_top_level_defaults_and_alternatives() -> None:
+    spec = parse_spec(
+        {"device": "cpu", "seq_len": 16, "batch_size": [4, 8], "head_size": 16, "ffn_ratio": 2,
+         "grid": [{"num_layers": 1, "hidden_size": [32, 64]}, {"num_layers": 2, "hidden_size": 32, "num_heads": 1}]}
+    )
+    first, second = spec.grids
+    assert first["seq_len"] == (16,) and first["batch_size"] == (4, 8) and first["head_size"] == (16,)
+    assert "num_heads" in second and "head_size" not in second  # the grid's own key wins
+    assert first["strategy"] == ("single",) and first["num_steps"] == (20,)
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "words"),
+    [
+        (spec_with(colour="red"), "colour", ["unknown key", "grid", "experiment"]),
+        (spec_with(grid_foo=[1]), "grid.foo", ["unknown grid key", "num_layers"]),
+        (spec_with(grid_device=["cpu"]), "grid.device", ["top level"]),
+        (spec_with(grid_num_layers=["four"]), "grid.num_layers[0]", ["positive integer", "'four'"]),
+        (spec_with(grid_num_layers=[True]), "grid.num_layers[0]", ["positive integer"]),
+        (spec_with(grid_hidden_size=[0]), "grid.hidden_size[0]", ["positive integer"]),
+        (spec_with(grid_warmup_steps=[-1]), "grid.warmup_steps[0]", ["non-negative"]),
+        (spec_with(grid_num_layers=[]), "grid.num_layers", ["at least one value"]),
+        (spec_with(grid_strategy=["single", "pipeline"]), "grid.strategy[1]", ["single, ddp, fsdp, tp"]),
+        (spec_with(grid_precision=["fp8"]), "grid.precision[0]", ["fp32, bf16, fp16"]),
+        (spec_with(grid_ffn_ratio=[4]), "grid.ffn_ratio", ["either ffn_size or ffn_ratio"]),
+        (spec_with(grid_ffn_ratio=["x"]), "grid.ffn_ratio[0]", ["positive number"]),
+        (spec_with(grid_strategy=["ddp"]), "grid.num_devices", [">= 2"]),
+        (spec_with(device="tpu"), "device", ["auto, cuda, cpu"]),
+        (spec_with(meter="wattmeter"), "meter", ["nvml", "rapl", "estimate"]),
+        (spec_with(timeout_s=0), "timeout_s", ["positive number"]),
+        (spec_with(experiment=""), "experiment", ["non-empty"]),
+        (spec_with(grid={}), "grid", ["empty"]),
+        (spec_with(grid=[]), "grid", ["empty"]),
+        (spec_with(grid=[{}]), "grid[0]", ["empty"]),
+        (spec_with(grid="L=2"), "grid", ["mapping or a list of mappings"]),
+        (spec_with(grid=[BASE, ["num_layers"]]), "grid[1]", ["mapping"]),
+        ({"device": "cpu"}, "grid", ["required"]),
+        (spec_with(grid={k: v for k, v in BASE.items() if k != "seq_len"}), "grid.seq_len", ["required"]),
+        (spec_with(grid={k: v for k, v in BASE.items() if k != "num_heads"}), "grid.num_heads", ["head_size"]),
+        (["num_layers"], "spec", ["mapping"]),
+    ],
+)
+def test_bad_specs_name_the_key_and_what_is_allowed(data: object, field: str, words: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(data)
+    assert info.value.field == field
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_unknown_spec_name_lists_the_shipped_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="shipped: .*paper.*smoke"):
+        load_spec("no-such-spec")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("grid: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_spec(str(broken))
+
+
+def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_uri: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(spec_with(grid_strategy=["single", "zero3"])))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "grid.strategy[1]" in lines[0] and "zero3" in lines[0] and "single, ddp, fsdp, tp" in lines[0]
+    assert not (tmp_path / "mlflow.db").exists()  # nothing ran, not even the store
+
+
+def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "smoke", "--retry-failed", "maybe", "--dry-run"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr
