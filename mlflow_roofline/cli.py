@@ -52,7 +52,10 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the group, turning our own errors into one line, exit 2."""
     try:
-        cli.main(args=argv, prog_name="mlflow-roofline", standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of a ctx.exit(code).
+        exit_code = cli.main(args=argv, prog_name="mlflow-roofline", standalone_mode=False)
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+            sys.exit(exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
