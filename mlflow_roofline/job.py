@@ -161,4 +161,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # Everything is written and the process group destroyed. Leave without interpreter
+    # finalization: there, gloo's C++ worker threads can still abort a rank (SIGABRT,
+    # "terminate called without an active exception") after a job that succeeded.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
