@@ -20,18 +20,11 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+from mlflow_roofline.config import INT_FIELDS
 from mlflow_roofline.law import JOULES_PER_KWH, FittedLaw, law_features
 from mlflow_roofline.schema import DATA_PARALLEL_STRATEGIES, STRATEGIES
 
-SIZE_COLUMNS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-)
+SIZE_COLUMNS: tuple[str, ...] = tuple(f for f in INT_FIELDS if f not in ("warmup_steps", "num_devices"))
 """Integer model inputs that describe the job (every one must be >= 1)."""
 
 INPUT_COLUMNS: tuple[str, ...] = SIZE_COLUMNS + ("strategy", "num_devices")

@@ -46,3 +46,17 @@ def test_exit_codes_and_one_line_errors(monkeypatch: pytest.MonkeyPatch, capsys:
         cli.main(["refuses"])
     assert caught.value.code == 2
     assert capsys.readouterr().err.strip() == "Error: num_layers: must be a positive integer, got 0"
+
+
+@pytest.mark.parametrize(("word", "expected"), [("true", True), ("No", False), (" 1 ", True), ("off", False), (True, True)])
+def test_parse_bool_reads_mlflow_project_words(word: str | bool, expected: bool) -> None:
+    from mlflow_roofline.commands.options import parse_bool
+
+    assert parse_bool("retry_failed", word) is expected
+
+
+def test_parse_bool_names_the_field() -> None:
+    from mlflow_roofline.commands.options import parse_bool
+
+    with pytest.raises(ConfigError, match="^retry_failed: must be true or false, got 'maybe'$"):
+        parse_bool("retry_failed", "maybe")

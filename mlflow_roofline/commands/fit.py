@@ -8,27 +8,8 @@ from __future__ import annotations
 
 import click
 
-from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.commands.options import parse_bool
 from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME
-
-TRUE_WORDS = ("true", "1", "yes", "on")
-FALSE_WORDS = ("false", "0", "no", "off")
-
-
-def parse_bool(field: str, value: str | bool) -> bool:
-    """``true``/``false`` (and 1/0, yes/no, on/off) as a bool.
-
-    Raises:
-        ConfigError: any other word.
-    """
-    if isinstance(value, bool):
-        return value
-    word = value.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ConfigError(field, f"must be true or false, got {value!r}")
 
 
 @click.command("fit")

@@ -12,29 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from mlflow_roofline.commands.options import parse_bool
 from mlflow_roofline.errors import ConfigError
 
 if TYPE_CHECKING:
     from mlflow_roofline.config import TrainConfig
-
-TRUE_WORDS = ("true", "1", "yes", "y", "on")
-FALSE_WORDS = ("false", "0", "no", "n", "off")
-
-
-def parse_bool(field: str, value: str | bool) -> bool:
-    """``true``/``false`` (and yes/no, 1/0) as a bool.
-
-    Raises:
-        ConfigError: any other word.
-    """
-    if isinstance(value, bool):
-        return value
-    word = value.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ConfigError(field, f"must be true or false, got {value!r}")
 
 
 @click.command("sweep")
