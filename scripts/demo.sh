@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The main job end to end on the embedded defaults: CPU, SQLite store (./mlflow.db).
+#   1. sweep the shipped `smoke` spec (every config one MLflow train run),
+#   2. fit the laws on those runs (their energy is the labelled CPU estimate) and
+#      register the model as roofline-energy@champion,
+#   3. serve it with `mlflow models serve`, send one query, print the answer, stop it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///mlflow.db}"
+experiment="${ROOFLINE_EXPERIMENT:-roofline-bert}"
+echo "== tracking store: $MLFLOW_TRACKING_URI, experiment: $experiment"
+
+echo "== 1/3 sweep (spec smoke)"
+mlflow run . -e sweep --env-manager local --experiment-name "$experiment" -P spec=smoke
+
+echo "== 2/3 fit"
+mlflow run . -e fit --env-manager local --experiment-name "$experiment" \
+  -P experiment="$experiment" -P allow_estimate=true
+
+echo "== 3/3 serve models:/roofline-energy@champion and query it"
+port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+log=$(mktemp)
+mlflow models serve -m "models:/roofline-energy@champion" --env-manager local -h 127.0.0.1 -p "$port" >"$log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$port/ping" >/dev/null && break
+  kill -0 "$server" 2>/dev/null || { cat "$log"; echo "server exited" >&2; exit 1; }
+  sleep 0.5
+done
+# A workload inside the smoke grid's ranges (outside them the answer says extrapolated: true).
+query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256,
+  "seq_len": 32, "batch_size": 8, "num_steps": 20, "strategy": "ddp", "num_devices": 2}]}'
+echo "POST /invocations $query"
+curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
+echo
+echo "== recommendation for the same workload (mlflow-roofline predict --recommend)"
+mlflow-roofline predict --model "models:/roofline-energy@champion" --num-layers 2 --hidden-size 64 \
+  --num-heads 2 --ffn-size 256 --seq-len 32 --batch-size 8 --num-steps 20 --recommend --max-devices 2
+echo "== done: browse the runs with  mlflow ui --backend-store-uri $MLFLOW_TRACKING_URI"
