@@ -7,7 +7,9 @@ round is random so drift and periodic noise hit every arm alike. A third arm run
 plain step again: its distance from 1 (the A/A control) shows the noise floor of the
 machine. Prints each arm's median step time in wall-clock and thread CPU time (the
 latter insensitive to other processes taking the cores), the ratios to the plain arm
-with bootstrap 95 % intervals, and the cost of an empty window. Usage::
+with bootstrap 95 % intervals; the same ratios paired round by round (the arms of a
+round run back to back, so slow drift cancels); the time spent inside ``begin()`` and
+``end()`` around real steps; and the cost of an empty window. Usage::
 
     python benchmarks/meter_overhead.py [--meter auto] [--steps 300]
 """
@@ -82,14 +84,18 @@ def main() -> None:
     cpu: dict[str, list[float]] = {a: [] for a in arms}
     rng = random.Random(0)
     failed = 0
+    edges: list[float] = []  # seconds spent in begin() + end() around real steps (cold caches)
     for _ in range(args.steps):
         for arm in rng.sample(arms, len(arms)):
             c0 = time.thread_time()
             t0 = time.perf_counter()
             if arm == "with meter window":
                 meter.begin()
+                t_open = time.perf_counter()
                 step()
+                t_step = time.perf_counter()
                 failed += meter.end().energy_j is None
+                edges.append((t_open - t0) + (time.perf_counter() - t_step))
             else:
                 step()
             wall[arm].append(time.perf_counter() - t0)
@@ -123,6 +129,19 @@ def main() -> None:
             f"{arm:24}{1e3 * w:>11.3f}{w / statistics.median(wall[arms[0]]):>8.4f}"
             f"{f'{lo:.4f}..{hi:.4f}':>18}{1e3 * c:>11.3f}{c / statistics.median(cpu[arms[0]]):>8.4f}"
         )
+    # Paired per round (arms of one round ran back to back): removes the slow drift that
+    # dominates the unpaired medians above.
+    step_s = statistics.median(wall[arms[0]])
+    for arm in arms[1:]:
+        diffs = np.array(wall[arm]) - base
+        boots = [np.median(boot.choice(diffs, diffs.size)) for _ in range(2000)]
+        lo, hi = np.percentile(boots, [2.5, 97.5])
+        print(
+            f"paired, {arm:22} ratio {1 + np.median(diffs) / step_s:.4f}"
+            f"  (95% interval {1 + lo / step_s:.4f}..{1 + hi / step_s:.4f})"
+        )
+    edge_us = 1e6 * statistics.median(edges)
+    print(f"begin()+end() around a real step: median {edge_us:.1f} us = ratio {1 + edge_us / (1e6 * step_s):.4f}")
     window_us = 1e6 * statistics.median(empty)
     print(f"empty window (begin+end): median {window_us:.1f} us = {window_us / (1e6 * statistics.median(base)):.2e} of a step")
     print("target: with/without ratio <= 1.005; compare it with the A/A control's distance from 1")
