@@ -119,3 +119,21 @@ def test_help_shows_the_usage() -> None:
     proc = subprocess.run([CLI, "measure", "--help"], capture_output=True, text=True, timeout=60, env=os.environ)
     assert proc.returncode == 0
     assert "--meter auto|nvml|nvml_power|rapl|estimate" in proc.stdout and "COMMAND" in proc.stdout
+
+
+@pytest.mark.slow
+def test_watts_per_core_option_sets_the_estimate_figure(tracking_uri: str) -> None:
+    code = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    proc = measure("--watts-per-core", "60", "--", PY, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = all_runs()
+    # The child's 0.3 s of CPU plus interpreter start-up, at 60 W per busy core.
+    assert 0.3 * 60 <= run.data.metrics["energy_j"] < 3.0 * 60
+    assert run.data.tags["roofline.energy_source"] == "estimate"
+
+
+def test_bad_watts_per_core_is_named_and_logs_nothing(tracking_uri: str) -> None:
+    proc = measure("--watts-per-core", "-3", "--", PY, "-c", "pass")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "Error: watts_per_core: must be a positive number of watts per busy core, got '-3'"
+    assert all_runs() == []

@@ -32,6 +32,7 @@ from typing import Any
 import click
 
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
+from mlflow_roofline.energy.estimate import resolve_watts_per_core
 from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.schema import TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
 
@@ -51,12 +52,20 @@ EXIT_CANNOT_RUN = 126
     metavar="|".join(METER_NAMES),
     help="Energy meter; auto picks nvml, nvml_power, rapl, then estimate.",
 )
+@click.option(
+    "--watts-per-core",
+    default=None,
+    metavar="WATTS",
+    help="estimate meter: watts per busy core (default: $ROOFLINE_ESTIMATE_WATTS_PER_CORE, else 6).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def measure_command(experiment: str | None, meter: str, command: tuple[str, ...]) -> None:
+def measure_command(experiment: str | None, meter: str, watts_per_core: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND, measure its energy and time, log them as an MLflow run."""
     if not command:
         raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
-    energy_meter = make_meter(meter, device="auto", include_self=False)
+    if watts_per_core is not None:
+        resolve_watts_per_core(watts_per_core)  # a bad figure is named as such, before any meter is tried
+    energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
     try:
         if shutil.which(command[0]) is None:
             click.echo(f"Error: COMMAND: {command[0]!r} is not an executable on PATH", err=True)
