@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
-from mlflow_roofline.energy.nvml_devices import hardware_of, load_pynvml, open_devices
+from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
 
 MJ_PER_J = 1000.0
 
 
-class NvmlMeter(EnergyMeter):
+class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
     """Energy of this process's GPUs from NVML's energy counter (joules per ``cuda:i``).
 
     Args:
@@ -45,15 +45,6 @@ class NvmlMeter(EnergyMeter):
                 "use meter nvml_power"
             ) from exc
         self._start_mj: list[int] = []
-
-    @property
-    def hardware(self) -> str:
-        return hardware_of(self._devices)
-
-    @property
-    def devices(self) -> list[str]:
-        """Keys of the measured GPUs (``cuda:0``...)."""
-        return [d.key for d in self._devices]
 
     def _read(self) -> list[int]:
         values = []

@@ -145,3 +145,18 @@ def hardware_of(devices: list[NvmlDevice]) -> str:
     """``roofline.hardware`` of the measured GPUs: their model name (as torch reports it)."""
     names = sorted({d.name for d in devices})
     return names[0] if len(names) == 1 else "+".join(names)
+
+
+class NvmlDevicesMixin:
+    """What both NVML meters report about the GPUs they opened (``self._devices``)."""
+
+    _devices: list[NvmlDevice]
+
+    @property
+    def hardware(self) -> str:
+        return hardware_of(self._devices)
+
+    @property
+    def devices(self) -> list[str]:
+        """Keys of the measured GPUs (``cuda:0``...)."""
+        return [d.key for d in self._devices]

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
-from mlflow_roofline.energy.nvml_devices import hardware_of, load_pynvml, open_devices
+from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
 from mlflow_roofline.energy.sampler import PeriodicSampler
 
 MIN_SAMPLE_HZ = 10.0
@@ -28,7 +28,7 @@ def trapezoid_j(samples: list[tuple[float, float]]) -> float:
     return sum((p0 + p1) / 2.0 * (t1 - t0) for (t0, p0), (t1, p1) in zip(samples, samples[1:]))
 
 
-class NvmlPowerMeter(EnergyMeter):
+class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
     """Energy of this process's GPUs from sampled NVML power (joules per ``cuda:i``).
 
     Args:
@@ -60,15 +60,6 @@ class NvmlPowerMeter(EnergyMeter):
             raise MeterError(f"nvml_power: {device.key} ({device.name}) has no power reading ({type(exc).__name__}: {exc})") from exc
         self._samples: list[tuple[float, list[float]]] = []
         self._sampler = PeriodicSampler(self._sample, 1.0 / self.sample_hz, "roofline-nvml-power")
-
-    @property
-    def hardware(self) -> str:
-        return hardware_of(self._devices)
-
-    @property
-    def devices(self) -> list[str]:
-        """Keys of the measured GPUs (``cuda:0``...)."""
-        return [d.key for d in self._devices]
 
     @property
     def samples_taken(self) -> int:
