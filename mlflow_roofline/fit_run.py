@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 

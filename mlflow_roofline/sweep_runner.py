@@ -26,12 +26,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import RooflineError
+from mlflow_roofline.interrupts import raising_on_signals
 from mlflow_roofline.schema import (
     TAG_CONFIG_HASH,
     TAG_ERROR,
@@ -301,19 +302,6 @@ def _ignore_signals() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into :class:`SweepInterrupted` inside the block."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise SweepInterrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -350,7 +338,7 @@ def run_sweep(
 
     client = client or MlflowClient()
     parent_id = _open_parent(client, spec, experiment_id, plan, echo)
-    with interruptible():
+    with raising_on_signals(SweepInterrupted):
         try:
             _mark_stale_sweeps(client, experiment_id, parent_id)
             statuses = store_statuses(client, plan, experiment_id)

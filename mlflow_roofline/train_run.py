@@ -22,19 +22,18 @@ Only this (launching) process talks to MLflow; the training processes write file
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import re
 import signal
 import tempfile
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.hardware import cuda_device_count, hardware_name, resolve_device
+from mlflow_roofline.interrupts import raising_on_signals
 from mlflow_roofline.job_io import ERROR_FILE, JobResult, JobSpec
 from mlflow_roofline.launch import Job
 from mlflow_roofline.schema import DEVICE_CHOICES
@@ -71,7 +70,8 @@ def train(
         TrainingFailed: the job failed (the run has ended FAILED).
         Interrupted: SIGTERM or SIGINT (the run has ended KILLED, the job is stopped).
     """
-    with _interruptible():
+    # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
+    with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
         return _train(options, meter, experiment, seed)
 
 
@@ -195,23 +195,3 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-@contextlib.contextmanager
-def _interruptible() -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into :class:`Interrupted` while a train run is in flight.
-
-    So that a run stopped by a scheduler or a sweep's timeout still ends KILLED and its
-    training processes are stopped, instead of vanishing with this process.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise Interrupted(signal.Signals(signum).name)

@@ -21,12 +21,16 @@ import contextlib
 import dataclasses
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import BertConfig  # imported lazily at run time: transformers is slow to load
 
 VOCAB_SIZE = 30522
 """Token vocabulary: the BERT-base WordPiece vocabulary size (token ids 0 .. 30521)."""
@@ -42,7 +46,7 @@ DEFAULT_SEED = 0
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def bert_config(config: TrainConfig) -> "BertConfig":  # noqa: F821 (transformers is imported lazily)
+def bert_config(config: TrainConfig) -> BertConfig:
     """The ``BertConfig`` of a train configuration: L, d, h, ff as given, dropout off."""
     from transformers import BertConfig
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
 """How long a collective waits for a missing rank before the job fails instead of hanging."""
@@ -44,7 +48,7 @@ class DistEnv:
         """Rank 0: the process that reports the job's results."""
         return self.rank == 0
 
-    def mesh(self) -> "DeviceMesh":  # noqa: F821
+    def mesh(self) -> DeviceMesh:
         """A 1-D device mesh over all ranks (for FSDP2 and tensor parallel)."""
         from torch.distributed.device_mesh import init_device_mesh
 
