@@ -56,13 +56,18 @@ from mlflow_roofline.efficiency import ETA_LAW, ETA_MEASURED, fill_from_laws, me
 from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.law import FittedLaw
 from mlflow_roofline.run_data import RunData, load_train_runs, resolve_experiment_ids
-from mlflow_roofline.schema import STRATEGIES, TAG_ENERGY_SOURCE, TAG_HARDWARE, TAG_RUN_TYPE
+from mlflow_roofline.schema import (
+    STRATEGIES,
+    TAG_CV_MAPE,
+    TAG_ENERGY_SOURCE,
+    TAG_FIT_RUN_ID,
+    TAG_FORM,
+    TAG_HARDWARE,
+    TAG_RUN_TYPE,
+)
 from mlflow_roofline.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 
 MISSING_BASELINE_CHOICES = ("law", "drop")
-TAG_FORM = "roofline.form"
-TAG_FIT_RUN_ID = "roofline.fit_run_id"
-TAG_CV_MAPE = "roofline.cv_mape"
 ESTIMATE = "estimate"
 
 

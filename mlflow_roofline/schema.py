@@ -50,6 +50,10 @@ M_STEP_TIME_S = "step_time_s"
 M_SAMPLES_PER_S = "samples_per_s"
 M_AVG_POWER_W = "avg_power_w"
 M_FINAL_LOSS = "final_loss"
+M_LOSS = "loss"  # per-step history (step = index of the measured step) of the global-batch loss
+
+# Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
+P_METER = "meter"
 
 # Tags.
 TAG_RUN_TYPE = "roofline.run_type"
@@ -60,9 +64,14 @@ TAG_WORKLOAD_HASH = "roofline.workload_hash"
 TAG_ERROR = "roofline.error"
 TAG_ENERGY_ERROR = "roofline.energy_error"
 TAG_ENERGY_WARNING = "roofline.energy_warning"
+TAG_ENERGY_SCOPE = "roofline.energy_scope"  # what one reading covers: device, node or process
 TAG_DEVICE = "roofline.device"  # train: the resolved device (the param may say "auto")
 TAG_COMMAND = "roofline.command"  # measure: the measured command line
 TAG_EXIT_CODE = "roofline.exit_code"  # measure: its exit status
+# Fit run and registered model versions.
+TAG_FORM = "roofline.form"  # the energy-law form registered
+TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it
+TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
 
 DEFAULT_EXPERIMENT = "roofline-bert"

@@ -28,12 +28,15 @@ from mlflow_roofline.schema import (
     M_ENERGY_J,
     M_FINAL_LOSS,
     M_FLOPS_COUNTED,
+    M_LOSS,
     M_SAMPLES_PER_S,
     M_STEP_TIME_S,
     M_TIME_S,
+    P_METER,
     TAG_CONFIG_HASH,
     TAG_DEVICE,
     TAG_ENERGY_ERROR,
+    TAG_ENERGY_SCOPE,
     TAG_ENERGY_SOURCE,
     TAG_ENERGY_WARNING,
     TAG_ERROR,
@@ -44,12 +47,6 @@ from mlflow_roofline.schema import (
 
 logger = logging.getLogger(__name__)
 
-METER_PARAM = "meter"
-"""The requested energy meter, logged as this (non-schema) param, as ``mlflow run`` does."""
-TAG_ENERGY_SCOPE = "roofline.energy_scope"
-"""What one energy reading covers: ``device``, ``node`` or ``process`` (see the meters)."""
-LOSS_METRIC = "loss"
-"""Per-step history (step = index of the measured step) of the global-batch loss."""
 ERROR_ARTIFACT = "error.txt"
 ERROR_TAG_MAX_CHARS = 4000
 ERROR_TAIL_LINES = 25
@@ -126,7 +123,7 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
     client = MlflowClient()
     existing = client.get_run(run_id).data.params
     params = []
-    for name, value in {**config.to_params(), METER_PARAM: meter}.items():
+    for name, value in {**config.to_params(), P_METER: meter}.items():
         if name not in existing:
             params.append(Param(name, value))
         elif not _same_param(name, existing[name], value):
@@ -181,7 +178,7 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
     if result.energy_warning:
         tags[TAG_ENERGY_WARNING] = result.energy_warning[:ERROR_TAG_MAX_CHARS]
     now = _now_ms()
-    history = [Metric(LOSS_METRIC, loss, now, step) for step, loss in enumerate(result.losses)]
+    history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
     MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))
 
 

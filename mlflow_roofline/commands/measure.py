@@ -56,7 +56,7 @@ EXIT_CANNOT_RUN = 126
     "--watts-per-core",
     default=None,
     metavar="WATTS",
-    help="estimate meter: watts per busy core (default: $ROOFLINE_ESTIMATE_WATTS_PER_CORE, else 6).",
+    help="estimate meter: watts per busy core (default: $ROOFLINE_ESTIMATE_WATTS_PER_CORE, else 6 W).",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def measure_command(experiment: str | None, meter: str, watts_per_core: str | None, command: tuple[str, ...]) -> None:
