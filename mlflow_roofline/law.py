@@ -143,12 +143,14 @@ class LinearLaw:
         of the coefficients plus the scatter of a single new run.
         """
         x = self.design(features)
-        coef = np.asarray(self.coef)
-        cov = np.asarray(self.cov)
-        mean = x @ coef
-        se = np.sqrt(np.einsum("ij,jk,ik->i", x, cov, x) + self.resid_var)
+        mean = x @ np.asarray(self.coef)
+        se = np.sqrt(np.einsum("ij,jk,ik->i", x, np.asarray(self.cov), x) + self.resid_var)
         half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
         return mean, mean - half, mean + half
+
+    def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Mean of y (log units) for new observations, without an interval."""
+        return self.design(features) @ np.asarray(self.coef)
 
     def coefficient(self, term: str) -> float:
         """The coefficient of ``term``; 0.0 when the law has no such term."""

@@ -281,7 +281,7 @@ def _evaluate(
         strategy=strategy,
     )
     log_e, log_e_lo, log_e_hi = law.energy_law.predict(features)
-    log_t1 = law.time_law.predict(features)[0]
+    log_t1 = law.time_law.mean(features)
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
         time_s = np.exp(log_t1) / speedup

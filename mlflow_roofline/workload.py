@@ -188,8 +188,8 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch
     total_norm = torch.stack([s.to(squares[0].device) for s in squares]).sum().sqrt()
     coef = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
     for group in (dtensor_grads, plain_grads):
-        for grad in group:
-            grad.mul_(coef.to(grad.device).to(grad.dtype))
+        if group:  # one batched kernel per group, not one per parameter: this runs every step
+            torch._foreach_mul_(group, coef.to(group[0].device))
     return total_norm
 
 
