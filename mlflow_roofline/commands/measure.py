@@ -32,7 +32,6 @@ from typing import Any
 import click
 
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
-from mlflow_roofline.energy.estimate import resolve_watts_per_core
 from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.schema import TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
 
@@ -63,8 +62,6 @@ def measure_command(experiment: str | None, meter: str, watts_per_core: str | No
     """Run COMMAND, measure its energy and time, log them as an MLflow run."""
     if not command:
         raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
-    if watts_per_core is not None:
-        resolve_watts_per_core(watts_per_core)  # a bad figure is named as such, before any meter is tried
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
     try:
         if shutil.which(command[0]) is None:

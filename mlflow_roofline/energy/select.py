@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
+from mlflow_roofline.energy.estimate import resolve_watts_per_core
+from mlflow_roofline.schema import DEVICE_CHOICES
 
 logger = logging.getLogger(__name__)
 
 METER_NAMES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rapl", "estimate")
-METER_DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
 AUTO_ORDER: dict[str, tuple[str, ...]] = {
     "cuda": ("nvml", "nvml_power"),
     "cpu": ("rapl", "estimate"),
@@ -55,8 +56,10 @@ def make_meter(
     """
     if name not in METER_NAMES:
         raise MeterError(f"meter: must be one of {', '.join(METER_NAMES)}, got {name!r}")
-    if device not in METER_DEVICES:
-        raise MeterError(f"device: must be one of {', '.join(METER_DEVICES)}, got {device!r}")
+    if device not in DEVICE_CHOICES:
+        raise MeterError(f"device: must be one of {', '.join(DEVICE_CHOICES)}, got {device!r}")
+    if watts_per_core is not None:  # named as such even when auto would pick another meter
+        resolve_watts_per_core(watts_per_core)
     builders: dict[str, Callable[[], EnergyMeter]] = {
         "nvml": lambda: _nvml(gpu_indices, nvml),
         "nvml_power": lambda: _nvml_power(gpu_indices, nvml, sample_hz),
