@@ -74,6 +74,9 @@ TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made i
 TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
 
+MAX_TAG_CHARS = 5000
+"""Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""
+
 DEFAULT_EXPERIMENT = "roofline-bert"
 DEFAULT_MODEL_NAME = "roofline-energy"
 DEFAULT_ALIAS = "champion"

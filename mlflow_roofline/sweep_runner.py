@@ -34,6 +34,7 @@ from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import RooflineError
 from mlflow_roofline.interrupts import raising_on_signals
 from mlflow_roofline.schema import (
+    MAX_TAG_CHARS,
     TAG_CONFIG_HASH,
     TAG_ERROR,
     TAG_HARDWARE,
@@ -211,7 +212,7 @@ def run_configuration(
         summary = reason.splitlines()[0]
         if status in ("RUNNING", "SCHEDULED") or timed_out:
             # The process ended (or was ended) without ending its run: say why here.
-            client.set_tag(run_id, TAG_ERROR, reason)
+            client.set_tag(run_id, TAG_ERROR, _head_and_tail(reason, summary))
             client.set_terminated(run_id, "FAILED")
             status = "FAILED"
         else:
@@ -266,6 +267,14 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+
+def _head_and_tail(reason: str, summary: str) -> str:
+    """``reason`` within MAX_TAG_CHARS: its first line and as much of its end as fits."""
+    if len(reason) <= MAX_TAG_CHARS:
+        return reason
+    return f"{summary}\n...\n{reason[-(MAX_TAG_CHARS - len(summary) - 5):]}"
 
 
 def _reason(returncode: int | None, timed_out: bool, timeout_s: float | None, log_path: Path) -> str:
@@ -358,7 +367,7 @@ def run_sweep(
         except BaseException as exc:
             _ignore_signals()
             with contextlib.suppress(Exception):
-                client.set_tag(parent_id, TAG_ERROR, f"{type(exc).__name__}: {exc}"[:5000])
+                client.set_tag(parent_id, TAG_ERROR, f"{type(exc).__name__}: {exc}"[:MAX_TAG_CHARS])
                 client.set_terminated(parent_id, "FAILED")
             raise
     return SweepResult(parent_id, entries, failed, 1 if failed else 0)

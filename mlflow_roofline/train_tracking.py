@@ -24,6 +24,7 @@ from mlflow_roofline.job_io import JobResult
 from mlflow_roofline.proxies import proxy_metrics
 from mlflow_roofline.schema import (
     DEFAULT_EXPERIMENT,
+    MAX_TAG_CHARS,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_FINAL_LOSS,
@@ -48,7 +49,6 @@ from mlflow_roofline.schema import (
 logger = logging.getLogger(__name__)
 
 ERROR_ARTIFACT = "error.txt"
-ERROR_TAG_MAX_CHARS = 4000
 ERROR_TAIL_LINES = 25
 
 
@@ -101,7 +101,7 @@ def _experiment_id(client: MlflowClient, name: str | None) -> str:
 def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:
     """Tag ``roofline.error`` with the error's last lines; keep the whole text as ``error.txt``."""
     text = f"{detail.rstrip()}\n{message}".strip() if detail and message not in detail else (detail or message)
-    tail = "\n".join(text.strip().splitlines()[-ERROR_TAIL_LINES:])[-ERROR_TAG_MAX_CHARS:]
+    tail = "\n".join(text.strip().splitlines()[-ERROR_TAIL_LINES:])[-MAX_TAG_CHARS:]
     try:
         client.set_tag(run_id, TAG_ERROR, tail)
         client.log_text(run_id, text + "\n", ERROR_ARTIFACT)
@@ -174,9 +174,9 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
     tags = {TAG_ENERGY_SOURCE: result.energy_source, TAG_ENERGY_SCOPE: result.energy_scope}
     if result.energy_error:
-        tags[TAG_ENERGY_ERROR] = result.energy_error[:ERROR_TAG_MAX_CHARS]
+        tags[TAG_ENERGY_ERROR] = result.energy_error[:MAX_TAG_CHARS]
     if result.energy_warning:
-        tags[TAG_ENERGY_WARNING] = result.energy_warning[:ERROR_TAG_MAX_CHARS]
+        tags[TAG_ENERGY_WARNING] = result.energy_warning[:MAX_TAG_CHARS]
     now = _now_ms()
     history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
     MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))

@@ -33,7 +33,7 @@ import click
 
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.errors import ConfigError, RooflineError
-from mlflow_roofline.schema import TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+from mlflow_roofline.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
@@ -84,7 +84,7 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
         run = client.create_run(
             _experiment_id(client, experiment),
             run_name=f"measure-{os.path.basename(command[0])}",
-            tags={TAG_RUN_TYPE: "measure", TAG_COMMAND: shlex.join(command)[:5000]},
+            tags={TAG_RUN_TYPE: "measure", TAG_COMMAND: shlex.join(command)[:MAX_TAG_CHARS]},
         )
     except mlflow.exceptions.MlflowException as exc:
         raise RooflineError(f"experiment: cannot start a run in {experiment or 'the default experiment'}: {exc.message}") from exc

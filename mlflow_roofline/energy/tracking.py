@@ -21,6 +21,7 @@ from typing import Any
 from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
 from mlflow_roofline.energy.select import make_meter
 from mlflow_roofline.schema import (
+    MAX_TAG_CHARS,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_TIME_S,
@@ -31,7 +32,6 @@ from mlflow_roofline.schema import (
     TAG_RUN_TYPE,
 )
 
-MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 
 def measurement_metrics(measurement: Measurement) -> dict[str, float]:
