@@ -22,12 +22,13 @@ from typing import Any
 
 import pandas as pd
 
-from mlflow_roofline.config import INT_FIELDS
-from mlflow_roofline.errors import RooflineError
+from mlflow_roofline.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.schema import (
     M_ENERGY_J,
     M_TIME_S,
     PARAM_NAMES,
+    TAG_DEVICE,
     TAG_ENERGY_ERROR,
     TAG_ENERGY_SOURCE,
     TAG_HARDWARE,
@@ -141,7 +142,7 @@ def runs_to_frame(runs: Sequence[Any]) -> RunData:
         }
         reason = _missing_tag_reason(row)
         if reason is None:
-            reason = _read_params(params, row)
+            reason = _read_params(params, row, tags.get(TAG_DEVICE))
         if reason is None:
             reason = _read_metrics(metrics, tags, row)
         if reason is not None:
@@ -163,7 +164,12 @@ def _missing_tag_reason(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _read_params(params: dict[str, str], row: dict[str, Any]) -> str | None:
+def _read_params(params: dict[str, str], row: dict[str, Any], device: str | None) -> str | None:
+    """Read the train params into ``row``; the reason to drop the run if they are unusable.
+
+    ``device`` is the run's resolved device (tag ``roofline.device``): under
+    ``mlflow run -P device=auto`` the param itself says ``auto``.
+    """
     for name in PARAM_NAMES:
         raw = params.get(name)
         if raw is None:
@@ -173,11 +179,15 @@ def _read_params(params: dict[str, str], row: dict[str, Any]) -> str | None:
                 number = float(raw)
             except ValueError:
                 return f"with non-integer param {name}"
-            if not number.is_integer() or number < (0 if name == "warmup_steps" else 1):
+            if not number.is_integer():
                 return f"with invalid param {name}"
             row[name] = int(number)
         else:
             row[name] = raw
+    try:  # the rules every train run obeys (an unknown strategy, single with N != 1, ...)
+        TrainConfig.from_mapping({**{n: row[n] for n in PARAM_NAMES}, "device": device or row["device"]}).validate()
+    except ConfigError as exc:
+        return f"with invalid param {exc.field}"
     return None
 
 

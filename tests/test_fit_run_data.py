@@ -67,3 +67,18 @@ def test_hardware_filter_experiment_ids_and_one_line_errors(client: MlflowClient
         run_data.load_train_runs(client, ["empty"])
     with pytest.raises(RooflineError, match="on hardware 'gpu-c'"):
         run_data.load_train_runs(client, ["roofline-bert"], hardware="gpu-c")
+
+
+def test_runs_that_break_a_train_rule_are_dropped_naming_the_param(client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("roofline-bert")
+    _, frame = generate_synthetic_runs(2, seed=1, strategies=("single", "ddp"), device_counts=(2,))
+    good = frame[frame["strategy"] == "single"].iloc[:2].copy()
+    unknown = frame.iloc[[0]].assign(strategy="zero3")
+    lone_ddp = frame[frame["strategy"] == "ddp"].iloc[[0]].assign(num_devices=1)
+    ids = log_runs(client, experiment_id, good)
+    log_runs(client, experiment_id, unknown)
+    log_runs(client, experiment_id, lone_ddp)
+
+    data = run_data.load_train_runs(client, ["roofline-bert"])
+    assert sorted(data.frame["run_id"]) == sorted(ids)
+    assert data.dropped == {"with invalid param strategy": 1, "with invalid param num_devices": 1}
