@@ -25,6 +25,10 @@ class ConfigError(RooflineError, ValueError):
         super().__init__(f"{field}: {rule}")
 
 
+class LawFileError(RooflineError, ValueError):
+    """A model's law JSON is from another schema version or is missing a field."""
+
+
 class Interrupted(BaseException):
     """SIGTERM or SIGINT arrived while a job ran; what it interrupted has been ended as KILLED.
 

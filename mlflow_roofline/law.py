@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from mlflow_roofline.errors import LawFileError
 from mlflow_roofline.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.speedup import SpeedupLaw
 
@@ -213,10 +214,22 @@ class FittedLaw:
 
     @classmethod
     def from_json(cls, text: str) -> FittedLaw:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            LawFileError: another schema version, or a field missing or malformed.
+        """
         data = json.loads(text)
         version = int(data.get("schema_version", 0))
         if version != LAW_SCHEMA_VERSION:
-            raise ValueError(f"law schema_version {version} is not {LAW_SCHEMA_VERSION}; refit the model")
+            raise LawFileError(f"model: law schema_version {version} is not {LAW_SCHEMA_VERSION}; refit the model")
+        try:
+            return cls._from_data(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LawFileError(f"model: the law JSON has a missing or malformed field ({exc!r}); refit the model") from exc
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any]) -> FittedLaw:
         return cls(
             hardware=str(data["hardware"]),
             energy_source=str(data["energy_source"]),

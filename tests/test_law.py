@@ -98,3 +98,12 @@ def test_law_features_follow_the_proxies() -> None:
     assert features["log_M"][0] == pytest.approx(np.log(traffic))
     assert features["log_eta"][0] == pytest.approx(np.log(0.75))
     assert features["log_N"][0] == pytest.approx(np.log(2))
+
+
+def test_a_law_file_from_another_version_or_incomplete_is_named_as_such() -> None:
+    from mlflow_roofline.errors import LawFileError
+
+    with pytest.raises(LawFileError, match="^model: law schema_version 0 is not 1; refit the model$"):
+        FittedLaw.from_json('{"hardware": "x"}')
+    with pytest.raises(LawFileError, match="missing or malformed field .*energy_source"):
+        FittedLaw.from_json('{"schema_version": 1, "hardware": "x"}')
