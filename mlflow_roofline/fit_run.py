@@ -231,12 +231,8 @@ def fit_hardware(
             f"runs: no single-device run (strategy single) on {hardware!r}: speedup, efficiency and the "
             "time law need them as baselines; add strategy single to the sweep"
         )
-    if missing_baseline == "drop":
-        no_base = measured["eta_source"] == "none"
-        used = measured[~no_base].copy()
-        n_no_base = int(no_base.sum())
-    else:
-        used, n_no_base = fill_from_laws(measured, laws_of(speedup))
+    # Runs without a single-device baseline: eta from the speedup laws, or (no laws) dropped.
+    used, n_no_base = fill_from_laws(measured, {} if missing_baseline == "drop" else laws_of(speedup))
     if n_no_base:
         dropped["without a single-device baseline" + (" or a speedup law" if missing_baseline == "law" else "")] = n_no_base
     data = scaling.feature_frame(used)

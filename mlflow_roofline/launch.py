@@ -164,12 +164,3 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() == 1:  # the launcher died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def run(nproc: int, module: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> LaunchResult:
-    """Run a job to its end (stopping it if this process is interrupted)."""
-    job = Job(nproc, module, args, env)
-    try:
-        return job.wait()
-    finally:
-        job.stop()

@@ -317,9 +317,9 @@ def fit_additive_roofline(frame: pd.DataFrame) -> AdditiveRoofline:
     design = np.column_stack([c, m, np.ones_like(c)]) / scales
     coef, _ = nnls(design / e[:, None], np.ones_like(e))
     coef = coef / scales
-    pred = np.column_stack([c, m, np.ones_like(c)]) @ coef
-    mape = float(100.0 * np.mean(np.abs(pred - e) / e))
-    return AdditiveRoofline(float(coef[0]), float(coef[1]), float(coef[2]), mape, int(len(use)), scope)
+    roofline = AdditiveRoofline(float(coef[0]), float(coef[1]), float(coef[2]), float("nan"), int(len(use)), scope)
+    mape = float(100.0 * np.mean(np.abs(roofline.predict(c, m) - e) / e))
+    return dataclasses.replace(roofline, mape=mape)
 
 
 def fit_time_law(data: pd.DataFrame, seed: int = 0) -> FormFit:

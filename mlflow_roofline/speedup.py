@@ -87,8 +87,3 @@ class SpeedupLaw:
             n_points=int(data.get("n_points", 0)),
             rmse=float(data.get("rmse", float("nan"))),
         )
-
-
-def efficiency(speedup: np.ndarray, num_devices: np.ndarray) -> np.ndarray:
-    """Hardware efficiency eta = S(N) / N (dimensionless; 1 is perfect scaling)."""
-    return np.asarray(speedup, dtype=float) / np.asarray(num_devices, dtype=float)

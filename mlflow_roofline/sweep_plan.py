@@ -35,7 +35,6 @@ FAILED = "failed"
 STALE = "stale"
 ALIVE = "in progress"
 ELSEWHERE = "running elsewhere"
-SKIPPED = "skipped"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.config import TrainConfig
+from mlflow_roofline.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.efficiency import measure_speedup
 from mlflow_roofline.proxies import proxy_metrics
 from mlflow_roofline.schema import (
     M_AVG_POWER_W,
@@ -238,10 +239,9 @@ def generate_synthetic_runs(
                 }
             )
     frame = pd.DataFrame(rows)
-    for name in ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size",
-                 "num_steps", "warmup_steps", "num_devices"):
+    for name in INT_FIELDS:
         frame[name] = frame[name].astype(int)
-    frame["speedup"] = _measured_speedup(frame)
+    frame["speedup"] = measure_speedup(frame)["speedup"].to_numpy()  # as the fit will measure it
     frame["eta"] = frame["speedup"] / frame["num_devices"]
     # Energy follows the efficiency the run achieved: as measured where a baseline exists,
     # else the true one (a fit cannot measure it; its speedup and eta stay NaN here).
@@ -253,16 +253,6 @@ def generate_synthetic_runs(
     frame[M_SAMPLES_PER_S] = samples / frame[M_TIME_S]
     frame[M_AVG_POWER_W] = frame[M_ENERGY_J] / frame[M_TIME_S]
     return truth, frame
-
-
-def _measured_speedup(frame: pd.DataFrame) -> np.ndarray:
-    """S = t1 / tN in seconds per sample against the median single run (DESIGN.md); NaN without one."""
-    per_sample = frame[M_TIME_S] / (frame["batch_size"] * frame["num_steps"])
-    singles = frame["strategy"] == "single"
-    baseline = per_sample[singles].groupby(frame.loc[singles, "workload_hash"]).median()
-    speedup = frame["workload_hash"].map(baseline).to_numpy() / per_sample.to_numpy()
-    speedup[singles.to_numpy()] = 1.0
-    return speedup
 
 
 def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
