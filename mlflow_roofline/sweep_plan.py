@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import ConfigError
-from mlflow_roofline.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
-from mlflow_roofline.sweep_liveness import liveness
+from mlflow_roofline.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.sweep_liveness import TAG_HOST, liveness
 from mlflow_roofline.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -206,13 +206,13 @@ def _status(runs: list[Any]) -> Status:
         if where == "alive":
             return Status(ALIVE, run.info.run_id, "its train process is still running here")
         if where == "elsewhere":
-            host = run.data.tags.get("roofline.host", "?")
+            host = run.data.tags.get(TAG_HOST, "?")
             return Status(ELSEWHERE, run.info.run_id, f"RUNNING on host {host}")
         stale.append(run.info.run_id)
     failed = sorted((r for r in runs if r.info.status == "FAILED"), key=_started)
     if failed:
         last = failed[-1]
-        reason = last.data.tags.get("roofline.error", "").strip().splitlines()
+        reason = last.data.tags.get(TAG_ERROR, "").strip().splitlines()
         return Status(FAILED, last.info.run_id, reason[-1] if reason else "", tuple(stale))
     if stale:
         return Status(STALE, stale[-1], "RUNNING, but its process is gone", tuple(stale))

@@ -35,12 +35,10 @@ from mlflow_roofline.errors import RooflineError
 from mlflow_roofline.interrupts import raising_on_signals
 from mlflow_roofline.schema import (
     MAX_TAG_CHARS,
-    TAG_CONFIG_HASH,
     TAG_ERROR,
     TAG_HARDWARE,
     TAG_PARENT_RUN_ID,
     TAG_RUN_TYPE,
-    TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.sweep_liveness import group_alive, liveness, process_tags
 from mlflow_roofline.sweep_plan import STALE, Entry, Plan, Status, plan_counts, plan_table, reconcile, store_statuses
@@ -91,25 +89,8 @@ class Outcome:
 
 def train_command(config: TrainConfig, meter: str = "auto") -> list[str]:
     """The train CLI invocation measuring ``config`` (one process; it launches its own ranks)."""
-    return [
-        sys.executable,
-        "-m",
-        "mlflow_roofline.cli",
-        "train",
-        "--num-layers", str(config.num_layers),
-        "--hidden-size", str(config.hidden_size),
-        "--num-heads", str(config.num_heads),
-        "--ffn-size", str(config.ffn_size),
-        "--seq-len", str(config.seq_len),
-        "--batch-size", str(config.batch_size),
-        "--num-steps", str(config.num_steps),
-        "--warmup-steps", str(config.warmup_steps),
-        "--strategy", config.strategy,
-        "--num-devices", str(config.num_devices),
-        "--device", config.device,
-        "--precision", config.precision,
-        "--meter", meter,
-    ]  # fmt: skip
+    options = [arg for name, value in config.to_params().items() for arg in (f"--{name.replace('_', '-')}", value)]
+    return [sys.executable, "-m", "mlflow_roofline.cli", "train", *options, "--meter", meter]
 
 
 def create_child_run(
@@ -125,13 +106,10 @@ def create_child_run(
     from mlflow.entities import Param
     from mlflow.tracking import MlflowClient
 
+    from mlflow_roofline.train_tracking import train_tags
+
     client = client or MlflowClient()
-    tags = {
-        TAG_RUN_TYPE: "train",
-        TAG_CONFIG_HASH: config.config_hash(hardware),
-        TAG_WORKLOAD_HASH: config.workload_hash(hardware),
-        TAG_HARDWARE: hardware,
-    }
+    tags = train_tags(config, hardware)
     if parent_run_id:
         tags[TAG_PARENT_RUN_ID] = parent_run_id
         tags[TAG_SWEEP_RUN_ID] = parent_run_id
@@ -396,9 +374,10 @@ def _open_parent(client: Any, spec: SweepSpec, experiment_id: str, plan: Plan, e
         # says (the fit reads them there) and link the two runs both ways.
         client.set_tag(launcher, TAG_SWEEP_RUN_ID, parent_id)
         client.set_tag(parent_id, TAG_LAUNCHER_RUN_ID, launcher)
+        name = client.get_experiment(experiment_id).name  # the spec's, or --experiment's
         echo(
-            f"Note: the project run {launcher} is not in experiment {spec.experiment!r}; "
-            f"the sweep's runs go to {spec.experiment!r} under sweep run {parent_id}."
+            f"Note: the project run {launcher} is not in experiment {name!r}; "
+            f"the sweep's runs go to {name!r} under sweep run {parent_id}."
         )
     return parent_id
 

@@ -128,14 +128,18 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
             params.append(Param(name, value))
         elif not _same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
-    tags = {
+    tags = {**train_tags(config, hardware), TAG_DEVICE: config.device}
+    client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
+
+
+def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
+    """The tags that make a run a train run of ``config`` on ``hardware`` (run type, hashes)."""
+    return {
         TAG_RUN_TYPE: "train",
         TAG_HARDWARE: hardware,
-        TAG_DEVICE: config.device,
         TAG_CONFIG_HASH: config.config_hash(hardware),
         TAG_WORKLOAD_HASH: config.workload_hash(hardware),
     }
-    client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
 
 
 def _same_param(name: str, logged: str, value: str) -> bool:
