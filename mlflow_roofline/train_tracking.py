@@ -15,11 +15,11 @@ import traceback
 from collections.abc import Iterator, Mapping
 
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.experiments import get_or_create_experiment
 from mlflow_roofline.job_io import JobResult
 from mlflow_roofline.proxies import proxy_metrics
 from mlflow_roofline.schema import (
@@ -86,16 +86,7 @@ def _experiment_id(client: MlflowClient, name: str | None) -> str:
         if os.environ.get("MLFLOW_EXPERIMENT_ID"):
             return os.environ["MLFLOW_EXPERIMENT_ID"]
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
-    experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(name)
-    except MlflowException:  # created meanwhile by a concurrent run
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return experiment.experiment_id
+    return get_or_create_experiment(client, name)
 
 
 def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:

@@ -134,8 +134,9 @@ def _experiment_id(client: Any, name: str | None) -> str:
     """``--experiment`` (created if missing), else MLflow's environment variables, else Default."""
     name = name or os.environ.get("MLFLOW_EXPERIMENT_NAME")
     if name:
-        found = client.get_experiment_by_name(name)
-        return found.experiment_id if found is not None else client.create_experiment(name)
+        from mlflow_roofline.experiments import get_or_create_experiment
+
+        return get_or_create_experiment(client, name)
     return os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"
 
 

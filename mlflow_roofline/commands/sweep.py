@@ -41,6 +41,7 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     """
     from mlflow.tracking import MlflowClient
 
+    from mlflow_roofline.experiments import find_experiment, get_or_create_experiment
     from mlflow_roofline.hardware import cuda_device_count, hardware_name, resolve_device
     from mlflow_roofline.sweep_plan import counts_line, expand, plan_counts, plan_table, reconcile, store_statuses
     from mlflow_roofline.sweep_runner import run_sweep
@@ -65,9 +66,7 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
         raise ConfigError("grid", "yields no runnable configuration (every grid point was skipped, see --dry-run)")
 
     client = MlflowClient()
-    found = client.get_experiment_by_name(experiment_name)
-    if found is not None and found.lifecycle_stage != "active":
-        raise ConfigError("experiment", f"{experiment_name!r} is deleted; restore it or choose another name")
+    found = find_experiment(client, experiment_name)  # a dry run creates no experiment
 
     if dry_run:
         statuses = store_statuses(client, plan, found.experiment_id) if found is not None and hardware else {}
@@ -81,7 +80,7 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
                    f"device-configurations: {sum(c.num_devices for c in plan.configs)}")
         return
 
-    experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment_name)
+    experiment_id = get_or_create_experiment(client, experiment_name)
     result = run_sweep(checked, plan, experiment_id, retry_failed=retry, client=client,
                        echo=click.echo, progress=not no_progress)
     if result.exit_code >= 128:
