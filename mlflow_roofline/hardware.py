@@ -6,6 +6,7 @@ model on CPU, so that runs from different machines never share a law by accident
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import platform
 from pathlib import Path
@@ -29,11 +30,22 @@ def resolve_device(requested: str) -> str:
     """
     if requested not in DEVICE_CHOICES:
         raise ConfigError("device", f"must be one of {', '.join(DEVICE_CHOICES)}, got {requested!r}")
+    if requested == "cpu" or (requested == "auto" and not nvidia_driver_present()):
+        return "cpu"  # no torch import needed (about a second before a job can start)
     if requested == "auto":
         return "cuda" if cuda_device_count() > 0 else "cpu"
     if requested == "cuda" and cuda_device_count() == 0:
         raise ConfigError("device", "cuda was asked for but no CUDA device is visible here")
     return requested
+
+
+def nvidia_driver_present() -> bool:
+    """Whether NVIDIA's driver library loads: without it no CUDA device can be visible."""
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,7 +22,6 @@ Only this (launching) process talks to MLflow; the training processes write file
 
 from __future__ import annotations
 
-import ctypes
 import re
 import signal
 import tempfile
@@ -36,7 +35,6 @@ from mlflow_roofline.hardware import cuda_device_count, hardware_name, resolve_d
 from mlflow_roofline.interrupts import raising_on_signals
 from mlflow_roofline.job_io import ERROR_FILE, JobResult, JobSpec
 from mlflow_roofline.launch import Job
-from mlflow_roofline.schema import DEVICE_CHOICES
 
 JOB_MODULE = "mlflow_roofline.job"
 
@@ -113,7 +111,7 @@ def parse_config(options: Mapping[str, Any]) -> TrainConfig:
         ConfigError: naming the first param that breaks a rule, and the rule.
     """
     values = {k: v for k, v in options.items() if v is not None}
-    device = _resolve_device(str(values.get("device", "auto")))
+    device = resolve_device(str(values.get("device", "auto")))
     config = TrainConfig.from_mapping({**values, "device": device})
     config.validate()
     if config.device == "cuda":
@@ -126,28 +124,6 @@ def parse_config(options: Mapping[str, Any]) -> TrainConfig:
 
         check_precision(config.precision, config.device)  # bf16 needs a GPU that has it
     return config
-
-
-def _resolve_device(requested: str) -> str:
-    """:func:`~mlflow_roofline.hardware.resolve_device`, without importing torch when the answer is cpu.
-
-    Without NVIDIA's driver library no CUDA device can be visible, so ``auto`` is ``cpu``
-    at once; everything else goes through torch. Saves a torch import (about a second)
-    on the path before the job starts.
-    """
-    if requested == "cpu" or (requested == "auto" and not _nvidia_driver_present()):
-        return "cpu"
-    if requested not in DEVICE_CHOICES:
-        raise ConfigError("device", f"must be one of {', '.join(DEVICE_CHOICES)}, got {requested!r}")
-    return resolve_device(requested)
-
-
-def _nvidia_driver_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
 
 
 def _run_name(options: Mapping[str, Any]) -> str | None:
