@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
+from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.errors import ConfigError
 from mlflow_roofline.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, PRECISIONS, STRATEGIES
 
-METER_CHOICES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rapl", "estimate")
 
 INT_GRID_KEYS: tuple[str, ...] = (
     "num_layers",
@@ -175,7 +175,7 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
     if not isinstance(experiment, str) or not experiment.strip():
         raise ConfigError("experiment", f"must be a non-empty experiment name, got {experiment!r}")
     device = _choice("device", data.get("device", "auto"), DEVICE_CHOICES)
-    meter = _choice("meter", data.get("meter", "auto"), METER_CHOICES)
+    meter = _choice("meter", data.get("meter", "auto"), METER_NAMES)
     timeout_s = data.get("timeout_s")
     if timeout_s is not None and (
         isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0

@@ -41,6 +41,8 @@ from mlflow_roofline.proxies import proxy_metrics
 from mlflow_roofline.schema import (
     M_AVG_POWER_W,
     M_ENERGY_J,
+    M_PROXY_FLOPS,
+    M_PROXY_MEM_TRAFFIC,
     M_SAMPLES_PER_S,
     M_STEP_TIME_S,
     M_TIME_S,
@@ -218,8 +220,8 @@ def generate_synthetic_runs(
             except ValueError:
                 continue
             proxies = proxy_metrics(config)
-            log_c = float(np.log(proxies["proxy_flops"]))
-            log_m = float(np.log(proxies["proxy_mem_traffic"]))
+            log_c = float(np.log(proxies[M_PROXY_FLOPS]))
+            log_m = float(np.log(proxies[M_PROXY_MEM_TRAFFIC]))
             law = truth.speedup_laws[strategy]
             s_true = 1.0 + (float(law(num_devices)) - 1.0) * float(np.exp(jitter[strategy]))
             t1 = float(np.exp(truth.log_time_single(log_c, log_m)))
@@ -266,20 +268,19 @@ def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: st
     """
     from mlflow.entities import Metric, Param
 
-    metric_names = ("proxy_params", "proxy_flops_per_token", "proxy_flops", "proxy_mem_traffic",
-                    "proxy_arithmetic_intensity", M_ENERGY_J, M_TIME_S, M_STEP_TIME_S,
-                    M_SAMPLES_PER_S, M_AVG_POWER_W)
+    metric_names = (M_ENERGY_J, M_TIME_S, M_STEP_TIME_S, M_SAMPLES_PER_S, M_AVG_POWER_W)  # proxies: below
     run_ids: list[str] = []
     now_ms = int(time.time() * 1000)
     for i, row in enumerate(frame.to_dict("records")):
         config = TrainConfig.from_mapping({p: row[p] for p in PARAM_NAMES})
         metrics_values = {**proxy_metrics(config), **{k: row.get(k) for k in metric_names if k in row}}
+        hardware = str(row.get("hardware", DEFAULT_HARDWARE))
         tags = {
             TAG_RUN_TYPE: "train",
             TAG_ENERGY_SOURCE: str(row.get("energy_source", "nvml")),
-            TAG_HARDWARE: str(row.get("hardware", DEFAULT_HARDWARE)),
-            TAG_CONFIG_HASH: str(row.get("config_hash") or config.config_hash(str(row.get("hardware")))),
-            TAG_WORKLOAD_HASH: str(row.get("workload_hash") or config.workload_hash(str(row.get("hardware")))),
+            TAG_HARDWARE: hardware,
+            TAG_CONFIG_HASH: str(row.get("config_hash") or config.config_hash(hardware)),
+            TAG_WORKLOAD_HASH: str(row.get("workload_hash") or config.workload_hash(hardware)),
         }
         run = client.create_run(experiment_id, start_time=now_ms + i, tags=tags, run_name=config.run_name)
         run_id = run.info.run_id

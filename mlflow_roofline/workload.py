@@ -28,6 +28,7 @@ from torch import nn
 
 from mlflow_roofline.config import TrainConfig
 from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.schema import PRECISIONS
 
 if TYPE_CHECKING:
     from transformers import BertConfig  # imported lazily at run time: transformers is slow to load
@@ -111,7 +112,7 @@ def check_precision(precision: str, device_type: str) -> None:
         return
     dtype = _AUTOCAST_DTYPES.get(precision)
     if dtype is None:
-        raise ConfigError("precision", f"must be one of fp32, bf16, fp16, got {precision!r}")
+        raise ConfigError("precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if not torch.amp.is_autocast_available(device_type):
         raise ConfigError("precision", f"{precision} needs autocast, which torch lacks on {device_type}")
     if device_type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():

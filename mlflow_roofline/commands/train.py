@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
 
 _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
@@ -29,7 +30,7 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 @click.option("--num-devices", metavar="INT", default="1", show_default=True, help="N, devices (processes).")
 @click.option("--device", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(DEVICE_CHOICES)}.")
 @click.option("--precision", metavar="NAME", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
-@click.option("--meter", metavar="NAME", default="auto", show_default=True, help="auto, nvml, nvml_power, rapl or estimate.")
+@click.option("--meter", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(METER_NAMES)}.")
 @click.option("--experiment", default=None, help="Experiment of a new run [default: roofline-bert]; "
               "ignored when MLFLOW_RUN_ID names a run to log into.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the weights and the batches.")
