@@ -55,15 +55,15 @@ from mlflow_roofline import plots, scaling
 from mlflow_roofline.efficiency import ETA_LAW, ETA_MEASURED, fill_from_laws, measure_speedup
 from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.law import FittedLaw
-from mlflow_roofline.run_data import RunData, load_train_runs, resolve_experiment_ids
+from mlflow_roofline.run_data import RunData, load_train_runs
 from mlflow_roofline.schema import (
-    STRATEGIES,
     TAG_CV_MAPE,
     TAG_ENERGY_SOURCE,
     TAG_FIT_RUN_ID,
     TAG_FORM,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
+    present_strategies,
 )
 from mlflow_roofline.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 
@@ -101,6 +101,13 @@ class HardwareFit:
     model_version: str | None = None
     aliases: list[str] = dataclasses.field(default_factory=list)
 
+    @property
+    def psi(self) -> dict[str, float]:
+        """Log strategy factors of the paper's law, by strategy (the reference level is 0)."""
+        law = self.energy.forms[scaling.PAPER].law
+        prefix = "strategy[T."
+        return {t[len(prefix):-1]: law.coefficient(t) for t in law.terms if t.startswith(prefix)}
+
     def metrics(self) -> dict[str, float]:
         """The fit run's metrics (DESIGN.md names first)."""
         paper = self.energy.forms[scaling.PAPER]
@@ -134,9 +141,7 @@ class HardwareFit:
             "time_per_work": float(self.energy.time.name == "time_per_work"),
             "time_cv_mape": self.energy.time.cv_mape,
         }
-        for term in paper.law.terms:
-            if term.startswith("strategy[T."):
-                out[f"psi_{term[len('strategy[T.'):-1]}"] = paper.law.coefficient(term)
+        out.update({f"psi_{strategy}": value for strategy, value in self.psi.items()})
         for name, fit in self.energy.forms.items():
             out[f"cv_mape_{name}"] = fit.cv_mape
             out[f"cv_mape_se_{name}"] = fit.cv_se
@@ -287,10 +292,7 @@ def _write_artifacts(fit: HardwareFit, directory: Path, run_data: RunData) -> No
     plots.residuals(fit.data, fitted, plot_dir / "residuals.png")
     laws = laws_of(fit.speedup)
     plots.speedup_vs_n(fit.frame, laws, plot_dir / "speedup_vs_n.png")
-    paper = fit.energy.forms[scaling.PAPER].law
-    psi = {t[len("strategy[T."):-1]: paper.coefficient(t) for t in paper.terms if t.startswith("strategy[T.")}
-    alpha_eta = paper.coefficient("log_eta") if "log_eta" in paper.terms else float("nan")
-    plots.energy_vs_n(fit.frame, laws, alpha_eta, psi, plot_dir / "energy_vs_n.png")
+    plots.energy_vs_n(fit.frame, laws, fit.metrics()["alpha_eta"], fit.psi, plot_dir / "energy_vs_n.png")
 
 
 def _log_fit_run(
@@ -414,7 +416,7 @@ def run_fit(
         "cv_folds": str(scaling.CV_FOLDS),
         "seed": str(seed),
     }
-    experiment_id = resolve_experiment_ids(client, experiments[:1])[0]
+    experiment_id = run_data.experiment_ids[0]  # the fit run goes to the first experiment
     env_run = os.environ.get("MLFLOW_RUN_ID")
     outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=outcome_skipped)
     start = dict(run_id=env_run) if env_run else dict(experiment_id=experiment_id, run_name="fit")
@@ -423,9 +425,7 @@ def run_fit(
             _log_fit_run(fits[0], run_data, params, model_name, [alias], register)
     else:
         pooled = pd.concat([f.data for f in fits], ignore_index=True)
-        pooled["strategy"] = pd.Categorical(
-            pooled["strategy"].astype(str), categories=[s for s in STRATEGIES if s in set(pooled["strategy"].astype(str))]
-        )
+        pooled["strategy"] = pd.Categorical(pooled["strategy"].astype(str), categories=present_strategies(pooled["strategy"]))
         outcome.hardware_comparison = scaling.compare_hardware_slopes(pooled, seed=seed) if len(fits) > 1 else {}
         with mlflow.start_run(**start) as parent:
             outcome.parent_run_id = parent.info.run_id

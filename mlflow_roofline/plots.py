@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
-from mlflow_roofline.schema import M_ENERGY_J, STRATEGIES  # noqa: E402
+from mlflow_roofline.schema import M_ENERGY_J, present_strategies  # noqa: E402
 from mlflow_roofline.speedup import SpeedupLaw  # noqa: E402
 
 COLORS: dict[str, str] = {"single": "#444444", "ddp": "#1f77b4", "fsdp": "#2ca02c", "tp": "#d62728"}
@@ -35,8 +35,7 @@ def _layout(fig: Figure, panels: int = 1) -> None:
 
 
 def _strategies(data: pd.DataFrame) -> list[str]:
-    present = set(data["strategy"].astype(str))
-    return [s for s in STRATEGIES if s in present]
+    return present_strategies(data["strategy"])
 
 
 def measured_vs_predicted(data: pd.DataFrame, fitted: Mapping[str, np.ndarray], path: Path) -> Path:

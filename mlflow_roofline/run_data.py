@@ -59,11 +59,13 @@ class RunData:
             int, ``energy_j`` in joules, ``time_s`` in seconds).
         n_found: FINISHED train runs the search returned.
         dropped: reason -> number of runs dropped for it.
+        experiment_ids: the experiments searched (empty when built from given runs).
     """
 
     frame: pd.DataFrame
     n_found: int
     dropped: dict[str, int]
+    experiment_ids: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         """One line: runs found, used and dropped with reasons."""
@@ -223,4 +225,4 @@ def load_train_runs(
             f"runs: no FINISHED train runs (tag {TAG_RUN_TYPE}=train) in experiment(s) "
             f"{', '.join(experiments)}{where}; run `mlflow-roofline sweep` first"
         )
-    return runs_to_frame(runs)
+    return dataclasses.replace(runs_to_frame(runs), experiment_ids=experiment_ids)

@@ -43,10 +43,11 @@ import statsmodels.formula.api as smf
 from scipy.optimize import nnls
 from statsmodels.tools.sm_exceptions import ValueWarning
 
+from mlflow_roofline.config import INT_FIELDS
 from mlflow_roofline.errors import RooflineError
 from mlflow_roofline.grouped_cv import cv_mape, workload_folds
 from mlflow_roofline.law import LinearLaw, law_features
-from mlflow_roofline.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
+from mlflow_roofline.schema import M_ENERGY_J, M_TIME_S, present_strategies
 
 BASELINE = "baseline"
 PAPER = "paper"
@@ -192,8 +193,7 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
         strategy=frame["strategy"].to_numpy(),
     )
     out = pd.DataFrame({k: v for k, v in feats.items() if k != "strategy"}, index=frame.index)
-    present = [s for s in STRATEGIES if s in set(frame["strategy"])]
-    out["strategy"] = pd.Categorical(frame["strategy"], categories=present)
+    out["strategy"] = pd.Categorical(frame["strategy"], categories=present_strategies(frame["strategy"]))
     out["log_E"] = np.log(frame[M_ENERGY_J].to_numpy(dtype=float))
     out["log_t"] = np.log(frame[M_TIME_S].to_numpy(dtype=float))
     out["workload_hash"] = frame["workload_hash"].to_numpy()
@@ -490,8 +490,7 @@ def compare_hardware_slopes(data: pd.DataFrame, seed: int = 0) -> dict[str, floa
 def law_ranges(frame: pd.DataFrame, data: pd.DataFrame) -> dict[str, list[float]]:
     """[min, max] of every model input, of log_C, log_M and of eta over the fitted runs."""
     ranges: dict[str, list[float]] = {}
-    for name in ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size",
-                 "num_steps", "num_devices"):
+    for name in (f for f in INT_FIELDS if f != "warmup_steps"):  # the model's integer inputs
         ranges[name] = [float(frame[name].min()), float(frame[name].max())]
     for name in ("log_C", "log_M"):
         ranges[name] = [float(data[name].min()), float(data[name].max())]

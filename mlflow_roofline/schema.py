@@ -10,6 +10,15 @@ STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp", "tp")
 """Parallel strategies: one device, data parallel, fully sharded data parallel, tensor parallel."""
 
 DATA_PARALLEL_STRATEGIES: tuple[str, ...] = ("ddp", "fsdp")
+
+
+def present_strategies(values: object) -> list[str]:
+    """The strategies found in ``values`` (an iterable of names), in :data:`STRATEGIES` order.
+
+    ``single`` first, so it is the reference level of the laws' strategy factor.
+    """
+    found = {str(v) for v in values}  # type: ignore[attr-defined]
+    return [s for s in STRATEGIES if s in found]
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 DEVICE_CHOICES: tuple[str, ...] = ("auto",) + DEVICES
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
