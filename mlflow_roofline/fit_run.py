@@ -57,6 +57,7 @@ from mlflow_roofline.errors import ConfigError, RooflineError
 from mlflow_roofline.law import FittedLaw
 from mlflow_roofline.run_data import RunData, load_train_runs
 from mlflow_roofline.schema import (
+    MISSING_BASELINE_CHOICES,
     TAG_CV_MAPE,
     TAG_ENERGY_SOURCE,
     TAG_FIT_RUN_ID,
@@ -67,7 +68,6 @@ from mlflow_roofline.schema import (
 )
 from mlflow_roofline.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 
-MISSING_BASELINE_CHOICES = ("law", "drop")
 ESTIMATE = "estimate"
 
 

@@ -88,4 +88,5 @@ MAX_TAG_CHARS = 5000
 
 DEFAULT_EXPERIMENT = "roofline-bert"
 DEFAULT_MODEL_NAME = "roofline-energy"
+MISSING_BASELINE_CHOICES: tuple[str, ...] = ("law", "drop")  # fit: eta of runs without a single-device run
 DEFAULT_ALIAS = "champion"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from mlflow_roofline.commands.options import parse_bool
-from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME
+from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME, MISSING_BASELINE_CHOICES
 
 
 @click.command("fit")
@@ -35,7 +35,7 @@ from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MO
 @click.option("--hardware", default=None, help="Fit only the runs of this roofline.hardware.")
 @click.option(
     "--missing-baseline",
-    type=click.Choice(["law", "drop"]),
+    type=click.Choice(MISSING_BASELINE_CHOICES),
     default="law",
     show_default=True,
     help="Parallel runs without a single-device run of their workload: eta from the speedup law, or drop them.",

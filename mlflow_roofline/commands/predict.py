@@ -17,7 +17,7 @@ import click
 import pandas as pd
 
 from mlflow_roofline.errors import RooflineError
-from mlflow_roofline.predictor import DEFAULT_MAX_DEVICES, OBJECTIVES
+from mlflow_roofline.predictor import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
@@ -121,7 +121,7 @@ def _load(model_uri: str) -> Any:
 @click.option("--speedup", type=float, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
 @click.option("--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend.")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default="energy", show_default=True, help="With --recommend.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend.")
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
 def predict_command(
     model_uri: str,

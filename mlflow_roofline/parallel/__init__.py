@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from mlflow_roofline.errors import ConfigError
 from mlflow_roofline.schema import STRATEGIES
 
 
@@ -20,8 +21,8 @@ def strategy(name: str) -> ModuleType:
     """The module implementing strategy ``name``.
 
     Raises:
-        ValueError: ``name`` is not one of :data:`mlflow_roofline.schema.STRATEGIES`.
+        ConfigError: ``name`` is not one of :data:`mlflow_roofline.schema.STRATEGIES`.
     """
     if name not in STRATEGIES:
-        raise ValueError(f"strategy: must be one of {', '.join(STRATEGIES)}, got {name!r}")
+        raise ConfigError("strategy", f"must be one of {', '.join(STRATEGIES)}, got {name!r}")
     return importlib.import_module(f"mlflow_roofline.parallel.{name}")
