@@ -18,6 +18,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.energy.base import Measurement
+from mlflow_roofline.energy.tracking import measurement_metrics, measurement_tags
 from mlflow_roofline.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.experiments import get_or_create_experiment
 from mlflow_roofline.job_io import JobResult
@@ -25,7 +27,6 @@ from mlflow_roofline.proxies import proxy_metrics
 from mlflow_roofline.schema import (
     DEFAULT_EXPERIMENT,
     MAX_TAG_CHARS,
-    M_AVG_POWER_W,
     M_ENERGY_J,
     M_FINAL_LOSS,
     M_FLOPS_COUNTED,
@@ -36,10 +37,7 @@ from mlflow_roofline.schema import (
     P_METER,
     TAG_CONFIG_HASH,
     TAG_DEVICE,
-    TAG_ENERGY_ERROR,
     TAG_ENERGY_SCOPE,
-    TAG_ENERGY_SOURCE,
-    TAG_ENERGY_WARNING,
     TAG_ERROR,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
@@ -152,26 +150,24 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
     otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).
     """
+    # The job's window as one measurement: energy_j, time_s, avg_power_w and the energy
+    # tags are logged exactly as for any other measured window (measure, track_energy).
+    window = Measurement(
+        result.energy_j, {}, result.time_s, result.energy_source, result.energy_error, result.energy_warning
+    )
     samples = config.batch_size * config.num_steps
     metrics: dict[str, float] = {
+        **measurement_metrics(window),
         M_FLOPS_COUNTED: float(result.flops_per_step * config.num_steps),
-        M_TIME_S: result.time_s,
         M_STEP_TIME_S: result.step_time_s,
         M_SAMPLES_PER_S: samples / result.time_s,
         M_FINAL_LOSS: result.losses[-1],
     }
-    if result.energy_j is not None:
-        metrics[M_ENERGY_J] = result.energy_j
-        metrics[M_AVG_POWER_W] = result.energy_j / result.time_s
     for rank in result.ranks:
         metrics[f"{M_TIME_S}_rank_{rank.rank}"] = rank.time_s
         if rank.read and rank.energy_j is not None:
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
-    tags = {TAG_ENERGY_SOURCE: result.energy_source, TAG_ENERGY_SCOPE: result.energy_scope}
-    if result.energy_error:
-        tags[TAG_ENERGY_ERROR] = result.energy_error[:MAX_TAG_CHARS]
-    if result.energy_warning:
-        tags[TAG_ENERGY_WARNING] = result.energy_warning[:MAX_TAG_CHARS]
+    tags = {**measurement_tags(window), TAG_ENERGY_SCOPE: result.energy_scope}
     now = _now_ms()
     history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
     MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))

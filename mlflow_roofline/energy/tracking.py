@@ -44,9 +44,11 @@ def measurement_metrics(measurement: Measurement) -> dict[str, float]:
     return metrics
 
 
-def measurement_tags(measurement: Measurement, hardware: str) -> dict[str, str]:
-    """The tags of a measurement: its source, the hardware, and any error or warning."""
-    tags = {TAG_ENERGY_SOURCE: measurement.source, TAG_HARDWARE: hardware}
+def measurement_tags(measurement: Measurement, hardware: str | None = None) -> dict[str, str]:
+    """The tags of a measurement: its source, the hardware (when given), any error or warning."""
+    tags = {TAG_ENERGY_SOURCE: measurement.source}
+    if hardware is not None:
+        tags[TAG_HARDWARE] = hardware
     if measurement.error:
         tags[TAG_ENERGY_ERROR] = measurement.error[:MAX_TAG_CHARS]
     if measurement.warning:
