@@ -1,6 +1,6 @@
 """How much the whole fit adds to the unavoidable pull of the runs, at 10,000 runs.
 
-Logs N synthetic train runs (mlflow_roofline.synthetic, exact run schema, one
+Logs N synthetic train runs (mlflow_roofline.testing.synthetic, exact run schema, one
 ``MlflowClient.log_batch`` per run) into a fresh SQLite store, then times in one process:
 
   (a) a bare ``mlflow.search_runs`` of the experiment (every run, as pandas): the floor
@@ -47,9 +47,9 @@ def main() -> int:
     import mlflow
     from mlflow import MlflowClient
 
-    from mlflow_roofline.fit_run import run_fit
-    from mlflow_roofline.run_data import load_train_runs
-    from mlflow_roofline.synthetic import generate_synthetic_runs, log_runs
+    from mlflow_roofline.fit.job import run_fit
+    from mlflow_roofline.fit.run_data import load_train_runs
+    from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
 
     mlflow.set_tracking_uri(uri)
     client = MlflowClient()

@@ -77,9 +77,9 @@ def setup_store(root: Path) -> str:
     """Fit and register the roofline model and the trivial one in a fresh store; returns its URI."""
     import mlflow
 
-    from mlflow_roofline.fit_run import run_fit
-    from mlflow_roofline.pyfunc_model import EXAMPLE_QUERY, model_signature
-    from mlflow_roofline.synthetic import log_synthetic_runs
+    from mlflow_roofline.fit.job import run_fit
+    from mlflow_roofline.serve.pyfunc_model import EXAMPLE_QUERY, model_signature
+    from mlflow_roofline.testing.synthetic import log_synthetic_runs
 
     uri = f"sqlite:///{root / 'mlflow.db'}"
     os.environ["MLFLOW_TRACKING_URI"] = uri
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=30)
     args = parser.parse_args(argv)
 
-    from mlflow_roofline.serving import ScoringServer
+    from mlflow_roofline.testing.scoring_server import ScoringServer
 
     with tempfile.TemporaryDirectory(prefix="serve-latency-") as tmp:
         root = Path(tmp)

@@ -32,7 +32,7 @@ SHAPE = {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256, "s
 
 def bare_loop_s(config) -> float:
     """Seconds of ``num_steps`` training steps in this process, after the warm-up (the job's loop)."""
-    from mlflow_roofline.workload import Trainer, batches, build_model, build_optimizer
+    from mlflow_roofline.train.workload import Trainer, batches, build_model, build_optimizer
 
     model = build_model(config)
     trainer = Trainer(model, build_optimizer(model), config.precision, "cpu")
@@ -78,7 +78,7 @@ def main() -> int:
 
     import torch
 
-    from mlflow_roofline.config import TrainConfig
+    from mlflow_roofline.core.config import TrainConfig
 
     workdir = Path(tempfile.mkdtemp(prefix="train-overhead-"))
     os.chdir(workdir)

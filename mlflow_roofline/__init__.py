@@ -12,7 +12,7 @@ __all__ = ["__version__", "track_energy"]
 def __getattr__(name: str) -> Any:
     # Lazy so that `import mlflow_roofline` stays light (no MLflow import until needed).
     if name == "track_energy":
-        from mlflow_roofline.energy.tracking import track_energy
+        from mlflow_roofline.tracking.energy import track_energy
 
         return track_energy
     raise AttributeError(f"module 'mlflow_roofline' has no attribute {name!r}")

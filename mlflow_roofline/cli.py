@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from mlflow_roofline.errors import RooflineError
+from mlflow_roofline.core.errors import RooflineError
 
 # name -> (module, attribute, one-line help shown by `mlflow-roofline --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {

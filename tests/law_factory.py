@@ -1,6 +1,6 @@
 """A small FittedLaw for the serving tests: synthetic runs from a known law, fitted by OLS.
 
-The runs come from :mod:`mlflow_roofline.synthetic` (no MLflow); the energy law is the
+The runs come from :mod:`mlflow_roofline.testing.synthetic` (no MLflow); the energy law is the
 paper's form ``log_E ~ log_C + log_M + log_eta + strategy`` with HC3 covariance, the time
 law ``log_t1 ~ log_C + log_M`` on the single-device runs, and the speedup laws are the
 known true ones (fitting them is the fit's job, tested there).
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
-from mlflow_roofline.law import FittedLaw, LinearLaw
-from mlflow_roofline.predictor import INPUT_COLUMNS
-from mlflow_roofline.synthetic import GroundTruth, generate_synthetic_runs
+from mlflow_roofline.law.fitted import FittedLaw, LinearLaw
+from mlflow_roofline.serve.predictor import INPUT_COLUMNS
+from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
 
 def linear_law(result, formula: str) -> LinearLaw:

@@ -18,11 +18,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.parallel import strategy
-from mlflow_roofline.parallel.dist import setup, teardown
-from mlflow_roofline.parallel.tp import LAYER_PLAN
-from mlflow_roofline.workload import Trainer, batches, build_model, build_optimizer
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.train.parallel import strategy
+from mlflow_roofline.train.parallel.dist import setup, teardown
+from mlflow_roofline.train.parallel.tp import LAYER_PLAN
+from mlflow_roofline.train.workload import Trainer, batches, build_model, build_optimizer
 
 STEPS = 5
 CLIP = 0.05  # below every step's gradient norm here, so clipping (on DTensors too) acts on each step

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from mlflow_roofline import cli
-from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.core.errors import ConfigError
 
 
 def test_help_lists_every_command_without_importing_torch() -> None:

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
 
 BASE = TrainConfig(num_layers=2, hidden_size=64, num_heads=4, ffn_size=256, seq_len=32, batch_size=8)
 

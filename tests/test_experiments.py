@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from mlflow import MlflowClient
 
-from mlflow_roofline.errors import ConfigError
-from mlflow_roofline.experiments import find_experiment, get_or_create_experiment
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
 
 
 def test_get_or_create_then_refuse_deleted_and_empty(tracking_uri: str) -> None:

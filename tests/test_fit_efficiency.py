@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_roofline.efficiency import fill_from_laws, measure_speedup
-from mlflow_roofline.speedup import AMDAHL, SpeedupLaw
+from mlflow_roofline.fit.measured_speedup import fill_from_laws, measure_speedup
+from mlflow_roofline.law.speedup import AMDAHL, SpeedupLaw
 
 
 def _runs() -> pd.DataFrame:

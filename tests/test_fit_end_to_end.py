@@ -20,11 +20,11 @@ import pytest
 from mlflow import MlflowClient
 
 from mlflow_roofline.cli import main
-from mlflow_roofline.errors import RooflineError
-from mlflow_roofline.fit_run import fit_hardware, run_fit
-from mlflow_roofline.run_data import load_train_runs
-from mlflow_roofline.schema import TAG_RUN_TYPE
-from mlflow_roofline.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.fit.job import fit_hardware, run_fit
+from mlflow_roofline.fit.run_data import load_train_runs
+from mlflow_roofline.core.schema import TAG_RUN_TYPE
+from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUERY_COLUMNS = ["num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps",

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from mlflow_roofline import run_data
-from mlflow_roofline.errors import RooflineError
-from mlflow_roofline.schema import TAG_ENERGY_ERROR, TAG_RUN_TYPE
-from mlflow_roofline.synthetic import generate_synthetic_runs, log_runs
+from mlflow_roofline.fit import run_data
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.schema import TAG_ENERGY_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.flop_count import RATIO_BAND, analytic_step_flops, count_step_flops, flops_counted
-from mlflow_roofline.proxies import proxy_flops
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.train.flop_count import RATIO_BAND, analytic_step_flops, count_step_flops, flops_counted
+from mlflow_roofline.core.proxies import proxy_flops
 
 # (L, d, h, S, B): paper-family shapes (ff = 4 d) from projection-bound to attention-bound.
 SHAPES = [(1, 32, 2, 16, 2), (2, 64, 4, 32, 4), (2, 32, 2, 128, 2), (1, 128, 2, 8, 2)]

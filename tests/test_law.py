@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from mlflow_roofline.law import FittedLaw, LinearLaw, law_features
-from mlflow_roofline.speedup import SpeedupLaw
+from mlflow_roofline.law.fitted import FittedLaw, LinearLaw, law_features
+from mlflow_roofline.law.speedup import SpeedupLaw
 
 
 def _frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
@@ -101,7 +101,7 @@ def test_law_features_follow_the_proxies() -> None:
 
 
 def test_a_law_file_from_another_version_or_incomplete_is_named_as_such() -> None:
-    from mlflow_roofline.errors import LawFileError
+    from mlflow_roofline.core.errors import LawFileError
 
     with pytest.raises(LawFileError, match="^model: law schema_version 0 is not 1; refit the model$"):
         FittedLaw.from_json('{"hardware": "x"}')

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mlflow_roofline.launch import torchrun_command, worker_env
+from mlflow_roofline.train.launch import torchrun_command, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 LOSS_TOL = 1e-5

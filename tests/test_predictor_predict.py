@@ -8,8 +8,8 @@ import pytest
 from mlflow.exceptions import MlflowException
 
 from law_factory import fit_law, make_law, query
-from mlflow_roofline.predictor import PREDICT_OUTPUT_COLUMNS, predict_frame
-from mlflow_roofline.proxies import proxy_flops, proxy_mem_traffic
+from mlflow_roofline.serve.predictor import PREDICT_OUTPUT_COLUMNS, predict_frame
+from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.proxies import (
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.proxies import (
     arithmetic_intensity,
     proxy_flops,
     proxy_flops_per_token,

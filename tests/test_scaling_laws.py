@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_roofline import scaling
-from mlflow_roofline.efficiency import measure_speedup
-from mlflow_roofline.errors import RooflineError
-from mlflow_roofline.grouped_cv import cv_mape, workload_folds
-from mlflow_roofline.synthetic import GroundTruth, generate_synthetic_runs
+from mlflow_roofline.fit import forms as scaling
+from mlflow_roofline.fit.measured_speedup import measure_speedup
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.fit.cv import cv_mape, workload_folds
+from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
 
 def _data(n_workloads: int = 25, seed: int = 0, **kwargs) -> tuple[GroundTruth, pd.DataFrame]:

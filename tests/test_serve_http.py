@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from law_factory import query
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.errors import ConfigError
-from mlflow_roofline.fit_run import run_fit
-from mlflow_roofline.serving import ScoringServer
-from mlflow_roofline.synthetic import log_synthetic_runs
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.fit.job import run_fit
+from mlflow_roofline.testing.scoring_server import ScoringServer
+from mlflow_roofline.testing.synthetic import log_synthetic_runs
 
 pytestmark = pytest.mark.slow
 

@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
-from mlflow_roofline.sweep_liveness import TAG_HOST, TAG_PID, process_tags
-from mlflow_roofline.sweep_plan import (
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
+from mlflow_roofline.system.liveness import TAG_HOST, TAG_PID, process_tags
+from mlflow_roofline.sweep.plan import (
     ALIVE,
     DONE,
     ELSEWHERE,
@@ -24,7 +24,7 @@ from mlflow_roofline.sweep_plan import (
     store_status,
     train_runs,
 )
-from mlflow_roofline.sweep_spec import parse_spec
+from mlflow_roofline.sweep.spec import parse_spec
 
 HW = "cpu:test"
 
@@ -168,7 +168,7 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
 def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.hardware import hardware_name
+    from mlflow_roofline.core.hardware import hardware_name
 
     spec = tmp_path / "tiny.yaml"
     spec.write_text("experiment: dry\ndevice: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
@@ -141,10 +141,10 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
 def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.hardware import hardware_name
-    from mlflow_roofline.sweep_plan import Plan
-    from mlflow_roofline.sweep_runner import run_sweep
-    from mlflow_roofline.sweep_spec import parse_spec
+    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.sweep.plan import Plan
+    from mlflow_roofline.sweep.runner import run_sweep
+    from mlflow_roofline.sweep.spec import parse_spec
 
     good = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
                        num_steps=2, warmup_steps=1)
@@ -172,9 +172,9 @@ def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(trackin
 def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.hardware import hardware_name
-    from mlflow_roofline.sweep_liveness import TAG_PID
-    from mlflow_roofline.sweep_runner import run_configuration
+    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.system.liveness import TAG_PID
+    from mlflow_roofline.sweep.runner import run_configuration
 
     client = MlflowClient()
     exp = client.create_experiment("oom")
@@ -198,7 +198,7 @@ def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tr
 
 
 def test_sigterm_marks_the_in_flight_child_and_the_parent_killed(tracking_uri: str, tmp_path: Path) -> None:
-    from mlflow_roofline.sweep_liveness import TAG_PID, group_alive
+    from mlflow_roofline.system.liveness import TAG_PID, group_alive
 
     spec = write_spec(tmp_path / "term.yaml", "term", "{num_layers: [1, 2], hidden_size: 16}", steps=100000)
     init_store()

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlflow_roofline.errors import ConfigError
-from mlflow_roofline.sweep_plan import expand
-from mlflow_roofline.sweep_spec import load_spec, parse_spec, shipped_specs
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.sweep.plan import expand
+from mlflow_roofline.sweep.spec import load_spec, parse_spec, shipped_specs
 
 BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
 

@@ -16,9 +16,9 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-import mlflow_roofline.train_run as train_run
+import mlflow_roofline.train.run as train_run
 from mlflow_roofline.cli import main
-from mlflow_roofline.schema import DEFAULT_EXPERIMENT, TAG_ERROR
+from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, TAG_ERROR
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"num-layers": "2", "hidden-size": "32", "num-heads": "2", "ffn-size": "64", "seq-len": "16",

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.cli import main
-from mlflow_roofline.schema import M_ENERGY_J, M_PROXY_PARAMS, M_TIME_S, PARAM_NAMES, TAG_DEVICE, TAG_ERROR
+from mlflow_roofline.core.schema import M_ENERGY_J, M_PROXY_PARAMS, M_TIME_S, PARAM_NAMES, TAG_DEVICE, TAG_ERROR
 
 TINY = ["--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--ffn-size", "64",
         "--seq-len", "8", "--batch-size", "4"]
@@ -80,7 +80,7 @@ def test_out_of_memory_in_training_fails_the_run(tracking_uri: str, tmp_path: Pa
 
 
 def _job_processes(parent: psutil.Process) -> list[psutil.Process]:
-    return [p for p in parent.children(recursive=True) if "mlflow_roofline.job" in " ".join(p.cmdline())]
+    return [p for p in parent.children(recursive=True) if "mlflow_roofline.train.job" in " ".join(p.cmdline())]
 
 
 def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what: str = ""):

@@ -16,9 +16,9 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.hardware import hardware_name
-from mlflow_roofline.schema import (
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_FINAL_LOSS,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_roofline.job import _report
-from mlflow_roofline.job_io import JobResult, JobSpec, RankEnergy
-from mlflow_roofline.launch import job_command, torchrun_command, worker_env
-from mlflow_roofline.train_run import _job_error, _run_name
-from mlflow_roofline.train_tracking import _same_param
+from mlflow_roofline.train.job import _report
+from mlflow_roofline.train.job_io import JobResult, JobSpec, RankEnergy
+from mlflow_roofline.train.launch import job_command, torchrun_command, worker_env
+from mlflow_roofline.train.run import _job_error, _run_name
+from mlflow_roofline.train.tracked_run import _same_param
 
 
 def _result(ranks: list[RankEnergy], scope: str = "process") -> JobResult:
@@ -77,12 +77,12 @@ def test_run_name_even_for_a_config_that_breaks_a_rule() -> None:
 
 
 def test_launch_commands() -> None:
-    single = job_command(1, "mlflow_roofline.job", ["/tmp/j"])
-    assert single[1:] == ["-m", "mlflow_roofline.job", "/tmp/j"]
-    command = torchrun_command(4, "mlflow_roofline.job", ["/tmp/j"])
+    single = job_command(1, "mlflow_roofline.train.job", ["/tmp/j"])
+    assert single[1:] == ["-m", "mlflow_roofline.train.job", "/tmp/j"]
+    command = torchrun_command(4, "mlflow_roofline.train.job", ["/tmp/j"])
     assert command[1:3] == ["-m", "torch.distributed.run"]
     assert "--nproc-per-node=4" in command and "--rdzv-endpoint=127.0.0.1:0" in command
-    assert "--max-restarts=0" in command and command[-3:] == ["--module", "mlflow_roofline.job", "/tmp/j"]
+    assert "--max-restarts=0" in command and command[-3:] == ["--module", "mlflow_roofline.train.job", "/tmp/j"]
     assert worker_env(2, {})["OMP_NUM_THREADS"] >= "1"
     assert worker_env(2, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
     assert "OMP_NUM_THREADS" not in worker_env(1, {})
@@ -91,8 +91,8 @@ def test_launch_commands() -> None:
 def test_a_failed_energy_reading_is_logged_as_a_reason_not_a_number(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.config import TrainConfig
-    from mlflow_roofline.train_tracking import log_result, tracked_run
+    from mlflow_roofline.core.config import TrainConfig
+    from mlflow_roofline.train.tracked_run import log_result, tracked_run
 
     config = TrainConfig(1, 32, 2, 64, 8, 4, num_steps=2, strategy="ddp", num_devices=2)
     ranks = [RankEnergy(0, True, 2.0, 1.0), RankEnergy(1, True, None, 1.1, error="nvml: read failed mid-window")]

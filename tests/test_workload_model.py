@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mlflow_roofline.config import TrainConfig
-from mlflow_roofline.errors import ConfigError
-from mlflow_roofline.parallel import strategy
-from mlflow_roofline.parallel.dist import DistEnv
-from mlflow_roofline.workload import (
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.train.parallel import strategy
+from mlflow_roofline.train.parallel.dist import DistEnv
+from mlflow_roofline.train.workload import (
     MAX_GRAD_NORM,
     NUM_LABELS,
     VOCAB_SIZE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from mlflow_roofline.commands.options import parse_bool
-from mlflow_roofline.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME, MISSING_BASELINE_CHOICES
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME, MISSING_BASELINE_CHOICES
 
 
 @click.command("fit")
@@ -53,7 +53,7 @@ def fit_command(
     seed: int,
 ) -> None:
     """Fit the efficiency-aware energy law (and its baseline) and register it as a pyfunc model."""
-    from mlflow_roofline.fit_run import run_fit
+    from mlflow_roofline.fit.job import run_fit
 
     names = [name.strip() for item in experiments for name in item.split(",") if name.strip()]
     run_fit(

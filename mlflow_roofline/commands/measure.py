@@ -32,8 +32,8 @@ from typing import Any
 import click
 
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
-from mlflow_roofline.errors import ConfigError, RooflineError
-from mlflow_roofline.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+from mlflow_roofline.core.errors import ConfigError, RooflineError
+from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
@@ -77,7 +77,7 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
     import mlflow
     from mlflow.entities import RunStatus
 
-    from mlflow_roofline.energy.tracking import log_measurement
+    from mlflow_roofline.tracking.energy import log_measurement
 
     client = mlflow.MlflowClient()
     try:
@@ -134,7 +134,7 @@ def _experiment_id(client: Any, name: str | None) -> str:
     """``--experiment`` (created if missing), else MLflow's environment variables, else Default."""
     name = name or os.environ.get("MLFLOW_EXPERIMENT_NAME")
     if name:
-        from mlflow_roofline.experiments import get_or_create_experiment
+        from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
         return get_or_create_experiment(client, name)
     return os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"

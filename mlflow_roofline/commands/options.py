@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.core.errors import ConfigError
 
 TRUE_WORDS = ("true", "1", "yes", "y", "on")
 FALSE_WORDS = ("false", "0", "no", "n", "off")

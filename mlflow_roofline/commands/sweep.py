@@ -1,7 +1,7 @@
 """``mlflow-roofline sweep SPEC`` and ``mlflow-roofline specs``.
 
 ``sweep`` loads a spec (a shipped name or a YAML path), plans it, and either prints the
-plan (``--dry-run``) or runs it (see :mod:`mlflow_roofline.sweep_runner`). The
+plan (``--dry-run``) or runs it (see :mod:`mlflow_roofline.sweep.runner`). The
 MLproject entry point ``sweep`` calls it as ``sweep {spec} --retry-failed {retry_failed}``.
 """
 
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import click
 
 from mlflow_roofline.commands.options import parse_bool
-from mlflow_roofline.errors import ConfigError
+from mlflow_roofline.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mlflow_roofline.config import TrainConfig
+    from mlflow_roofline.core.config import TrainConfig
 
 
 @click.command("sweep")
@@ -41,11 +41,11 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     """
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.experiments import find_experiment, get_or_create_experiment
-    from mlflow_roofline.hardware import cuda_device_count, hardware_name, resolve_device
-    from mlflow_roofline.sweep_plan import counts_line, expand, plan_counts, plan_table, reconcile, store_statuses
-    from mlflow_roofline.sweep_runner import run_sweep
-    from mlflow_roofline.sweep_spec import load_spec
+    from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
+    from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
+    from mlflow_roofline.sweep.plan import counts_line, expand, plan_counts, plan_table, reconcile, store_statuses
+    from mlflow_roofline.sweep.runner import run_sweep
+    from mlflow_roofline.sweep.spec import load_spec
 
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
@@ -100,8 +100,8 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
 
 def _proxy_flops(config: TrainConfig) -> float:
     """Proxy FLOPs of one configuration's measured steps (DESIGN.md ``proxy_flops``)."""
-    from mlflow_roofline.proxies import proxy_metrics
-    from mlflow_roofline.schema import M_PROXY_FLOPS
+    from mlflow_roofline.core.proxies import proxy_metrics
+    from mlflow_roofline.core.schema import M_PROXY_FLOPS
 
     return float(proxy_metrics(config)[M_PROXY_FLOPS])
 
@@ -109,8 +109,8 @@ def _proxy_flops(config: TrainConfig) -> float:
 @click.command("specs")
 def specs_command() -> None:
     """List the shipped sweep specs with their size (configurations, skipped grid points)."""
-    from mlflow_roofline.sweep_plan import expand
-    from mlflow_roofline.sweep_spec import load_spec, shipped_specs
+    from mlflow_roofline.sweep.plan import expand
+    from mlflow_roofline.sweep.spec import load_spec, shipped_specs
 
     for name in shipped_specs():
         spec = load_spec(name)

@@ -1,7 +1,7 @@
 """``mlflow-roofline train``: one measured BERT fine-tuning configuration, one MLflow run.
 
 The options are those the MLproject ``train`` entry point passes (numbers may arrive as
-``"4.0"``), plus ``--experiment`` and ``--seed``. See :mod:`mlflow_roofline.train_run`.
+``"4.0"``), plus ``--experiment`` and ``--seed``. See :mod:`mlflow_roofline.train.run`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import click
 
 from mlflow_roofline.energy.select import METER_NAMES
-from mlflow_roofline.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
 
 _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 
@@ -40,8 +40,8 @@ def train_command(meter: str, experiment: str | None, seed: int, **options: str 
     Example: mlflow-roofline train --num-layers 2 --hidden-size 64 --num-heads 2
     --ffn-size 256 --seq-len 32 --batch-size 8 --strategy ddp --num-devices 2
     """
-    from mlflow_roofline.errors import Interrupted
-    from mlflow_roofline.train_run import train
+    from mlflow_roofline.core.errors import Interrupted
+    from mlflow_roofline.train.run import train
 
     try:
         run_id, result = train(options, meter=meter, experiment=experiment, seed=seed)

@@ -8,7 +8,9 @@
 
 Backends: ``nvml`` (GPU energy counter), ``nvml_power`` (sampled GPU power),
 ``rapl`` (CPU package + DRAM counters), ``estimate`` (CPU time x watts per core).
-MLflow logging lives in :mod:`mlflow_roofline.energy.tracking` (``track_energy``).
+MLflow logging lives in :mod:`mlflow_roofline.tracking.energy` (``track_energy``).
+
+Imports only core; never mlflow or any stage.
 """
 
 from mlflow_roofline.energy.base import SCOPES, EnergyMeter, Measurement, MeterError, Window

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import ClassVar
 
-from mlflow_roofline.errors import RooflineError
+from mlflow_roofline.core.errors import RooflineError
 
 SCOPES: tuple[str, ...] = ("device", "node", "process")
 """What a meter's joules cover: the GPUs of this process, the whole machine, or this

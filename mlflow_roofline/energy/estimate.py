@@ -30,7 +30,7 @@ import time
 import psutil
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
-from mlflow_roofline.hardware import hardware_name
+from mlflow_roofline.core.hardware import hardware_name
 
 DEFAULT_WATTS_PER_CORE = 6.0
 WATTS_ENV = "ROOFLINE_ESTIMATE_WATTS_PER_CORE"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
 from mlflow_roofline.energy.sampler import PeriodicSampler
-from mlflow_roofline.hardware import hardware_name
+from mlflow_roofline.core.hardware import hardware_name
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ROOT_ENV = "ROOFLINE_RAPL_ROOT"

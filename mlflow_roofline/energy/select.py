@@ -16,7 +16,7 @@ from typing import Any
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
 from mlflow_roofline.energy.estimate import resolve_watts_per_core
-from mlflow_roofline.schema import DEVICE_CHOICES
+from mlflow_roofline.core.schema import DEVICE_CHOICES
 
 logger = logging.getLogger(__name__)
 

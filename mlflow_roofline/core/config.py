@@ -1,0 +1,189 @@
+"""One fine-tuning configuration: its fields, its validation rules, its hashes and name.
+
+A :class:`TrainConfig` is what a train run measures and what a sweep plans. It knows
+nothing of MLflow or torch; the MLflow params of a train run are exactly
+:meth:`TrainConfig.to_params`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import (
+    DATA_PARALLEL_STRATEGIES,
+    DEVICES,
+    PARAM_NAMES,
+    PRECISIONS,
+    STRATEGIES,
+    WORKLOAD_PARAM_NAMES,
+)
+
+INT_FIELDS: tuple[str, ...] = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "warmup_steps",
+    "num_devices",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """A BERT fine-tuning configuration (the train-run params of DESIGN.md).
+
+    Attributes:
+        num_layers: L, encoder layers.
+        hidden_size: d, model width.
+        num_heads: h, attention heads.
+        ffn_size: ff, width of the feed-forward block.
+        seq_len: S, tokens per sample.
+        batch_size: global batch, samples per optimizer step over all devices.
+        num_steps: optimizer steps inside the measured window.
+        warmup_steps: steps run before the measured window opens.
+        strategy: ``single``, ``ddp``, ``fsdp`` or ``tp``.
+        num_devices: N, devices (processes) the job runs on.
+        device: ``cuda`` or ``cpu`` (``auto`` is resolved before a config is built).
+        precision: ``fp32``, ``bf16`` or ``fp16``.
+    """
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    ffn_size: int
+    seq_len: int
+    batch_size: int
+    num_steps: int = 20
+    warmup_steps: int = 3
+    strategy: str = "single"
+    num_devices: int = 1
+    device: str = "cpu"
+    precision: str = "fp32"
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
+        """Build a config from strings or numbers (MLflow params, CLI options, YAML).
+
+        Raises:
+            ConfigError: a field is missing, unknown, or not an integer where one is needed.
+        """
+        unknown = sorted(set(values) - set(PARAM_NAMES))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown field; expected one of {', '.join(PARAM_NAMES)}")
+        kwargs: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            if field.name not in values:
+                if field.default is dataclasses.MISSING:
+                    raise ConfigError(field.name, "is required")
+                continue
+            raw = values[field.name]
+            kwargs[field.name] = _as_int(field.name, raw) if field.name in INT_FIELDS else str(raw)
+        return cls(**kwargs)
+
+    def validate(self) -> None:
+        """Check every rule a configuration must satisfy before any process starts.
+
+        Raises:
+            ConfigError: naming the first field that breaks a rule, and the rule.
+        """
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            minimum = 0 if name == "warmup_steps" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                kind = "a non-negative" if minimum == 0 else "a positive"
+                raise ConfigError(name, f"must be {kind} integer, got {value!r}")
+        if self.strategy not in STRATEGIES:
+            raise ConfigError("strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.device not in DEVICES:
+            raise ConfigError("device", f"must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError("precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.hidden_size % self.num_heads:
+            raise ConfigError(
+                "hidden_size",
+                f"must be divisible by num_heads ({self.hidden_size} % {self.num_heads} != 0)",
+            )
+        if self.strategy == "single" and self.num_devices != 1:
+            raise ConfigError("num_devices", f"must be 1 under strategy single, got {self.num_devices}")
+        if self.strategy != "single" and self.num_devices < 2:
+            raise ConfigError(
+                "num_devices", f"must be at least 2 under strategy {self.strategy}, got {self.num_devices}"
+            )
+        if self.strategy == "tp" and self.num_heads % self.num_devices:
+            raise ConfigError(
+                "num_heads",
+                f"must be divisible by num_devices under tp ({self.num_heads} % {self.num_devices} != 0)",
+            )
+        if self.strategy == "tp" and self.ffn_size % self.num_devices:
+            raise ConfigError(
+                "ffn_size",
+                f"must be divisible by num_devices under tp ({self.ffn_size} % {self.num_devices} != 0)",
+            )
+        if self.strategy in DATA_PARALLEL_STRATEGIES and self.batch_size % self.num_devices:
+            raise ConfigError(
+                "batch_size",
+                f"must be divisible by num_devices under {self.strategy} "
+                f"({self.batch_size} % {self.num_devices} != 0)",
+            )
+
+    def to_params(self) -> dict[str, str]:
+        """The MLflow params of a train run: every schema param, as strings."""
+        return {name: str(getattr(self, name)) for name in PARAM_NAMES}
+
+    def config_hash(self, hardware: str) -> str:
+        """Stable hash of every param plus the hardware: one key per measured configuration."""
+        return _stable_hash({**self.to_params(), "hardware": hardware})
+
+    def workload_hash(self, hardware: str) -> str:
+        """The config hash without strategy, device count and step counts.
+
+        Runs that share it do the same work per sample; it finds a run's single-device
+        baseline.
+        """
+        params = self.to_params()
+        return _stable_hash({**{k: params[k] for k in WORKLOAD_PARAM_NAMES}, "hardware": hardware})
+
+    @property
+    def run_name(self) -> str:
+        """The configuration at a glance, e.g. ``L4-d256-h4-ff1024-S128-B16-fsdp-x2``."""
+        return (
+            f"L{self.num_layers}-d{self.hidden_size}-h{self.num_heads}-ff{self.ffn_size}"
+            f"-S{self.seq_len}-B{self.batch_size}-{self.strategy}-x{self.num_devices}"
+        )
+
+    @property
+    def per_device_batch_size(self) -> int:
+        """Samples each process handles per step: split under ddp/fsdp, whole under single/tp."""
+        if self.strategy in DATA_PARALLEL_STRATEGIES:
+            return self.batch_size // self.num_devices
+        return self.batch_size
+
+
+def _as_int(field: str, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(field, f"must be an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, str):
+        try:
+            number = float(raw.strip())  # MLflow Projects pass numbers as text, maybe "4.0"
+        except ValueError:
+            number = float("nan")
+        if number.is_integer():
+            return int(number)
+    raise ConfigError(field, f"must be an integer, got {raw!r}")
+
+
+def _stable_hash(values: Mapping[str, str]) -> str:
+    payload = json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -1,0 +1,149 @@
+"""Fit the speedup laws of :mod:`mlflow_roofline.law.speedup` to measured (N, S) points with SciPy.
+
+Each strategy's law is fitted by bounded least squares in speedup units
+(``scipy.optimize.least_squares``, several starts, the best kept); S(1) = 1 holds by
+the form of every law. Bounds:
+
+- Amdahl (ddp, fsdp): 0 <= p <= 1, 0 <= c <= 10;
+- saturating exponential (tp): 0.01 <= s_max <= 1000, 0.001 <= k <= 20.
+
+Two parameters need at least two distinct device counts above one. With a single one
+(say only N = 2), the law is underdetermined and one parameter is fixed, as the fit
+reports in :attr:`SpeedupFit.fixed`:
+
+- Amdahl: ``c = 0`` (pure Amdahl) when the mean speedup is at least 1, else ``p = 0``
+  (a pure communication cost explains a slowdown);
+- saturating exponential: ``k = 1`` (the rate is not identified by one N).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from mlflow_roofline.law.speedup import (
+    AMDAHL,
+    CONSTANT,
+    LAW_FORM_BY_STRATEGY,
+    SATURATING_EXP,
+    SpeedupLaw,
+    amdahl,
+    saturating_exp,
+)
+
+PARAM_NAMES_BY_FORM: dict[str, tuple[str, ...]] = {AMDAHL: ("p", "c"), SATURATING_EXP: ("s_max", "k")}
+BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    AMDAHL: {"p": (0.0, 1.0), "c": (0.0, 10.0)},
+    SATURATING_EXP: {"s_max": (0.01, 1000.0), "k": (0.001, 20.0)},
+}
+STARTS: dict[str, list[dict[str, float]]] = {
+    AMDAHL: [{"p": 0.9, "c": 0.01}, {"p": 0.5, "c": 0.1}, {"p": 0.99, "c": 0.0}, {"p": 0.1, "c": 1.0}],
+    SATURATING_EXP: [{"s_max": 2.0, "k": 0.5}, {"s_max": 8.0, "k": 0.1}, {"s_max": 1.5, "k": 2.0}, {"s_max": 0.5, "k": 1.0}],
+}
+FIXED_TP_K = 1.0
+_FUNCS: dict[str, Callable[..., np.ndarray]] = {AMDAHL: amdahl, SATURATING_EXP: saturating_exp}
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupFit:
+    """A fitted law and how it was obtained.
+
+    Attributes:
+        law: the fitted :class:`SpeedupLaw` (``n_points`` measured runs, ``rmse`` in speedup units).
+        fixed: parameters held fixed because the data cannot determine them, by name.
+        device_counts: the distinct N (> 1) of the measured points.
+    """
+
+    law: SpeedupLaw
+    fixed: dict[str, float]
+    device_counts: tuple[int, ...]
+
+    @property
+    def underdetermined(self) -> bool:
+        """True when a parameter had to be fixed."""
+        return bool(self.fixed)
+
+    def describe(self) -> str:
+        """One line for people: the law, its parameters, fit quality and what was fixed."""
+        params = ", ".join(f"{k}={v:.4g}" for k, v in self.law.params.items())
+        text = f"{self.law.strategy}: {self.law.form}({params}), {self.law.n_points} runs, rmse {self.law.rmse:.4g}"
+        if self.fixed:
+            text += (
+                f"; only N={','.join(map(str, self.device_counts))} measured, so "
+                + ", ".join(f"{k}={v:g}" for k, v in self.fixed.items())
+                + " was fixed"
+            )
+        return text
+
+
+def fit_speedup_law(strategy: str, num_devices: np.ndarray, speedup: np.ndarray) -> SpeedupFit:
+    """Fit ``strategy``'s law form to measured speedups (dimensionless) at ``num_devices``.
+
+    Raises:
+        ValueError: no finite point with N > 1 for a parallel strategy.
+    """
+    form = LAW_FORM_BY_STRATEGY[strategy]
+    n = np.asarray(num_devices, dtype=float)
+    s = np.asarray(speedup, dtype=float)
+    keep = np.isfinite(s) & np.isfinite(n) & (s > 0)
+    n, s = n[keep], s[keep]
+    if form == CONSTANT:
+        rmse = float(np.sqrt(np.mean((s - 1.0) ** 2))) if len(s) else float("nan")
+        return SpeedupFit(SpeedupLaw(strategy, CONSTANT, {}, int(len(s)), rmse), {}, (1,) if len(s) else ())
+    counts = tuple(sorted({int(v) for v in n if v > 1}))
+    if not counts:
+        raise ValueError(f"{strategy}: no measured speedup with num_devices > 1 to fit its law on")
+    names = PARAM_NAMES_BY_FORM[form]
+    fixed = _fixed_params(form, n, s) if len(counts) < 2 else {}
+    free = [name for name in names if name not in fixed]
+    func = _FUNCS[form]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        params = {**fixed, **dict(zip(free, x))}
+        return func(n, **params) - s
+
+    lower = [BOUNDS[form][name][0] for name in free]
+    upper = [BOUNDS[form][name][1] for name in free]
+    best = None
+    for start in STARTS[form]:
+        x0 = np.clip([start[name] for name in free], lower, upper)
+        result = least_squares(residuals, x0, bounds=(lower, upper), method="trf")
+        if best is None or result.cost < best.cost:
+            best = result
+    assert best is not None
+    params = {**fixed, **{name: float(v) for name, v in zip(free, best.x)}}
+    params = {name: params[name] for name in names}
+    rmse = float(np.sqrt(np.mean(residuals(best.x) ** 2)))
+    return SpeedupFit(SpeedupLaw(strategy, form, params, int(len(s)), rmse), fixed, counts)
+
+
+def _fixed_params(form: str, n: np.ndarray, s: np.ndarray) -> dict[str, float]:
+    if form == AMDAHL:
+        return {"c": 0.0} if float(np.mean(s[n > 1])) >= 1.0 else {"p": 0.0}
+    return {"k": FIXED_TP_K}
+
+
+def fit_speedup_laws(frame: pd.DataFrame) -> dict[str, SpeedupFit]:
+    """Fit one law per strategy of ``frame`` on its runs with a measured speedup.
+
+    ``frame`` needs ``strategy``, ``num_devices``, ``speedup`` and ``eta_source``
+    (:func:`mlflow_roofline.fit.measured_speedup.measure_speedup`); only ``single`` and
+    ``measured`` rows are used. A parallel strategy without any measured point gets no law.
+    """
+    fits: dict[str, SpeedupFit] = {}
+    usable = frame[frame["eta_source"].isin(["single", "measured"])]
+    for strategy in sorted(frame["strategy"].unique()):
+        rows = usable[usable["strategy"] == strategy]
+        if strategy != "single" and rows.empty:
+            continue
+        fits[strategy] = fit_speedup_law(strategy, rows["num_devices"].to_numpy(), rows["speedup"].to_numpy())
+    return fits
+
+
+def laws_of(fits: Mapping[str, SpeedupFit]) -> dict[str, SpeedupLaw]:
+    """The :class:`SpeedupLaw` of each fit, by strategy."""
+    return {strategy: fit.law for strategy, fit in fits.items()}

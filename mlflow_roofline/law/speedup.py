@@ -1,0 +1,89 @@
+"""Speedup laws S(N) of the parallel strategies, and hardware efficiency eta = S(N) / N.
+
+Every law has S(1) = 1:
+
+- tensor parallel, a saturating exponential:  S(N) = 1 + (s_max - 1) (1 - exp(-k (N - 1)))
+  (s_max is the asymptotic speedup, k > 0 how fast it is approached);
+- data parallel (DDP, FSDP), a generalized Amdahl law:
+  S(N) = 1 / ((1 - p) + p / N + c (N - 1))
+  (p in [0, 1] the parallel fraction, c >= 0 the per-extra-device communication cost,
+  as a fraction of the single-device time);
+- single device: S = 1.
+
+The laws are evaluated here; they are fitted in :mod:`mlflow_roofline.fit.speedup_fit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+SATURATING_EXP = "saturating_exp"
+AMDAHL = "amdahl"
+CONSTANT = "constant"
+
+LAW_FORM_BY_STRATEGY: dict[str, str] = {
+    "single": CONSTANT,
+    "ddp": AMDAHL,
+    "fsdp": AMDAHL,
+    "tp": SATURATING_EXP,
+}
+
+
+def saturating_exp(n: np.ndarray, s_max: float, k: float) -> np.ndarray:
+    """Tensor-parallel speedup 1 + (s_max - 1)(1 - exp(-k (N - 1))); dimensionless."""
+    n = np.asarray(n, dtype=float)
+    return 1.0 + (s_max - 1.0) * (1.0 - np.exp(-k * (n - 1.0)))
+
+
+def amdahl(n: np.ndarray, p: float, c: float) -> np.ndarray:
+    """Data-parallel speedup 1 / ((1 - p) + p / N + c (N - 1)); dimensionless."""
+    n = np.asarray(n, dtype=float)
+    return 1.0 / ((1.0 - p) + p / n + c * (n - 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupLaw:
+    """A fitted speedup law of one strategy.
+
+    Attributes:
+        strategy: the strategy it describes.
+        form: ``saturating_exp``, ``amdahl`` or ``constant``.
+        params: the law's parameters by name (``s_max``, ``k`` or ``p``, ``c``).
+        n_points: measured (N, S) points it was fitted on.
+        rmse: root mean square error of the fit, in speedup units.
+    """
+
+    strategy: str
+    form: str
+    params: dict[str, float]
+    n_points: int = 0
+    rmse: float = float("nan")
+
+    def __call__(self, num_devices: np.ndarray) -> np.ndarray:
+        """Speedup at ``num_devices`` devices (dimensionless)."""
+        if self.form == SATURATING_EXP:
+            return saturating_exp(num_devices, self.params["s_max"], self.params["k"])
+        if self.form == AMDAHL:
+            return amdahl(num_devices, self.params["p"], self.params["c"])
+        if self.form == CONSTANT:
+            return np.ones_like(np.asarray(num_devices, dtype=float))
+        raise ValueError(f"unknown speedup law form {self.form!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpeedupLaw:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            strategy=str(data["strategy"]),
+            form=str(data["form"]),
+            params={k: float(v) for k, v in data["params"].items()},
+            n_points=int(data.get("n_points", 0)),
+            rmse=float(data.get("rmse", float("nan"))),
+        )

@@ -1,0 +1,194 @@
+"""The fitted law as an MLflow pyfunc model: logged by ``fit``, served by ``mlflow models serve``.
+
+The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` as JSON
+(coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
+Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
+builds a :class:`RooflineEnergyModel` when MLflow loads it). Predictions are those of
+:mod:`mlflow_roofline.serve.predictor`.
+
+Inference params (declared in the signature, so the scoring server accepts them):
+
+- ``mode``: ``predict`` (default) or ``recommend``;
+- ``max_devices``: largest device count recommend mode considers (default 8);
+- ``objective``: what recommend mode minimises: ``energy`` (default), ``time`` or
+  ``edp`` (energy x time).
+
+The model needs the ``mlflow-roofline`` package where it is loaded: serve it with
+``--env-manager local`` from the environment the package is installed in (the
+``mlflow-roofline`` pin in its requirements is not on a public index, so MLflow's
+virtualenv/conda env managers cannot rebuild that environment by themselves).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.models import ModelSignature
+from mlflow.models.model import ModelInfo
+from mlflow.pyfunc import PythonModel, PythonModelContext
+from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+
+from mlflow_roofline import __version__
+from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.serve.predictor import (
+    DEFAULT_MAX_DEVICES,
+    DEFAULT_MODE,
+    DEFAULT_OBJECTIVE,
+    PREDICT_OUTPUT_COLUMNS,
+    RECOMMEND_OUTPUT_COLUMNS,
+    SIZE_COLUMNS,
+    SPEEDUP_COLUMN,
+    check_params,
+    invalid,
+    predict_frame,
+    recommend_frame,
+)
+
+LAW_ARTIFACT = "law"
+LAW_FILE = "fitted_law.json"
+
+EXAMPLE_QUERY: dict[str, Any] = {
+    "num_layers": 12,
+    "hidden_size": 768,
+    "num_heads": 12,
+    "ffn_size": 3072,
+    "seq_len": 128,
+    "batch_size": 32,
+    "num_steps": 1000,
+    "strategy": "fsdp",
+    "num_devices": 4,
+}
+"""The DESIGN.md query: BERT-base, 1000 steps of batch 32, FSDP on 4 devices."""
+
+
+def input_example(law: FittedLaw) -> pd.DataFrame:
+    """The DESIGN.md query, moved to a strategy the law knows when it was not fitted on fsdp."""
+    query = dict(EXAMPLE_QUERY)
+    if query["strategy"] not in law.strategies:
+        parallel = [s for s in law.strategies if s != "single"]
+        query["strategy"] = parallel[0] if parallel else "single"
+        query["num_devices"] = 4 if parallel else 1
+    return pd.DataFrame([query])
+
+
+def model_signature() -> ModelSignature:
+    """Inputs (DESIGN.md), outputs of both modes, and the inference params with defaults.
+
+    ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
+    ignores them; predict mode reports their absence by name. ``speedup`` is optional.
+    """
+    inputs = Schema(
+        [ColSpec(DataType.long, name) for name in SIZE_COLUMNS]
+        + [
+            ColSpec(DataType.string, "strategy", required=False),
+            ColSpec(DataType.long, "num_devices", required=False),
+            ColSpec(DataType.double, SPEEDUP_COLUMN, required=False),
+        ]
+    )
+    output_types = {
+        "strategy": DataType.string,
+        "objective": DataType.string,
+        "energy_optimal_strategy": DataType.string,
+        "time_optimal_strategy": DataType.string,
+        "extrapolated": DataType.boolean,
+        "num_devices": DataType.long,
+        "candidates": DataType.long,
+        "energy_optimal_num_devices": DataType.long,
+        "time_optimal_num_devices": DataType.long,
+    }
+    outputs = Schema(
+        [
+            ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)
+            for name in RECOMMEND_OUTPUT_COLUMNS
+        ]
+    )
+    params = ParamSchema(
+        [
+            ParamSpec("mode", DataType.string, DEFAULT_MODE),
+            ParamSpec("max_devices", DataType.long, DEFAULT_MAX_DEVICES),
+            ParamSpec("objective", DataType.string, DEFAULT_OBJECTIVE),
+        ]
+    )
+    return ModelSignature(inputs=inputs, outputs=outputs, params=params)
+
+
+class RooflineEnergyModel(PythonModel):
+    """Predicts fine-tuning energy (joules) and time (seconds), or recommends a strategy."""
+
+    def __init__(self) -> None:
+        self.law: FittedLaw | None = None
+
+    def load_context(self, context: PythonModelContext) -> None:
+        """Read the law from the model's JSON artifact."""
+        self.law = FittedLaw.from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
+
+    def predict(
+        self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
+        """One output row per input row; see :mod:`mlflow_roofline.serve.predictor` for columns.
+
+        Raises:
+            MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param.
+        """
+        if self.law is None:
+            self.load_context(context)
+        params = params or {}
+        mode, max_devices, objective = check_params(
+            params.get("mode", DEFAULT_MODE),
+            params.get("max_devices", DEFAULT_MAX_DEVICES),
+            params.get("objective", DEFAULT_OBJECTIVE),
+        )
+        if isinstance(model_input, (dict, list)):
+            model_input = pd.DataFrame(model_input)
+        if not isinstance(model_input, pd.DataFrame):
+            raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
+        if mode == "recommend":
+            return recommend_frame(self.law, model_input, max_devices, objective)
+        return predict_frame(self.law, model_input)
+
+
+def pip_requirements() -> list[str]:
+    """What loading the model needs; pinned to the versions it was logged with."""
+    import numpy
+    import scipy
+
+    return [
+        f"mlflow=={mlflow.__version__}",
+        f"numpy=={numpy.__version__}",
+        f"pandas=={pd.__version__}",
+        f"scipy=={scipy.__version__}",
+        f"mlflow-roofline=={__version__}",
+    ]
+
+
+def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
+    """Log ``law`` as a pyfunc model into the active run.
+
+    The artifact is the law's JSON; the signature declares the inputs, outputs and the
+    ``mode``/``max_devices``/``objective`` params; the input example is the DESIGN.md
+    query. The law's hardware, energy source, form, runs and cv_mape go into the
+    MLmodel metadata. Register the returned ``model_uri`` to serve it by name.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / LAW_FILE
+        path.write_text(law.to_json())
+        return mlflow.pyfunc.log_model(
+            name=name,
+            python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
+            artifacts={LAW_ARTIFACT: str(path)},
+            signature=model_signature(),
+            input_example=input_example(law),
+            pip_requirements=pip_requirements(),
+            metadata={
+                "hardware": law.hardware,
+                "energy_source": law.energy_source,
+                "form": law.form,
+                "n_runs": law.n_runs,
+                "cv_mape": law.cv_mape,
+                "strategies": law.strategies,
+            },
+        )

@@ -1,0 +1,279 @@
+"""Sweep specs: load a YAML spec (a shipped name or a path) and check every key before anything runs.
+
+A spec names the experiment, the device and a ``grid``: a mapping of train fields to
+lists of values (their cartesian product), or a list of such mappings (their union).
+Beyond DESIGN.md's keys a spec may use:
+
+- ``ffn_ratio`` instead of ``ffn_size`` (``ffn_size = ffn_ratio * hidden_size``) and
+  ``head_size`` instead of ``num_heads`` (``num_heads = hidden_size / head_size``), so that
+  the paper's families (head size 64, ff = 4d) are one grid each;
+- a single value in place of a one-element list;
+- any grid key at the top level: it then applies to every grid that does not set it;
+- ``meter`` (energy meter passed to every train run, default ``auto``) and ``timeout_s``
+  (wall-clock limit of one configuration, seconds; the run is FAILED past it).
+
+Every error is a :class:`~mlflow_roofline.core.errors.ConfigError` naming the key and what is
+allowed. This module reads YAML and nothing else: no MLflow, no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, PRECISIONS, STRATEGIES
+
+
+INT_GRID_KEYS: tuple[str, ...] = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "head_size",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "warmup_steps",
+    "num_devices",
+)
+"""Grid keys whose values are integers (``warmup_steps`` may be 0, the others are positive)."""
+
+GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
+"""Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
+
+SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description")
+"""Top-level keys that are settings of the sweep, not grid values."""
+
+REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
+    ("num_layers",),
+    ("hidden_size",),
+    ("num_heads", "head_size"),
+    ("ffn_size", "ffn_ratio"),
+    ("seq_len",),
+    ("batch_size",),
+)
+"""Each grid must give one key of every group (directly or through the top level)."""
+
+GRID_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "num_steps": (20,),
+    "warmup_steps": (3,),
+    "strategy": ("single",),
+    "num_devices": (1,),
+    "precision": ("fp32",),
+}
+
+SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """A checked sweep spec.
+
+    Attributes:
+        name: the shipped name (``smoke``) or the file's stem.
+        source: where it was read from (a path, or ``package:specs/<name>.yaml``).
+        experiment: MLflow experiment the train runs go to.
+        device: ``auto``, ``cuda`` or ``cpu`` (resolved when the plan is made).
+        meter: energy meter every train run asks for.
+        timeout_s: wall-clock limit of one configuration in seconds, or None for none.
+        grids: the grids, each a mapping key -> tuple of values, top-level values merged in
+            and defaults filled, so every grid holds every key it needs.
+        text: the spec's YAML text as read (logged as an artifact of the sweep run).
+        description: free text from the spec, or "".
+    """
+
+    name: str
+    source: str
+    experiment: str
+    device: str
+    meter: str
+    timeout_s: float | None
+    grids: tuple[dict[str, tuple[Any, ...]], ...]
+    text: str
+    description: str = ""
+
+    @property
+    def spec_hash(self) -> str:
+        """Stable hash of the checked content (not of comments or layout)."""
+        content = {
+            "experiment": self.experiment,
+            "device": self.device,
+            "meter": self.meter,
+            "grids": [{k: list(v) for k, v in sorted(g.items())} for g in self.grids],
+        }
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shipped_specs() -> dict[str, Path]:
+    """The specs that ship with the package, name -> path."""
+    folder = resources.files("mlflow_roofline") / "specs"
+    found: dict[str, Path] = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(SPEC_SUFFIXES):
+            found[entry.name.rsplit(".", 1)[0]] = Path(str(entry))
+    return dict(sorted(found.items()))
+
+
+def resolve_spec_path(spec: str) -> Path:
+    """Find a spec: an existing file path first, else a shipped name.
+
+    Raises:
+        ConfigError: neither a readable file nor a shipped spec.
+    """
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    shipped = shipped_specs()
+    if spec in shipped:
+        return shipped[spec]
+    raise ConfigError(
+        "spec", f"{spec!r} is neither a YAML file nor a shipped spec; shipped: {', '.join(shipped) or 'none'}"
+    )
+
+
+def load_spec(spec: str) -> SweepSpec:
+    """Read and check a spec given by shipped name or path.
+
+    Raises:
+        ConfigError: the file is missing or not YAML, or a key breaks a rule.
+    """
+    path = resolve_spec_path(spec)
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("spec", f"{path} is not valid YAML ({exc.__class__.__name__}: {exc})") from None
+    shipped = shipped_specs()
+    name = path.stem
+    source = f"package:specs/{path.name}" if shipped.get(name) == path else str(path)
+    return parse_spec(data, name=name, source=source, text=text)
+
+
+def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: str = "") -> SweepSpec:
+    """Check a spec's parsed YAML and fill its defaults.
+
+    Raises:
+        ConfigError: naming the key at fault (``grid[1].strategy``) and what is allowed.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError("spec", f"must be a YAML mapping with a 'grid' key, got {type(data).__name__}")
+    allowed = SETTING_KEYS + ("grid",) + GRID_KEYS
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(str(key), f"unknown key; allowed: {', '.join(allowed)}")
+
+    experiment = data.get("experiment", DEFAULT_EXPERIMENT)
+    if not isinstance(experiment, str) or not experiment.strip():
+        raise ConfigError("experiment", f"must be a non-empty experiment name, got {experiment!r}")
+    device = _choice("device", data.get("device", "auto"), DEVICE_CHOICES)
+    meter = _choice("meter", data.get("meter", "auto"), METER_NAMES)
+    timeout_s = data.get("timeout_s")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
+    ):
+        raise ConfigError("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError("description", f"must be text, got {type(description).__name__}")
+
+    top = {key: _values(key, data[key]) for key in GRID_KEYS if key in data}
+    raw_grid = data.get("grid")
+    if raw_grid is None:
+        raise ConfigError("grid", "is required: a mapping of train fields to value lists, or a list of them")
+    if isinstance(raw_grid, Mapping):
+        raw_grids: list[Any] = [raw_grid]
+        labels = ["grid"]
+    elif isinstance(raw_grid, list):
+        raw_grids = raw_grid
+        labels = [f"grid[{i}]" for i in range(len(raw_grid))]
+    else:
+        raise ConfigError("grid", f"must be a mapping or a list of mappings, got {type(raw_grid).__name__}")
+    if not raw_grids:
+        raise ConfigError("grid", "is empty; give at least one mapping of train fields to values")
+    grids = tuple(_check_grid(label, g, top) for label, g in zip(labels, raw_grids))
+    return SweepSpec(
+        name=name,
+        source=source,
+        experiment=experiment.strip(),
+        device=device,
+        meter=meter,
+        timeout_s=float(timeout_s) if timeout_s is not None else None,
+        grids=grids,
+        text=text,
+        description=description,
+    )
+
+
+def _check_grid(label: str, raw: Any, top: Mapping[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(label, f"must be a mapping of train fields to value lists, got {type(raw).__name__}")
+    if not raw:
+        raise ConfigError(label, "is empty; give train fields and their values")
+    for key in raw:
+        if key not in GRID_KEYS:
+            hint = " (device is set once, at the top level)" if key == "device" else ""
+            raise ConfigError(f"{label}.{key}", f"unknown grid key{hint}; allowed: {', '.join(GRID_KEYS)}")
+    own = {key: _values(f"{label}.{key}", value) for key, value in raw.items()}
+    for group in (g for g in REQUIRED_GRID_KEYS if len(g) == 2):  # (num_heads, head_size), (ffn_size, ffn_ratio)
+        if all(k in own for k in group):
+            raise ConfigError(f"{label}.{group[1]}", f"give either {group[0]} or {group[1]}, not both")
+        if all(k in top for k in group) and not any(k in own for k in group):
+            raise ConfigError(group[1], f"give either {group[0]} or {group[1]} at the top level, not both")
+    # A grid's own key wins over a top-level value of it or of its alternative.
+    shadowed = {alt for group in REQUIRED_GRID_KEYS for k in group if k in own for alt in group if alt != k}
+    grid = {**GRID_DEFAULTS, **{k: v for k, v in top.items() if k not in shadowed}, **own}
+    for group in REQUIRED_GRID_KEYS:
+        if not any(k in grid for k in group):
+            alternative = f" (or {group[1]})" if len(group) > 1 else ""
+            raise ConfigError(f"{label}.{group[0]}", f"is required{alternative}, in the grid or at the top level")
+    strategies = grid["strategy"]
+    multi = [s for s in strategies if s != "single"]
+    if multi and not any(n >= 2 for n in grid["num_devices"]):
+        raise ConfigError(
+            f"{label}.num_devices",
+            f"strategies {', '.join(multi)} need a value >= 2 (single always runs on 1 device)",
+        )
+    return grid
+
+
+def _values(key: str, raw: Any) -> tuple[Any, ...]:
+    """One grid entry as a tuple of checked values; a scalar counts as a one-element list."""
+    field = key.rsplit(".", 1)[-1]
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise ConfigError(key, "must list at least one value")
+    checked = tuple(_value(f"{key}[{i}]" if isinstance(raw, list) else key, field, v) for i, v in enumerate(items))
+    return tuple(dict.fromkeys(checked))  # drop repeats, keep order
+
+
+def _value(key: str, field: str, value: Any) -> Any:
+    if field in INT_GRID_KEYS:
+        minimum = 0 if field == "warmup_steps" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            kind = "non-negative" if minimum == 0 else "positive"
+            raise ConfigError(key, f"must be a {kind} integer, got {value!r}")
+        return value
+    if field == "ffn_ratio":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(key, f"must be a positive number (ffn_size = ffn_ratio * hidden_size), got {value!r}")
+        return value
+    if field == "strategy":
+        return _choice(key, value, STRATEGIES, what="strategy")
+    if field == "precision":
+        return _choice(key, value, PRECISIONS, what="precision")
+    raise ConfigError(key, f"unknown grid key; allowed: {', '.join(GRID_KEYS)}")  # pragma: no cover
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...], what: str = "value") -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(key, f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value

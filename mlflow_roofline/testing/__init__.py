@@ -1,0 +1,5 @@
+"""Scaffolding for tests, benchmarks and the demo: synthetic runs drawn from a known law,
+and a loopback ``mlflow models serve`` wrapper. Nothing at run time imports it.
+
+It lives in the package (not in ``tests/``) because the shipped benchmarks import it too.
+"""

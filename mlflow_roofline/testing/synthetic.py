@@ -1,0 +1,347 @@
+"""Synthetic train runs drawn from a known law, logged with the exact run schema of DESIGN.md.
+
+Tests and benchmarks need many train runs whose true energy law is known, without
+running BERT. :func:`generate_synthetic_runs` draws BERT workloads (L, d, h = d/64,
+ff = 4d, S, B), runs each on one device (``singles_per_workload`` times, with step
+counts that differ) and under every requested strategy and device count, and gives
+each run:
+
+- a wall time: the single-device job time follows the *time law*
+  ``t1 = exp(log_tau) * C^beta_c * M^beta_m`` (seconds), a parallel run takes
+  ``t1 / S_w(N)`` where ``S_w`` is the strategy's speedup law with a per-workload
+  jitter ``S_w(N) = 1 + (S(N) - 1) * exp(u_w)``, ``u_w ~ N(0, speedup_jitter)``;
+  every time carries log-normal noise ``time_noise_sd``;
+- the speedup and efficiency a fit measures from those times, exactly as DESIGN.md
+  defines them (seconds per sample against the median single run of the workload;
+  single runs have S = 1; NaN for a run whose workload has no single run);
+- an energy from the *energy law* in that measured efficiency (the true one where
+  nothing can be measured):
+  ``E = exp(log_kappa) * C^alpha_c * M^alpha_m * eta^alpha_eta * exp(psi[strategy])``
+  (joules) times log-normal noise ``noise_sd``.
+
+:func:`log_runs` writes such a frame to MLflow (one run per row: the 12 params, the
+proxy metrics, ``energy_j``, ``time_s``, ``step_time_s``, ``samples_per_s``,
+``avg_power_w`` and the ``roofline.*`` tags), and :func:`log_synthetic_runs` does both.
+``flops_counted`` is not logged: nothing was counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.fit.measured_speedup import measure_speedup
+from mlflow_roofline.core.proxies import proxy_metrics
+from mlflow_roofline.core.schema import (
+    M_AVG_POWER_W,
+    M_ENERGY_J,
+    M_PROXY_FLOPS,
+    M_PROXY_MEM_TRAFFIC,
+    M_SAMPLES_PER_S,
+    M_STEP_TIME_S,
+    M_TIME_S,
+    PARAM_NAMES,
+    TAG_CONFIG_HASH,
+    TAG_ENERGY_SOURCE,
+    TAG_HARDWARE,
+    TAG_RUN_TYPE,
+    TAG_WORKLOAD_HASH,
+)
+from mlflow_roofline.law.speedup import AMDAHL, CONSTANT, SATURATING_EXP, SpeedupLaw
+
+DEFAULT_HARDWARE = "Synthetic GPU"
+
+# The workload space draws come from (head size 64 and ff = 4d, as in the paper's grid).
+LAYER_CHOICES: tuple[int, ...] = tuple(range(1, 25))
+HIDDEN_CHOICES: tuple[int, ...] = tuple(range(128, 1025, 64))
+SEQ_CHOICES: tuple[int, ...] = (32, 64, 128, 256, 512)
+BATCH_CHOICES: tuple[int, ...] = (8, 16, 32, 64)
+
+
+def default_speedup_laws() -> dict[str, SpeedupLaw]:
+    """Plausible true speedup laws: tp saturates near 2.6x, ddp scales better than fsdp."""
+    return {
+        "single": SpeedupLaw("single", CONSTANT, {}),
+        "ddp": SpeedupLaw("ddp", AMDAHL, {"p": 0.95, "c": 0.02}),
+        "fsdp": SpeedupLaw("fsdp", AMDAHL, {"p": 0.9, "c": 0.04}),
+        "tp": SpeedupLaw("tp", SATURATING_EXP, {"s_max": 2.6, "k": 0.45}),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundTruth:
+    """The known laws synthetic runs are drawn from.
+
+    Attributes:
+        log_kappa: log of the energy law's constant (log joules at C = M = eta = 1).
+        alpha_c: energy exponent of the compute proxy C (FLOPs).
+        alpha_m: energy exponent of the memory-traffic proxy M (elements).
+        alpha_eta: energy exponent of the hardware efficiency eta = S/N.
+        psi: log energy offset of each strategy (0 for ``single``).
+        speedup_laws: true speedup law S(N) of each strategy.
+        log_tau: log of the time law's constant (log seconds).
+        beta_c: time exponent of C for single-device jobs.
+        beta_m: time exponent of M for single-device jobs.
+        noise_sd: standard deviation of log energy noise.
+        time_noise_sd: standard deviation of log time noise.
+        speedup_jitter: standard deviation of the per-workload log factor on S(N) - 1.
+    """
+
+    log_kappa: float = -17.3
+    alpha_c: float = 0.75
+    alpha_m: float = 0.25
+    alpha_eta: float = -1.0
+    psi: Mapping[str, float] = dataclasses.field(
+        default_factory=lambda: {"single": 0.0, "ddp": 0.10, "fsdp": 0.05, "tp": 0.20}
+    )
+    speedup_laws: Mapping[str, SpeedupLaw] = dataclasses.field(default_factory=default_speedup_laws)
+    log_tau: float = -23.6
+    beta_c: float = 0.8
+    beta_m: float = 0.2
+    noise_sd: float = 0.05
+    time_noise_sd: float = 0.02
+    speedup_jitter: float = 0.15
+
+    def log_energy(
+        self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]
+    ) -> np.ndarray:
+        """Noise-free log energy (log joules) of the energy law."""
+        psi = np.array([self.psi.get(s, 0.0) for s in strategy], dtype=float)
+        return self.log_kappa + self.alpha_c * log_c + self.alpha_m * log_m + self.alpha_eta * log_eta + psi
+
+    def energy_j(self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]) -> np.ndarray:
+        """Noise-free energy of the law, joules (the median of the noisy draws)."""
+        return np.exp(self.log_energy(log_c, log_m, log_eta, strategy))
+
+    def log_time_single(self, log_c: np.ndarray, log_m: np.ndarray) -> np.ndarray:
+        """Noise-free log seconds of a job on one device (the time law)."""
+        return self.log_tau + self.beta_c * log_c + self.beta_m * log_m
+
+
+@dataclasses.dataclass
+class SyntheticRuns:
+    """What :func:`log_synthetic_runs` logged.
+
+    Attributes:
+        truth: the laws the runs were drawn from.
+        frame: one row per run: the params, ``hardware``, ``energy_source``,
+            ``config_hash``, ``workload_hash``, the logged metrics, and the truth columns
+            ``log_C``, ``log_M``, ``speedup`` and ``eta`` (as measured from the times),
+            ``speedup_true`` (the jittered law), ``run_id`` once logged.
+        run_ids: MLflow run ids, in frame order.
+    """
+
+    truth: GroundTruth
+    frame: pd.DataFrame
+    run_ids: list[str]
+
+
+def _draw_workloads(rng: np.random.Generator, n_workloads: int) -> list[dict[str, int]]:
+    seen: set[tuple[int, ...]] = set()
+    workloads: list[dict[str, int]] = []
+    capacity = len(LAYER_CHOICES) * len(HIDDEN_CHOICES) * len(SEQ_CHOICES) * len(BATCH_CHOICES)
+    if n_workloads > capacity:
+        raise ValueError(f"n_workloads must be at most {capacity}, got {n_workloads}")
+    while len(workloads) < n_workloads:
+        key = (
+            int(rng.choice(LAYER_CHOICES)),
+            int(rng.choice(HIDDEN_CHOICES)),
+            int(rng.choice(SEQ_CHOICES)),
+            int(rng.choice(BATCH_CHOICES)),
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        layers, hidden, seq, batch = key
+        workloads.append(
+            dict(
+                num_layers=layers,
+                hidden_size=hidden,
+                num_heads=hidden // 64,
+                ffn_size=4 * hidden,
+                seq_len=seq,
+                batch_size=batch,
+            )
+        )
+    return workloads
+
+
+def generate_synthetic_runs(
+    n_workloads: int,
+    *,
+    truth: GroundTruth | None = None,
+    strategies: Sequence[str] = ("single", "ddp", "fsdp", "tp"),
+    device_counts: Sequence[int] = (2, 4),
+    singles_per_workload: int = 2,
+    steps: Sequence[int] = (10, 20, 30),
+    warmup_steps: int = 3,
+    hardware: str = DEFAULT_HARDWARE,
+    energy_source: str = "nvml",
+    device: str = "cuda",
+    precision: str = "fp16",
+    seed: int = 0,
+) -> tuple[GroundTruth, pd.DataFrame]:
+    """Draw runs from ``truth`` without touching MLflow; see the module docstring.
+
+    Combinations the config rules forbid (tp with N not dividing h or ff) are skipped.
+    Every workload gets ``singles_per_workload`` single-device runs when ``single`` is in
+    ``strategies`` (set it to 0 to make runs without a baseline).
+
+    Returns:
+        the truth and one row per run (columns as :class:`SyntheticRuns` describes).
+    """
+    truth = truth or GroundTruth()
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for w_index, workload in enumerate(_draw_workloads(rng, n_workloads)):
+        plan: list[tuple[str, int]] = []
+        if "single" in strategies:
+            plan += [("single", 1)] * singles_per_workload
+        plan += [(s, n) for s in strategies if s != "single" for n in device_counts]
+        jitter = {s: float(rng.normal(0.0, truth.speedup_jitter)) for s in strategies}
+        for strategy, num_devices in plan:
+            config = TrainConfig(
+                **workload,
+                num_steps=int(rng.choice(steps)),
+                warmup_steps=warmup_steps,
+                strategy=strategy,
+                num_devices=num_devices,
+                device=device,
+                precision=precision,
+            )
+            try:
+                config.validate()
+            except ValueError:
+                continue
+            proxies = proxy_metrics(config)
+            log_c = float(np.log(proxies[M_PROXY_FLOPS]))
+            log_m = float(np.log(proxies[M_PROXY_MEM_TRAFFIC]))
+            law = truth.speedup_laws[strategy]
+            s_true = 1.0 + (float(law(num_devices)) - 1.0) * float(np.exp(jitter[strategy]))
+            t1 = float(np.exp(truth.log_time_single(log_c, log_m)))
+            time_s = t1 / s_true * float(np.exp(rng.normal(0.0, truth.time_noise_sd)))
+            rows.append(
+                {
+                    **config.to_params(),
+                    "workload_index": w_index,
+                    "hardware": hardware,
+                    "energy_source": energy_source,
+                    "config_hash": config.config_hash(hardware),
+                    "workload_hash": config.workload_hash(hardware),
+                    "log_C": log_c,
+                    "log_M": log_m,
+                    "speedup_true": s_true,
+                    M_TIME_S: time_s,
+                }
+            )
+    frame = pd.DataFrame(rows)
+    for name in INT_FIELDS:
+        frame[name] = frame[name].astype(int)
+    frame["speedup"] = measure_speedup(frame)["speedup"].to_numpy()  # as the fit will measure it
+    frame["eta"] = frame["speedup"] / frame["num_devices"]
+    # Energy follows the efficiency the run achieved: as measured where a baseline exists,
+    # else the true one (a fit cannot measure it; its speedup and eta stay NaN here).
+    achieved = frame["eta"].fillna(frame["speedup_true"] / frame["num_devices"]).to_numpy()
+    log_e = truth.log_energy(frame["log_C"].to_numpy(), frame["log_M"].to_numpy(), np.log(achieved), frame["strategy"])
+    frame[M_ENERGY_J] = np.exp(log_e + rng.normal(0.0, truth.noise_sd, size=len(frame)))
+    samples = frame["batch_size"] * frame["num_steps"]
+    frame[M_STEP_TIME_S] = frame[M_TIME_S] / frame["num_steps"]
+    frame[M_SAMPLES_PER_S] = samples / frame[M_TIME_S]
+    frame[M_AVG_POWER_W] = frame[M_ENERGY_J] / frame[M_TIME_S]
+    return truth, frame
+
+
+def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
+    """Log one MLflow train run per row of ``frame`` (as :func:`generate_synthetic_runs` makes it).
+
+    Three store calls per run (create, log_batch, terminate). A NaN in ``energy_j`` is
+    logged as a NaN metric; a missing column or ``None`` leaves the metric unlogged.
+
+    Returns:
+        the run ids, in row order.
+    """
+    from mlflow.entities import Metric, Param
+
+    metric_names = (M_ENERGY_J, M_TIME_S, M_STEP_TIME_S, M_SAMPLES_PER_S, M_AVG_POWER_W)  # proxies: below
+    run_ids: list[str] = []
+    now_ms = int(time.time() * 1000)
+    for i, row in enumerate(frame.to_dict("records")):
+        config = TrainConfig.from_mapping({p: row[p] for p in PARAM_NAMES})
+        metrics_values = {**proxy_metrics(config), **{k: row.get(k) for k in metric_names if k in row}}
+        hardware = str(row.get("hardware", DEFAULT_HARDWARE))
+        tags = {
+            TAG_RUN_TYPE: "train",
+            TAG_ENERGY_SOURCE: str(row.get("energy_source", "nvml")),
+            TAG_HARDWARE: hardware,
+            TAG_CONFIG_HASH: str(row.get("config_hash") or config.config_hash(hardware)),
+            TAG_WORKLOAD_HASH: str(row.get("workload_hash") or config.workload_hash(hardware)),
+        }
+        run = client.create_run(experiment_id, start_time=now_ms + i, tags=tags, run_name=config.run_name)
+        run_id = run.info.run_id
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), now_ms + i, 0) for k, v in metrics_values.items() if _loggable(k, v)],
+            params=[Param(p, str(row[p])) for p in PARAM_NAMES],
+            synchronous=True,
+        )
+        client.set_terminated(run_id, status=status, end_time=now_ms + i + 1)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def _loggable(name: str, value: Any) -> bool:
+    """Metrics with a value are logged; a NaN only for energy_j (a test of bad energy), never for others."""
+    if value is None:
+        return False
+    return name == M_ENERGY_J or not pd.isna(value)
+
+
+def log_synthetic_runs(
+    client: Any,
+    experiment_id: str,
+    n_workloads: int,
+    *,
+    truth: GroundTruth | None = None,
+    strategies: Sequence[str] = ("single", "ddp", "fsdp", "tp"),
+    device_counts: Sequence[int] = (2, 4),
+    singles_per_workload: int = 2,
+    steps: Sequence[int] = (10, 20, 30),
+    hardware: str = DEFAULT_HARDWARE,
+    energy_source: str = "nvml",
+    seed: int = 0,
+) -> SyntheticRuns:
+    """Draw runs from a known law and log them as FINISHED train runs of ``experiment_id``.
+
+    Args:
+        client: an ``mlflow.MlflowClient``.
+        experiment_id: where the runs go.
+        n_workloads: distinct workloads (each gives several runs).
+        truth: the laws to draw from (default :class:`GroundTruth`).
+        strategies, device_counts, singles_per_workload, steps: the runs of each workload.
+        hardware: value of ``roofline.hardware``.
+        energy_source: value of ``roofline.energy_source``.
+        seed: random seed; the same arguments give the same runs.
+
+    Returns:
+        the truth, the frame of runs (with ``run_id``) and the run ids.
+    """
+    truth, frame = generate_synthetic_runs(
+        n_workloads,
+        truth=truth,
+        strategies=strategies,
+        device_counts=device_counts,
+        singles_per_workload=singles_per_workload,
+        steps=steps,
+        hardware=hardware,
+        energy_source=energy_source,
+        seed=seed,
+    )
+    run_ids = log_runs(client, experiment_id, frame)
+    frame["run_id"] = run_ids
+    return SyntheticRuns(truth=truth, frame=frame, run_ids=run_ids)

@@ -1,0 +1,125 @@
+"""Log energy measurements to MLflow: :func:`track_energy` and :func:`log_measurement`.
+
+>>> import mlflow, mlflow_roofline
+>>> with mlflow.start_run():
+...     with mlflow_roofline.track_energy() as w:
+...         train()
+...     w.measurement.energy_j
+
+Metrics: ``energy_j`` (joules), ``time_s`` (seconds), ``avg_power_w`` (watts); tags
+``roofline.energy_source``, ``roofline.hardware`` and, when there is one,
+``roofline.energy_error`` / ``roofline.energy_warning``. A failed reading logs no
+``energy_j`` (never a zero) and says why in ``roofline.energy_error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
+from mlflow_roofline.energy.select import make_meter
+from mlflow_roofline.core.schema import (
+    MAX_TAG_CHARS,
+    M_AVG_POWER_W,
+    M_ENERGY_J,
+    M_TIME_S,
+    TAG_ENERGY_ERROR,
+    TAG_ENERGY_SOURCE,
+    TAG_ENERGY_WARNING,
+    TAG_HARDWARE,
+    TAG_RUN_TYPE,
+)
+
+
+
+def measurement_metrics(measurement: Measurement) -> dict[str, float]:
+    """The metrics of a measurement: ``time_s`` always, energy and power when measured."""
+    metrics = {M_TIME_S: measurement.time_s}
+    if measurement.energy_j is not None:
+        metrics[M_ENERGY_J] = measurement.energy_j
+        if measurement.avg_power_w is not None:
+            metrics[M_AVG_POWER_W] = measurement.avg_power_w
+    return metrics
+
+
+def measurement_tags(measurement: Measurement, hardware: str | None = None) -> dict[str, str]:
+    """The tags of a measurement: its source, the hardware (when given), any error or warning."""
+    tags = {TAG_ENERGY_SOURCE: measurement.source}
+    if hardware is not None:
+        tags[TAG_HARDWARE] = hardware
+    if measurement.error:
+        tags[TAG_ENERGY_ERROR] = measurement.error[:MAX_TAG_CHARS]
+    if measurement.warning:
+        tags[TAG_ENERGY_WARNING] = measurement.warning[:MAX_TAG_CHARS]
+    return tags
+
+
+def log_measurement(measurement: Measurement, hardware: str, run_id: str | None = None) -> None:
+    """Log a measurement's metrics and tags to ``run_id`` (default: the active run)."""
+    import mlflow
+    from mlflow.entities import Metric, RunTag
+    from mlflow.utils.time import get_current_time_millis
+
+    if run_id is None:
+        run = mlflow.active_run()
+        if run is None:
+            raise RuntimeError("log_measurement: no active MLflow run and no run_id given")
+        run_id = run.info.run_id
+    now = get_current_time_millis()
+    mlflow.MlflowClient().log_batch(
+        run_id,
+        metrics=[Metric(k, float(v), now, 0) for k, v in measurement_metrics(measurement).items()],
+        tags=[RunTag(k, v) for k, v in measurement_tags(measurement, hardware).items()],
+    )
+
+
+@contextlib.contextmanager
+def track_energy(
+    meter: str | EnergyMeter = "auto", *, device: str = "auto", gpu_indices: list[int] | None = None, **options: Any
+) -> Iterator[Window]:
+    """Measure the energy of a block and log it to the active MLflow run.
+
+    Args:
+        meter: a meter name (see :data:`~mlflow_roofline.energy.METER_NAMES`) or a
+            meter you built (left open for reuse); a named one is closed afterwards.
+        device: where the block's work runs (``auto``, ``cuda``, ``cpu``), for ``auto``.
+        gpu_indices: CUDA ordinals to read with the NVML meters.
+        options: passed to :func:`~mlflow_roofline.energy.make_meter`.
+    Yields:
+        a :class:`~mlflow_roofline.energy.Window` whose ``measurement`` is set after the block.
+
+    Without an active run, one is started for the block (``roofline.run_type=measure``)
+    and ended after it: FINISHED, or FAILED if the block raised. The measurement is
+    logged even when the block raises. Raises MeterError before the block runs when
+    the meter is unknown or unavailable.
+    """
+    import mlflow
+
+    own_meter = isinstance(meter, str)
+    built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter
+    own_run = mlflow.active_run() is None
+    try:
+        run = mlflow.start_run(tags={TAG_RUN_TYPE: "measure"}) if own_run else mlflow.active_run()
+        status = "FAILED"
+        handle = Window()
+        try:
+            built.begin()
+        except BaseException:
+            if own_run:
+                mlflow.end_run(status)
+            raise
+        try:
+            yield handle
+            status = "FINISHED"
+        finally:
+            handle.measurement = built.end()
+            try:
+                log_measurement(handle.measurement, built.hardware, run.info.run_id)
+            finally:
+                if own_run:
+                    mlflow.end_run(status)
+    finally:
+        if own_meter:
+            built.close()

@@ -1,0 +1,102 @@
+"""The process group of a job: who this process is, which device it drives, how to sync.
+
+A job of N processes is started by torchrun (see :mod:`mlflow_roofline.train.launch`), which
+sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and the rendezvous variables; a ``single``
+job runs without a process group at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
+"""How long a collective waits for a missing rank before the job fails instead of hanging."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DistEnv:
+    """This process's place in the job.
+
+    Attributes:
+        rank: global rank (0 .. world_size-1).
+        world_size: processes in the job (N).
+        local_rank: rank on this node; the index of the GPU it drives on CUDA.
+        device: the torch device this process computes on.
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a process group is initialised (N > 1)."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that reports the job's results."""
+        return self.rank == 0
+
+    def mesh(self) -> DeviceMesh:
+        """A 1-D device mesh over all ranks (for FSDP2 and tensor parallel)."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(self.device.type, (self.world_size,))
+
+    def barrier(self) -> None:
+        """Wait for every rank (and, on CUDA, for this device's queued work)."""
+        synchronize(self.device)
+        if self.distributed:
+            if self.device.type == "cuda":
+                dist.barrier(device_ids=[self.device.index])
+            else:
+                dist.barrier()
+
+
+def synchronize(device: torch.device) -> None:
+    """Block until ``device`` has finished its queued work (a no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def setup(device_type: str, world_size: int) -> DistEnv:
+    """Join the job's process group (gloo on CPU, NCCL on CUDA) when ``world_size`` > 1.
+
+    Raises:
+        RuntimeError: torchrun's environment disagrees with ``world_size``.
+    """
+    if world_size == 1:
+        device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
+        return DistEnv(rank=0, world_size=1, local_rank=0, device=device)
+    env_world = int(os.environ.get("WORLD_SIZE", "1"))
+    if env_world != world_size:
+        raise RuntimeError(f"expected {world_size} processes from the launcher, WORLD_SIZE says {env_world}")
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl", device_id=device, timeout=PROCESS_GROUP_TIMEOUT)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=PROCESS_GROUP_TIMEOUT)
+    if dist.get_world_size() != world_size:
+        raise RuntimeError(f"process group has {dist.get_world_size()} ranks, expected {world_size}")
+    return DistEnv(rank=rank, world_size=world_size, local_rank=local_rank, device=device)
+
+
+def teardown(env: DistEnv) -> None:
+    """Leave the process group, if one was joined."""
+    if env.distributed and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,173 @@
+"""A train run: one configuration, trained and measured, logged as one MLflow run.
+
+The order of things, which is what makes a run trustworthy:
+
+1. the configuration is parsed and checked: every rule of :meth:`TrainConfig.validate`,
+   device availability (N no more than the visible GPUs), precision, meter. A bad field
+   opens the run only to end it FAILED with ``roofline.error`` and is raised as a
+   one-line :class:`~mlflow_roofline.core.errors.ConfigError`; no process is started;
+2. the job starts in its own processes (:mod:`mlflow_roofline.train.launch`): one for
+   ``single``, N under torchrun for the others. It starts before this process imports
+   MLflow, so that its imports and model building overlap with the MLflow work;
+3. the run is opened: the one ``MLFLOW_RUN_ID`` names (``mlflow run`` and the sweep set
+   it), else a new one; params, tags and proxies are logged
+   (:mod:`mlflow_roofline.train.tracked_run`);
+4. rank 0 reports the measured window in a file; its metrics are logged and the run ends
+   FINISHED. Any failure (a crash, an OOM, a rank that dies, SIGTERM) ends it FAILED or
+   KILLED, with the error's last lines in ``roofline.error`` and the whole text in the
+   artifact ``error.txt``, and the job's processes are stopped. Never left RUNNING.
+
+Only this (launching) process talks to MLflow; the training processes write files.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
+from mlflow_roofline.system.signals import raising_on_signals
+from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec
+from mlflow_roofline.train.launch import Job
+
+JOB_MODULE = "mlflow_roofline.train.job"
+
+
+class TrainingFailed(RooflineError):
+    """The training job failed after it started (a crash, an OOM, a rank that died).
+
+    ``str()`` is one line (the CLI prints it); :attr:`detail` holds the tracebacks or the
+    job's last output, which go to the ``roofline.error`` tag and the ``error.txt`` artifact.
+    """
+
+    def __init__(self, summary: str, detail: str = "") -> None:
+        super().__init__(summary)
+        self.detail = detail
+
+
+def train(
+    options: Mapping[str, Any], meter: str = "auto", experiment: str | None = None, seed: int = 0
+) -> tuple[str, JobResult]:
+    """Run and log one train run; return its MLflow run id and the job's result.
+
+    Args:
+        options: the train params as given (strings or numbers; ``device`` may be ``auto``).
+        meter: the energy meter (``auto``, ``nvml``, ``nvml_power``, ``rapl``, ``estimate``).
+        experiment: the experiment of a new run (ignored when ``MLFLOW_RUN_ID`` names one).
+        seed: seed of the weights and of the synthetic batches.
+
+    Raises:
+        ConfigError: a bad param (the run has ended FAILED).
+        MeterError: the meter is unknown or unavailable (the run has ended FAILED).
+        TrainingFailed: the job failed (the run has ended FAILED).
+        Interrupted: SIGTERM or SIGINT (the run has ended KILLED, the job is stopped).
+    """
+    # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
+    with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
+        return _train(options, meter, experiment, seed)
+
+
+def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed: int) -> tuple[str, JobResult]:
+    try:
+        config = parse_config(options)
+        check_meter(meter, config.device)
+    except RooflineError as bad_input:
+        from mlflow_roofline.train.tracked_run import tracked_run
+
+        with tracked_run(experiment, _run_name(options)):
+            raise bad_input
+    with tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
+        job_dir = Path(tmp)
+        JobSpec(config.to_params(), meter=meter, seed=seed).write(job_dir)
+        job = Job(config.num_devices, JOB_MODULE, [str(job_dir)])
+        try:
+            from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
+
+            with train_tracking.tracked_run(experiment, config.run_name) as run_id:
+                train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
+                launched = job.wait()
+                if not launched.ok:
+                    raise _job_error(job_dir, launched.returncode, launched.output_tail)
+                try:
+                    result = JobResult.read(job_dir)
+                except FileNotFoundError as exc:
+                    raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
+                train_tracking.log_result(run_id, config, result)
+        finally:
+            job.stop()
+    return run_id, result
+
+
+def parse_config(options: Mapping[str, Any]) -> TrainConfig:
+    """The validated configuration of ``options``, with ``device`` resolved.
+
+    Raises:
+        ConfigError: naming the first param that breaks a rule, and the rule.
+    """
+    values = {k: v for k, v in options.items() if v is not None}
+    device = resolve_device(str(values.get("device", "auto")))
+    config = TrainConfig.from_mapping({**values, "device": device})
+    config.validate()
+    if config.device == "cuda":
+        visible = cuda_device_count()
+        if config.num_devices > visible:
+            raise ConfigError(
+                "num_devices", f"must be at most the {visible} visible CUDA device(s), got {config.num_devices}"
+            )
+        from mlflow_roofline.train.workload import check_precision
+
+        check_precision(config.precision, config.device)  # bf16 needs a GPU that has it
+    return config
+
+
+def _run_name(options: Mapping[str, Any]) -> str | None:
+    """The run name of ``options`` if its fields parse at all (even if they break a rule)."""
+    try:
+        values = {k: v for k, v in options.items() if v is not None}
+        return TrainConfig.from_mapping({**values, "device": "cpu"}).run_name
+    except ConfigError:
+        return None
+
+
+def check_meter(name: str, device: str) -> None:
+    """Fail before training when the meter is unknown or unavailable here.
+
+    Raises:
+        MeterError: naming the choices.
+    """
+    from mlflow_roofline.energy import make_meter
+
+    make_meter(name, device=device).close()
+
+
+def _job_error(job_dir: Path, returncode: int, output_tail: str) -> TrainingFailed:
+    """The failure of a job: its ranks' own tracebacks, else (a rank was killed) its output's tail."""
+    how = f"killed by {_signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"
+    errors = sorted(job_dir.glob(ERROR_FILE.format(rank="*")))
+    if errors:
+        tracebacks = [path.read_text().rstrip() for path in errors]
+        last_line = tracebacks[0].splitlines()[-1] if tracebacks[0] else "unknown error"
+        detail = "\n".join(f"--- {path.stem} ---\n{text}" for path, text in zip(errors, tracebacks))
+        return TrainingFailed(f"training job failed ({how}): {last_line}", detail)
+    # No traceback: a process was killed. torchrun's summary names the root cause last.
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", output_tail)
+    if codes and int(codes[-1]) < 0:
+        cause = f"a rank was killed by {_signal_name(-int(codes[-1]))}"
+    else:
+        cause = "a process died without a traceback"
+    return TrainingFailed(f"training job failed ({how}): {cause} (out of memory?)", output_tail.rstrip())
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+

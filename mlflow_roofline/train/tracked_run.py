@@ -1,0 +1,186 @@
+"""MLflow side of a train run: open or join the run, log what is known, end it with a status.
+
+Client API only (no fluent active run): nothing process-wide is left behind, so train
+runs can follow each other in one process, and joining the run ``MLFLOW_RUN_ID`` names
+(``mlflow run``, the sweep) does not depend on a fluent experiment set earlier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.energy.base import Measurement
+from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
+from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.tracking.experiments import get_or_create_experiment
+from mlflow_roofline.train.job_io import JobResult
+from mlflow_roofline.core.proxies import proxy_metrics
+from mlflow_roofline.core.schema import (
+    DEFAULT_EXPERIMENT,
+    MAX_TAG_CHARS,
+    M_ENERGY_J,
+    M_FINAL_LOSS,
+    M_FLOPS_COUNTED,
+    M_LOSS,
+    M_SAMPLES_PER_S,
+    M_STEP_TIME_S,
+    M_TIME_S,
+    P_METER,
+    TAG_CONFIG_HASH,
+    TAG_DEVICE,
+    TAG_ENERGY_SCOPE,
+    TAG_ERROR,
+    TAG_HARDWARE,
+    TAG_RUN_TYPE,
+    TAG_WORKLOAD_HASH,
+)
+
+logger = logging.getLogger(__name__)
+
+ERROR_ARTIFACT = "error.txt"
+ERROR_TAIL_LINES = 25
+
+
+@contextlib.contextmanager
+def tracked_run(experiment: str | None, run_name: str | None) -> Iterator[str]:
+    """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
+
+    The run is the one ``MLFLOW_RUN_ID`` names, else a new one in ``experiment`` (else
+    MLflow's ``MLFLOW_EXPERIMENT_ID``/``_NAME``, else ``roofline-bert``).
+    """
+    client = MlflowClient()
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if run_id:
+        client.update_run(run_id, status="RUNNING", name=run_name)
+    else:
+        tags = {"mlflow.runName": run_name} if run_name else {}
+        run_id = client.create_run(_experiment_id(client, experiment), run_name=run_name, tags=tags).info.run_id
+    try:
+        yield run_id
+    except (Interrupted, KeyboardInterrupt) as exc:
+        record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
+        client.set_terminated(run_id, "KILLED")
+        raise
+    except BaseException as exc:
+        detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
+        record_failure(client, run_id, str(exc) or type(exc).__name__, detail)
+        client.set_terminated(run_id, "FAILED")
+        raise
+    else:
+        client.set_terminated(run_id, "FINISHED")
+
+
+def _experiment_id(client: MlflowClient, name: str | None) -> str:
+    if name is None:
+        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+            return os.environ["MLFLOW_EXPERIMENT_ID"]
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    return get_or_create_experiment(client, name)
+
+
+def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:
+    """Tag ``roofline.error`` with the error's last lines; keep the whole text as ``error.txt``."""
+    text = f"{detail.rstrip()}\n{message}".strip() if detail and message not in detail else (detail or message)
+    tail = "\n".join(text.strip().splitlines()[-ERROR_TAIL_LINES:])[-MAX_TAG_CHARS:]
+    try:
+        client.set_tag(run_id, TAG_ERROR, tail)
+        client.log_text(run_id, text + "\n", ERROR_ARTIFACT)
+    except Exception:  # the run must still be ended; the error itself is raised by the caller
+        logger.exception("could not record the error on run %s", run_id)
+
+
+def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
+    """Params, tags and proxies: what is known before training.
+
+    A param the run already holds (``mlflow run`` logs the entry point's parameters) is
+    left as it is when it says the same (``"4.0"`` for 4); ``device=auto`` stays, the
+    resolved device is the tag ``roofline.device``. A param that contradicts the
+    configuration is an error: MLflow cannot change a logged param.
+
+    Raises:
+        ConfigError: a param of the run contradicts the configuration.
+    """
+    client = MlflowClient()
+    existing = client.get_run(run_id).data.params
+    params = []
+    for name, value in {**config.to_params(), P_METER: meter}.items():
+        if name not in existing:
+            params.append(Param(name, value))
+        elif not _same_param(name, existing[name], value):
+            raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
+    tags = {**train_tags(config, hardware), TAG_DEVICE: config.device}
+    client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
+
+
+def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
+    """The tags that make a run a train run of ``config`` on ``hardware`` (run type, hashes)."""
+    return {
+        TAG_RUN_TYPE: "train",
+        TAG_HARDWARE: hardware,
+        TAG_CONFIG_HASH: config.config_hash(hardware),
+        TAG_WORKLOAD_HASH: config.workload_hash(hardware),
+    }
+
+
+def _same_param(name: str, logged: str, value: str) -> bool:
+    if logged == value:
+        return True
+    if name == "device":
+        return logged == "auto"
+    if name in INT_FIELDS:  # "4.0" and "4" are the same number
+        try:
+            return float(logged) == float(value)
+        except ValueError:
+            return False
+    return False
+
+
+def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
+    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy tags.
+
+    ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
+    otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).
+    """
+    # The job's window as one measurement: energy_j, time_s, avg_power_w and the energy
+    # tags are logged exactly as for any other measured window (measure, track_energy).
+    window = Measurement(
+        result.energy_j, {}, result.time_s, result.energy_source, result.energy_error, result.energy_warning
+    )
+    samples = config.batch_size * config.num_steps
+    metrics: dict[str, float] = {
+        **measurement_metrics(window),
+        M_FLOPS_COUNTED: float(result.flops_per_step * config.num_steps),
+        M_STEP_TIME_S: result.step_time_s,
+        M_SAMPLES_PER_S: samples / result.time_s,
+        M_FINAL_LOSS: result.losses[-1],
+    }
+    for rank in result.ranks:
+        metrics[f"{M_TIME_S}_rank_{rank.rank}"] = rank.time_s
+        if rank.read and rank.energy_j is not None:
+            metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
+    tags = {**measurement_tags(window), TAG_ENERGY_SCOPE: result.energy_scope}
+    now = _now_ms()
+    history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
+    MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))
+
+
+def _metrics(values: Mapping[str, float]) -> list[Metric]:
+    now = _now_ms()
+    return [Metric(k, float(v), now, 0) for k, v in values.items()]
+
+
+def _tags(values: Mapping[str, str]) -> list[RunTag]:
+    return [RunTag(k, v) for k, v in values.items()]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,29 @@
+"""A model registered by mlflow-roofline 0.1.0 (before the package moved into stage folders) still loads and predicts.
+
+``tests/data/legacy_model_0_1_0`` is that model as 0.1.0 logged it: its copied entry file imports
+``mlflow_roofline.pyfunc_model``, the path the compatibility module keeps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+
+LEGACY = Path(__file__).parent / "data" / "legacy_model_0_1_0"
+
+
+def test_legacy_entry_file_imports_the_old_path() -> None:
+    assert "from mlflow_roofline.pyfunc_model import RooflineEnergyModel" in (LEGACY / "pyfunc_entry.py").read_text()
+
+
+def test_model_logged_by_0_1_0_loads_and_predicts(tmp_path: Path) -> None:
+    model = mlflow.pyfunc.load_model(str(LEGACY))
+    query = pd.DataFrame(
+        [{"num_layers": 2, "hidden_size": 128, "num_heads": 2, "ffn_size": 512, "seq_len": 64,
+          "batch_size": 16, "num_steps": 20, "strategy": "ddp", "num_devices": 2}]
+    )
+    out = model.predict(query)
+    assert out.loc[0, "energy_j_lower"] < out.loc[0, "energy_j"] < out.loc[0, "energy_j_upper"]
+    assert 0 < out.loc[0, "eta"] <= 1.5
