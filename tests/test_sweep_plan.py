@@ -10,20 +10,10 @@ import sys
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
 from mlflow_roofline.system.liveness import TAG_HOST, TAG_PID, process_tags
-from mlflow_roofline.sweep.plan import (
-    ALIVE,
-    DONE,
-    ELSEWHERE,
-    FAILED,
-    NEW,
-    STALE,
-    expand,
-    plan_counts,
-    plan_table,
-    reconcile,
-    store_status,
-    train_runs,
-)
+from mlflow_roofline.sweep.plan import expand
+from mlflow_roofline.sweep.reconcile import plan_counts, plan_table, reconcile
+from mlflow_roofline.sweep.status import ALIVE, DONE, ELSEWHERE, FAILED, NEW, STALE
+from mlflow_roofline.sweep.store import store_status, train_runs
 from mlflow_roofline.sweep.spec import parse_spec
 
 HW = "cpu:test"

@@ -174,7 +174,7 @@ def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tr
 
     from mlflow_roofline.core.hardware import hardware_name
     from mlflow_roofline.system.liveness import TAG_PID
-    from mlflow_roofline.sweep.runner import run_configuration
+    from mlflow_roofline.sweep.child_run import run_configuration
 
     client = MlflowClient()
     exp = client.create_experiment("oom")

@@ -25,8 +25,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -34,6 +32,7 @@ import click
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+from mlflow_roofline.system.signals import forwarding_signals
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
@@ -147,27 +146,9 @@ def _run_forwarding_signals(command: list[str]) -> int:
     directly (same process group) and the wrapper waits for the child's own exit.
     """
     proc = subprocess.Popen(command)
-    with _forward_signals(proc):
+    with forwarding_signals(proc):
         while True:
             try:
                 return proc.wait()
             except KeyboardInterrupt:  # pragma: no cover - SIGINT is ignored while waiting
                 continue
-
-
-@contextmanager
-def _forward_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
-    def forward(signum: int, _frame: object) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signum)
-
-    previous = {
-        signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
-        signal.SIGHUP: signal.signal(signal.SIGHUP, forward),
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -8,7 +8,7 @@ MLproject entry point ``sweep`` calls it as ``sweep {spec} --retry-failed {retry
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from mlflow_roofline.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from mlflow_roofline.core.config import TrainConfig
+    from mlflow_roofline.sweep.plan import Plan
+    from mlflow_roofline.sweep.runner import SweepResult
+    from mlflow_roofline.sweep.spec import SweepSpec
 
 
 @click.command("sweep")
@@ -41,15 +44,34 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     """
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
-    from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
-    from mlflow_roofline.sweep.plan import counts_line, expand, plan_counts, plan_table, reconcile, store_statuses
-    from mlflow_roofline.sweep.runner import run_sweep
     from mlflow_roofline.sweep.spec import load_spec
+    from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
     experiment_name = experiment.strip() if experiment and experiment.strip() else checked.experiment
+    plan = _plan(checked, dry_run)
+    client = MlflowClient()
+    if dry_run:
+        _print_plan(client, checked, plan, experiment_name, retry)
+        return
+    from mlflow_roofline.sweep.runner import run_sweep
+
+    experiment_id = get_or_create_experiment(client, experiment_name)
+    result = run_sweep(
+        checked, plan, experiment_id, retry_failed=retry, client=client, echo=click.echo, progress=not no_progress
+    )
+    if result.exit_code >= 128:
+        sys.exit(result.exit_code)  # SystemExit: click's non-standalone main drops ctx.exit codes
+    _print_summary(result, plan)
+    sys.exit(result.exit_code)
+
+
+def _plan(checked: SweepSpec, dry_run: bool) -> Plan:
+    """Resolve the spec's device and expand its grids (a dry run may plan a GPU spec on a CPU machine)."""
+    from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
+    from mlflow_roofline.sweep.plan import expand
+
     try:
         device = resolve_device(checked.device)
     except ConfigError:
@@ -64,38 +86,50 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     plan = expand(checked, device, hardware, gpus)
     if not plan.configs:
         raise ConfigError("grid", "yields no runnable configuration (every grid point was skipped, see --dry-run)")
+    return plan
 
-    client = MlflowClient()
+
+def _print_plan(client: Any, checked: SweepSpec, plan: Plan, experiment_name: str, retry: bool) -> None:
+    """``--dry-run``: the plan with each configuration's status in the store, and its totals."""
+    from mlflow_roofline.sweep.reconcile import counts_line, plan_counts, plan_table, reconcile
+    from mlflow_roofline.sweep.store import store_statuses
+    from mlflow_roofline.tracking.experiments import find_experiment
+
     found = find_experiment(client, experiment_name)  # a dry run creates no experiment
+    statuses = store_statuses(client, plan, found.experiment_id) if found is not None and plan.hardware else {}
+    entries = reconcile(plan, statuses, retry)
+    click.echo(
+        f"Sweep {checked.name} ({checked.source}) -> experiment {experiment_name!r}, "
+        f"device {plan.device}, hardware {plan.hardware or 'unknown here'}"
+    )
+    click.echo(plan_table(entries, plan))
+    click.echo(counts_line(plan_counts(entries, plan)))
+    total_flops = sum(_proxy_flops(c) for c in plan.configs)
+    click.echo(
+        f"Proxy training FLOPs of the plan: {total_flops:.3g}; "
+        f"device-configurations: {sum(c.num_devices for c in plan.configs)}"
+    )
 
-    if dry_run:
-        statuses = store_statuses(client, plan, found.experiment_id) if found is not None and hardware else {}
-        entries = reconcile(plan, statuses, retry)
-        click.echo(f"Sweep {checked.name} ({checked.source}) -> experiment {experiment_name!r}, "
-                   f"device {device}, hardware {hardware or 'unknown here'}")
-        click.echo(plan_table(entries, plan))
-        click.echo(counts_line(plan_counts(entries, plan)))
-        total_flops = sum(_proxy_flops(c) for c in plan.configs)
-        click.echo(f"Proxy training FLOPs of the plan: {total_flops:.3g}; "
-                   f"device-configurations: {sum(c.num_devices for c in plan.configs)}")
-        return
 
-    experiment_id = get_or_create_experiment(client, experiment_name)
-    result = run_sweep(checked, plan, experiment_id, retry_failed=retry, client=client,
-                       echo=click.echo, progress=not no_progress)
-    if result.exit_code >= 128:
-        sys.exit(result.exit_code)  # SystemExit: click's non-standalone main drops ctx.exit codes
+def _print_summary(result: SweepResult, plan: Plan) -> None:
+    """What the sweep did, and each configuration that failed in it (on stderr)."""
+    from mlflow_roofline.sweep.reconcile import plan_counts
+
     counts = plan_counts(result.entries, plan)
-    finished = sum(e.outcome is not None and e.outcome.status == "FINISHED" for e in result.entries)
-    click.echo(f"Sweep run {result.parent_run_id}: {finished} finished, {len(result.failed)} failed, "
-               f"{counts['already_done']} already done, {counts['failed_earlier']} failed earlier (not retried), "
-               f"{counts['skipped_invalid']} skipped as impossible.")
+    ran = [r.outcome for r in result.results if not r.outcome.elsewhere]
+    elsewhere = [r.outcome for r in result.results if r.outcome.elsewhere]
+    finished = sum(o.status == "FINISHED" for o in ran)
+    done_elsewhere = sum(o.status == "FINISHED" for o in elsewhere)
+    click.echo(
+        f"Sweep run {result.parent_run_id}: {finished} finished, {len(result.failed)} failed, "
+        f"{counts['already_done']} already done, {counts['failed_earlier']} failed earlier (not retried), "
+        f"{done_elsewhere} finished and {len(elsewhere) - done_elsewhere} failed in another process meanwhile, "
+        f"{counts['skipped_invalid']} skipped as impossible."
+    )
     if result.failed:
         click.echo(f"{len(result.failed)} configuration(s) failed:", err=True)
-        for entry in result.failed:
-            assert entry.outcome is not None  # every failed entry ran
-            click.echo(f"  {entry.config.run_name} (run {entry.outcome.run_id}): {entry.outcome.summary}", err=True)
-    sys.exit(result.exit_code)
+        for failed in result.failed:
+            click.echo(f"  {failed.config.run_name} (run {failed.outcome.run_id}): {failed.outcome.summary}", err=True)
 
 
 def _proxy_flops(config: TrainConfig) -> float:

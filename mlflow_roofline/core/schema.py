@@ -82,6 +82,29 @@ TAG_FORM = "roofline.form"  # the energy-law form registered
 TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it
 TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
+# Sweep runs and the train runs a sweep starts.
+TAG_SWEEP_RUN_ID = "roofline.sweep_run_id"  # train run: its sweep; launcher run: the sweep it opened
+TAG_LAUNCHER_RUN_ID = "roofline.launcher_run_id"  # sweep run: the `mlflow run` run that started it
+TAG_SPEC = "roofline.spec"  # sweep run: where its spec was read from
+TAG_SPEC_HASH = "roofline.spec_hash"  # sweep run: hash of the checked spec
+TAG_CLAIM = "roofline.claim"  # train run of a sweep that lost the claim of its config: why it never ran
+# Which process works for a RUNNING run (how a sweep tells live runs from stale ones).
+TAG_HOST = "roofline.host"  # host name of the processes below
+TAG_PID = "roofline.pid"  # the process measuring the run (train), or the sweep itself on a sweep run
+TAG_PID_START = "roofline.pid_start"  # its start time, epoch seconds (guards against pid reuse)
+TAG_SWEEP_PID = "roofline.sweep_pid"  # train run: the sweep process that created it and waits for it
+TAG_SWEEP_PID_START = "roofline.sweep_pid_start"  # its start time, epoch seconds
+
+# Sweep-run metrics (step = configurations settled so far).
+M_CONFIGS_PLANNED = "configs_planned"
+M_CONFIGS_SKIPPED_INVALID = "configs_skipped_invalid"
+M_CONFIGS_ALREADY_DONE = "configs_already_done"
+M_CONFIGS_FAILED_EARLIER = "configs_failed_earlier"
+M_CONFIGS_FINISHED = "configs_finished"
+M_CONFIGS_FAILED = "configs_failed"
+M_CONFIGS_DONE_ELSEWHERE = "configs_done_elsewhere"  # finished meanwhile by a run this sweep did not start
+M_CONFIGS_FAILED_ELSEWHERE = "configs_failed_elsewhere"  # failed meanwhile in a run this sweep did not start
+M_CONFIGS_REMAINING = "configs_remaining"
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""

@@ -1,23 +1,51 @@
-"""Is the process behind a RUNNING MLflow run still alive? (How a resumed sweep tells stale from live.)
+"""Is the process behind a RUNNING MLflow run still alive? (How a sweep tells stale runs from live ones.)
 
-A sweep starts every train run as the leader of its own process group and records on
-the run the host, the leader's pid and its start time. A later sweep on the same host
-asks whether any process of that group, or any process carrying the run's id as
-``MLFLOW_RUN_ID`` (the ranks a launcher starts in sessions of their own), is still
-alive; a RUNNING run with none is a leftover of a killed sweep (stale). Runs recorded on another host cannot be
-checked from here and are reported as such.
+A run records the host and the processes that work for it: ``roofline.pid`` with its
+start time (the train process of a train run, the sweep process of a sweep run) and,
+on a train run a sweep created, ``roofline.sweep_pid`` with its start time (the sweep
+that waits for it). A process is alive when a process of that pid exists on this host,
+is not a zombie and started when recorded (a reused pid started later). Each recorded
+process is tested itself, never its process group: a sweep started from a script or by
+``mlflow run`` does not lead its group.
+
+A run is ``alive`` when one of its recorded processes is, or when a process of this host
+carries its id as ``MLFLOW_RUN_ID`` (the ranks a launcher started in sessions of their
+own may outlive it); ``dead`` when none is (a leftover of a killed sweep: stale);
+``elsewhere`` when it was recorded on another host, which cannot be checked from here.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 import psutil
 
-TAG_HOST = "roofline.host"
-TAG_PID = "roofline.pid"
-TAG_PID_START = "roofline.pid_start"
+from mlflow_roofline.core.schema import (
+    TAG_HOST,
+    TAG_PID,
+    TAG_PID_START,
+    TAG_SWEEP_PID,
+    TAG_SWEEP_PID_START,
+)
+
+__all__ = [
+    "TAG_HOST",
+    "TAG_PID",
+    "TAG_PID_START",
+    "group_alive",
+    "liveness",
+    "process_alive",
+    "process_start",
+    "process_tags",
+    "run_process_alive",
+    "sweep_process_tags",
+    "this_host",
+]
+
+START_TOLERANCE_S = 1.0
+"""Seconds a live process's start time may differ from the recorded one (clock rounding)."""
 
 
 def this_host() -> str:
@@ -25,21 +53,42 @@ def this_host() -> str:
     return socket.gethostname()
 
 
-def process_tags(pid: int) -> dict[str, str]:
-    """Tags identifying process ``pid`` on this host (its start time guards against pid reuse)."""
+def process_start(pid: int) -> float:
+    """Start time of process ``pid`` in epoch seconds (0.0 if it cannot be read)."""
     try:
-        start = psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except psutil.Error:
-        start = 0.0
-    return {TAG_HOST: this_host(), TAG_PID: str(pid), TAG_PID_START: f"{start:.3f}"}
+        return 0.0
 
 
-def group_alive(pgid: int, not_before: float) -> bool:
+def process_tags(pid: int) -> dict[str, str]:
+    """Tags naming process ``pid`` on this host as the one working for a run."""
+    return {TAG_HOST: this_host(), TAG_PID: str(pid), TAG_PID_START: f"{process_start(pid):.3f}"}
+
+
+def sweep_process_tags(pid: int) -> dict[str, str]:
+    """Tags naming process ``pid`` on this host as the sweep that created a train run and waits for it."""
+    return {TAG_HOST: this_host(), TAG_SWEEP_PID: str(pid), TAG_SWEEP_PID_START: f"{process_start(pid):.3f}"}
+
+
+def process_alive(pid: int, started: float) -> bool:
+    """Whether process ``pid`` of this host lives and started at ``started`` (epoch seconds; 0: any time)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started <= 0 or abs(proc.create_time() - started) < START_TOLERANCE_S
+    except psutil.Error:
+        return False
+
+
+def group_alive(pgid: int, not_before: float = 0.0) -> bool:
     """Whether a process of group ``pgid`` started at or after ``not_before`` (epoch seconds) lives.
 
-    The group's leader may be gone while its children (torchrun workers) still run, so
-    every process is checked; one started before the leader cannot belong to that group
-    (its pid was reused).
+    How a caller that started a process group (and knows its leader's pid) tells that
+    all of it is gone: the leader may have exited while its children still run. A process
+    started before the leader cannot belong to that group (its pid was reused). Zombies
+    do not count.
     """
     for proc in psutil.process_iter(["pid", "create_time", "status"]):
         try:
@@ -49,7 +98,7 @@ def group_alive(pgid: int, not_before: float) -> bool:
                 continue
             if os.getpgid(proc.info["pid"]) == pgid:
                 return True
-        except (psutil.Error, ProcessLookupError, PermissionError, OSError):
+        except (psutil.Error, OSError):
             continue
     return False
 
@@ -57,8 +106,8 @@ def group_alive(pgid: int, not_before: float) -> bool:
 def run_process_alive(run_id: str) -> bool:
     """Whether a process of this host works for MLflow run ``run_id`` (has it as ``MLFLOW_RUN_ID``).
 
-    Catches what the process group misses: ranks that a launcher started in sessions of
-    their own and that outlive the train process that launched them.
+    Catches the ranks that a launcher started in sessions of their own and that outlive
+    the train process that launched them.
     """
     for proc in psutil.process_iter(["status"]):
         try:
@@ -71,23 +120,26 @@ def run_process_alive(run_id: str) -> bool:
     return False
 
 
-def liveness(tags: dict[str, str], run_id: str | None = None) -> str:
-    """``alive``, ``dead`` or ``elsewhere`` for a run carrying :func:`process_tags`.
+def _recorded_alive(tags: Mapping[str, str], pid_tag: str, start_tag: str) -> bool:
+    if pid_tag not in tags:
+        return False
+    try:
+        return process_alive(int(tags[pid_tag]), float(tags.get(start_tag, "0")))
+    except ValueError:
+        return False
 
-    Alive: a process of the recorded group lives, or (given ``run_id``) a process here
-    carries it as ``MLFLOW_RUN_ID``. A run without the tags (its sweep died between
-    creating it and starting its process) is ``dead`` unless such a process is found.
+
+def liveness(tags: Mapping[str, str], run_id: str | None = None) -> str:
+    """``alive``, ``dead`` or ``elsewhere`` for a run carrying :func:`process_tags` or :func:`sweep_process_tags`.
+
+    A run without such tags is ``dead`` unless a process here carries ``run_id`` as
+    ``MLFLOW_RUN_ID``.
     """
     host = tags.get(TAG_HOST)
     if host is not None and host != this_host():
         return "elsewhere"
+    if _recorded_alive(tags, TAG_PID, TAG_PID_START) or _recorded_alive(tags, TAG_SWEEP_PID, TAG_SWEEP_PID_START):
+        return "alive"
     if run_id is not None and run_process_alive(run_id):
         return "alive"
-    if host is None or TAG_PID not in tags:
-        return "dead"
-    try:
-        pid = int(tags[TAG_PID])
-        start = float(tags.get(TAG_PID_START, "0"))
-    except ValueError:
-        return "dead"
-    return "alive" if group_alive(pid, start) else "dead"
+    return "dead"

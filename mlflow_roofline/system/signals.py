@@ -1,9 +1,11 @@
-"""SIGTERM and SIGINT as exceptions, so that whatever was in flight can end its runs KILLED."""
+"""Signal handling in one place: SIGTERM and SIGINT as exceptions (so that whatever was in
+flight can end its runs KILLED), ignoring them during cleanup, and forwarding them to a child."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,6 +28,48 @@ def raising_on_signals(make_error: Callable[[int], BaseException]) -> Iterator[N
         raise make_error(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def ignore_stop_signals() -> None:
+    """From now on SIGTERM and SIGINT are ignored: cleanup that must end runs is not cut short.
+
+    Outside the main thread this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def forwarding_signals(
+    proc: subprocess.Popen[Any],
+    forwarded: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
+    ignored: tuple[signal.Signals, ...] = (signal.SIGINT,),
+) -> Iterator[None]:
+    """Inside the block, ``forwarded`` signals are passed on to ``proc`` and ``ignored`` ones dropped.
+
+    For a wrapper that waits for one child and exits with its status: SIGTERM or SIGHUP
+    sent to the wrapper reach the child, and a terminal's Ctrl-C (which the child gets
+    itself, being in the same process group) does not end the wrapper before its child.
+    The previous handlers come back afterwards; outside the main thread the block runs
+    unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in forwarded}
+    previous.update({sig: signal.signal(sig, signal.SIG_IGN) for sig in ignored})
     try:
         yield
     finally:

@@ -9,7 +9,6 @@ group id (the PID of the process started here), and nothing else.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from typing import Any
 import requests
 
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.system.liveness import group_alive
+from mlflow_roofline.system.processes import stop_group
 
 LOOPBACK = "127.0.0.1"
 
@@ -117,22 +118,8 @@ class ScoringServer:
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the server's process group (its own PID), then SIGKILL after ``grace_s``."""
         self.session.close()
-        if self.process is None or self.process.poll() is not None and not _group_alive(self.process.pid):
-            self._cleanup_log()
-            return
-        pgid = self.process.pid
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + grace_s
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-        if self.process.poll() is None:
-            self.process.wait(timeout=grace_s)
+        if self.process is not None and (self.process.poll() is None or group_alive(self.process.pid)):
+            stop_group(self.process, grace_s)
         self._cleanup_log()
 
     def _cleanup_log(self) -> None:
@@ -144,20 +131,3 @@ class ScoringServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -28,6 +28,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from mlflow_roofline.system.liveness import group_alive
+from mlflow_roofline.system.processes import stop_group
+
 OUTPUT_TAIL_LINES = 40
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE_S = 10.0
@@ -141,16 +144,9 @@ class Job:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Terminate every process of the job if it still runs (SIGTERM, SIGKILL after ``grace_s``)."""
-        if self.process.poll() is not None:
+        if self.process.poll() is not None and not group_alive(self.process.pid):
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        except ProcessLookupError:
-            pass
+        stop_group(self.process, grace_s)
 
 
 def _die_with_parent() -> None:

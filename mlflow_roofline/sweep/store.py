@@ -1,0 +1,103 @@
+"""Where each planned configuration stands in the tracking store.
+
+A configuration is found by ``roofline.config_hash`` among the active train runs of the
+experiment; :func:`store_status` turns the runs of one hash into a :class:`Status`
+(done, failed, live here, live elsewhere, stale, new). :func:`config_status` looks one
+configuration up again, as a sweep does just before it runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.sweep.plan import Plan
+from mlflow_roofline.sweep.status import (
+    ALIVE,
+    DONE,
+    ELSEWHERE,
+    FAILED,
+    NEW,
+    RUN_STATES,
+    STALE,
+    Status,
+)
+from mlflow_roofline.system.liveness import TAG_HOST, liveness
+
+PAGE_SIZE = 1000
+
+
+def store_status(plan: Plan, runs: Iterable[Any]) -> dict[TrainConfig, Status]:
+    """Each planned configuration's state, from the train runs of the experiment.
+
+    ``runs`` are MLflow ``Run`` objects (``client.search_runs`` results). Per config
+    hash: any FINISHED run -> DONE; else a RUNNING run whose process lives -> ALIVE
+    (or ELSEWHERE when recorded on another host), RUNNING runs whose process is gone ->
+    STALE; else the latest FAILED run -> FAILED; else (none, or only KILLED) -> NEW.
+    """
+    by_hash: dict[str, list[Any]] = {}
+    for run in runs:
+        tags = run.data.tags
+        if tags.get(TAG_RUN_TYPE) == "train" and TAG_CONFIG_HASH in tags:
+            by_hash.setdefault(tags[TAG_CONFIG_HASH], []).append(run)
+    statuses: dict[TrainConfig, Status] = {}
+    for config in plan.configs:
+        key = plan.config_hash(config)
+        statuses[config] = status_of(by_hash.get(key, []) if key else [])
+    return statuses
+
+
+def status_of(runs: list[Any]) -> Status:
+    """The state of one configuration from its runs (all of one config hash)."""
+    seen = frozenset(r.info.run_id for r in runs)
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    if finished:
+        return Status(DONE, finished[0].info.run_id, run_ids=seen)
+    stale: list[str] = []
+    for run in sorted((r for r in runs if r.info.status in RUN_STATES), key=_started):
+        where = liveness(run.data.tags, run.info.run_id)
+        if where == "alive":
+            return Status(ALIVE, run.info.run_id, "its train process is still running here", run_ids=seen)
+        if where == "elsewhere":
+            host = run.data.tags.get(TAG_HOST, "?")
+            return Status(ELSEWHERE, run.info.run_id, f"RUNNING on host {host}", run_ids=seen)
+        stale.append(run.info.run_id)
+    failed = sorted((r for r in runs if r.info.status == "FAILED"), key=_started)
+    if failed:
+        last = failed[-1]
+        reason = last.data.tags.get(TAG_ERROR, "").strip().splitlines()
+        return Status(FAILED, last.info.run_id, reason[-1] if reason else "", tuple(stale), seen)
+    if stale:
+        return Status(STALE, stale[-1], "RUNNING, but its process is gone", tuple(stale), seen)
+    return Status(NEW, run_ids=seen)
+
+
+def _started(run: Any) -> int:
+    return run.info.start_time or 0
+
+
+def store_statuses(client: Any, plan: Plan, experiment_id: str) -> dict[TrainConfig, Status]:
+    """Each planned configuration's status among the experiment's train runs."""
+    return store_status(plan, train_runs(client, experiment_id))
+
+
+def train_runs(client: Any, experiment_id: str, config_hash: str | None = None) -> list[Any]:
+    """Every active train run of the experiment (of one config hash if given), all pages."""
+    query = f"tags.`{TAG_RUN_TYPE}` = 'train'"
+    if config_hash is not None:
+        query += f" and tags.`{TAG_CONFIG_HASH}` = '{config_hash}'"
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=query, max_results=PAGE_SIZE, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def config_status(client: Any, experiment_id: str, config_hash: str) -> Status:
+    """The state of one configuration, looked up now."""
+    return status_of(train_runs(client, experiment_id, config_hash))

@@ -1,0 +1,52 @@
+"""Stopping a process group: the one way every launcher here ends what it started.
+
+A launcher starts its job as the leader of a new session (``start_new_session=True``), so
+that one signal to the group reaches every process of the job (torchrun's agent and its
+ranks, a server and its workers) and none of the launcher's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+from mlflow_roofline.system.liveness import group_alive
+
+POLL_S = 0.1
+"""Seconds between two looks at a group that is shutting down."""
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to every process of group ``pgid``; a group that is gone is no error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> int:
+    """End the process group ``proc`` leads: SIGTERM, up to ``grace_s`` seconds to exit, then SIGKILL.
+
+    The leader is waited for first, then the rest of its group (ranks that take a moment
+    longer to end their work); whatever still lives when the grace period is over gets
+    SIGKILL. The leader is reaped in every case. Safe to call on a group that already ended.
+
+    Args:
+        proc: a process started with ``start_new_session=True`` (its pid is its group id).
+        grace_s: seconds the group gets to end by itself after SIGTERM.
+
+    Returns:
+        the leader's exit status (negative: killed by that signal).
+    """
+    pgid = proc.pid  # the kernel hands out no pid still in use as a group id: no reuse to fear here
+    signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    if proc.poll() is None or group_alive(pgid):
+        signal_group(pgid, signal.SIGKILL)
+    return proc.wait()
