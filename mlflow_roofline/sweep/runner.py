@@ -18,8 +18,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import json
-import os
 import random
 import shutil
 import tempfile
@@ -31,18 +29,18 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
     MAX_TAG_CHARS,
     TAG_ERROR,
-    TAG_HARDWARE,
-    TAG_LAUNCHER_RUN_ID,
-    TAG_RUN_TYPE,
-    TAG_SPEC,
-    TAG_SPEC_HASH,
-    TAG_SWEEP_RUN_ID,
 )
 from mlflow_roofline.sweep.child_run import create_child_run, run_child
 from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.parent_run import (
+    log_plan,
+    mark_killed,
+    mark_stale_sweeps,
+    open_parent,
+)
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.progress import Progress
-from mlflow_roofline.sweep.reconcile import Entry, plan_counts, plan_table, reconcile
+from mlflow_roofline.sweep.reconcile import Entry, plan_counts, reconcile
 from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import (
     ALIVE,
@@ -55,7 +53,7 @@ from mlflow_roofline.sweep.status import (
     SweepInterrupted,
 )
 from mlflow_roofline.sweep.store import config_status, store_statuses
-from mlflow_roofline.system.liveness import liveness, process_tags
+from mlflow_roofline.system.liveness import liveness
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
 
 POLL_S = 0.5
@@ -132,7 +130,7 @@ def run_sweep(
     from mlflow.tracking import MlflowClient
 
     client = client or MlflowClient()
-    parent_id = _open_parent(client, spec, experiment_id, plan, echo)
+    parent_id = open_parent(client, spec, experiment_id, plan, echo)
     with raising_on_signals(SweepInterrupted):
         try:
             return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress)
@@ -161,9 +159,9 @@ def _sweep(
     progress: bool,
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
-    _mark_stale_sweeps(client, experiment_id, parent_id)
+    mark_stale_sweeps(client, experiment_id, parent_id)
     entries = reconcile(plan, store_statuses(client, plan, experiment_id), retry_failed)
-    _log_plan(client, parent_id, spec, plan, entries)
+    log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")
     try:
         sweep = _Sweep(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir)
@@ -178,61 +176,6 @@ def _sweep(
         client.set_tag(parent_id, TAG_ERROR, f"{len(failed)} configuration(s) failed")
     client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
     return SweepResult(parent_id, entries, results, failed, 1 if failed else 0)
-
-
-def _open_parent(client: Any, spec: SweepSpec, experiment_id: str, plan: Plan, echo: Callable[[str], None]) -> str:
-    """The sweep run: the launcher's run when it is in ``experiment_id``, else a new one linked to it."""
-    from mlflow.entities import RunTag
-
-    tags = {
-        TAG_RUN_TYPE: "sweep",
-        TAG_SPEC: spec.source,
-        TAG_SPEC_HASH: spec.spec_hash,
-        TAG_HARDWARE: plan.hardware or "",
-        **process_tags(os.getpid()),
-    }
-    launcher = os.environ.get("MLFLOW_RUN_ID")
-    if launcher:
-        run = client.get_run(launcher)
-        if run.info.experiment_id == experiment_id:
-            client.log_batch(launcher, tags=[RunTag(k, v) for k, v in tags.items()])
-            return launcher
-    parent = client.create_run(experiment_id, run_name=f"sweep-{spec.name}", tags=tags)
-    parent_id = parent.info.run_id
-    if launcher:
-        # `mlflow run` put its run in another experiment: nest the train runs where the spec
-        # says (the fit reads them there) and link the two runs both ways.
-        client.set_tag(launcher, TAG_SWEEP_RUN_ID, parent_id)
-        client.set_tag(parent_id, TAG_LAUNCHER_RUN_ID, launcher)
-        name = client.get_experiment(experiment_id).name  # the spec's, or --experiment's
-        echo(
-            f"Note: the project run {launcher} is not in experiment {name!r}; "
-            f"the sweep's runs go to {name!r} under sweep run {parent_id}."
-        )
-    return parent_id
-
-
-def _mark_stale_sweeps(client: Any, experiment_id: str, parent_id: str) -> None:
-    """End RUNNING sweep runs whose process is gone here (a killed earlier sweep) as KILLED."""
-    runs = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = 'sweep' and attributes.status = 'RUNNING'"
-    )
-    for run in runs:
-        if run.info.run_id != parent_id and liveness(run.data.tags, run.info.run_id) == "dead":
-            _mark_killed(client, run.info.run_id, parent_id)
-
-
-def _mark_killed(client: Any, run_id: str, parent_id: str) -> None:
-    client.set_tag(run_id, TAG_ERROR, f"its process is gone; marked KILLED by sweep run {parent_id}")
-    client.set_terminated(run_id, "KILLED")
-
-
-def _log_plan(client: Any, parent_id: str, spec: SweepSpec, plan: Plan, entries: list[Entry]) -> None:
-    grids = [{k: list(v) for k, v in g.items()} for g in spec.grids]
-    client.log_text(parent_id, spec.text or json.dumps({"grid": grids}, indent=1), "spec.yaml")
-    client.log_text(parent_id, plan_table(entries, plan) + "\n", "plan.txt")
-    client.log_dict(parent_id, {"entries": [e.to_dict(plan.hardware) for e in entries]}, "plan.json")
-    client.log_dict(parent_id, {"skipped": [s.to_dict() for s in plan.skipped]}, "skipped.json")
 
 
 def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None], show: bool) -> list[Result]:
@@ -285,7 +228,7 @@ def _settle(sweep: _Sweep, entry: Entry, write: Callable[[str], None], may_wait:
             waited_s += _wait_for_live(sweep.client, status.run_id or "", entry, write)
             continue
         for run_id in status.stale_run_ids:
-            _mark_killed(sweep.client, run_id, sweep.parent_id)
+            mark_killed(sweep.client, run_id, sweep.parent_id)
         outcome = _claim_and_run(sweep, entry.config, config_hash, status)
         if outcome is not None:
             return outcome

@@ -1,0 +1,114 @@
+"""Claims of a configuration and the liveness they rest on, against a real SQLite store and real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import TAG_CLAIM, TAG_CONFIG_HASH, TAG_RUN_TYPE
+from mlflow_roofline.sweep.child_run import create_child_run
+from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.store import config_status, train_runs
+from mlflow_roofline.system.liveness import (
+    TAG_HOST,
+    liveness,
+    process_tags,
+    sweep_process_tags,
+)
+
+HW = "cpu:test"
+CONFIG = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
+HASH = CONFIG.config_hash(HW)
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+@pytest.fixture
+def store(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    return client, client.create_experiment("claims")
+
+
+def ticket(client, exp: str, tags: dict[str, str]) -> str:
+    """A RUNNING train run of CONFIG carrying ``tags`` (how another sweep's ticket looks)."""
+    base = {TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: HASH}
+    return client.create_run(exp, tags={**base, **tags}).info.run_id
+
+
+def test_a_lone_ticket_wins_and_a_second_live_one_loses(store) -> None:
+    client, exp = store
+    seen = config_status(client, exp, HASH).run_ids
+    mine = create_child_run(CONFIG, exp, None, hardware=HW, client=client)
+    assert check_claim(client, exp, HASH, mine, seen).won
+    # another sweep, alive on this host, created its ticket for the same config: neither may run it now
+    other = subprocess.Popen(SLEEP)
+    try:
+        rival = ticket(client, exp, sweep_process_tags(other.pid))
+        mine_again = check_claim(client, exp, HASH, mine, seen)
+        theirs = check_claim(client, exp, HASH, rival, seen)
+        assert not mine_again.won and mine_again.rival == rival
+        assert not theirs.won and theirs.rival == mine
+        withdraw(client, rival, theirs)
+    finally:
+        other.kill()
+        other.wait()
+    # the withdrawn ticket is gone from the experiment, ended and tagged with why
+    assert [r.info.run_id for r in train_runs(client, exp, HASH)] == [mine]
+    gone = client.get_run(rival)
+    assert gone.info.lifecycle_stage == "deleted" and gone.info.status == "KILLED"
+    assert f"claimed by run {mine}" in gone.data.tags[TAG_CLAIM]
+    assert check_claim(client, exp, HASH, mine, seen).won
+
+
+def test_dead_tickets_block_nothing_but_other_hosts_and_finished_runs_do(store) -> None:
+    client, exp = store
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    ticket(client, exp, sweep_process_tags(gone.pid))  # a sweep that died after creating its ticket
+    ticket(client, exp, {})  # an old run with no process recorded
+    mine = ticket(client, exp, sweep_process_tags(os.getpid()))
+    assert check_claim(client, exp, HASH, mine, frozenset()).won
+
+    remote = ticket(client, exp, {TAG_HOST: "node-17", "roofline.sweep_pid": "4242"})
+    assert check_claim(client, exp, HASH, mine, frozenset()).rival == remote  # cannot be checked: counts as live
+    client.set_terminated(remote, "KILLED")
+    assert check_claim(client, exp, HASH, mine, frozenset()).won
+
+    done = ticket(client, exp, {})
+    client.set_terminated(done, "FINISHED")
+    verdict = check_claim(client, exp, HASH, mine, frozenset())
+    assert not verdict.won and "finished meanwhile" in verdict.reason
+
+
+def test_a_failure_the_claimant_did_not_see_loses_the_claim(store) -> None:
+    client, exp = store
+    earlier = ticket(client, exp, {})
+    client.set_terminated(earlier, "FAILED")
+    seen = config_status(client, exp, HASH).run_ids  # a retry of the failure it saw
+    mine = ticket(client, exp, sweep_process_tags(os.getpid()))
+    assert check_claim(client, exp, HASH, mine, seen).won
+    meanwhile = ticket(client, exp, {})
+    client.set_terminated(meanwhile, "FAILED")  # another sweep ran and failed it meanwhile
+    verdict = check_claim(client, exp, HASH, mine, seen)
+    assert not verdict.won and verdict.rival == meanwhile
+
+
+def test_liveness_tests_the_recorded_process_itself_not_a_group_it_does_not_lead() -> None:
+    # started from a script or by `mlflow run`, a sweep shares its parent's process group
+    child = subprocess.Popen(SLEEP)
+    assert os.getpgid(child.pid) != child.pid
+    tags, sweep_tags = process_tags(child.pid), sweep_process_tags(child.pid)
+    try:
+        assert liveness(tags) == "alive" and liveness(sweep_tags) == "alive"
+        reused = {**tags, "roofline.pid_start": "1000.000"}  # the same pid, started at another time
+        assert liveness(reused) == "dead"
+    finally:
+        child.kill()
+        child.wait()
+    assert liveness(tags) == "dead" and liveness(sweep_tags) == "dead"
