@@ -7,6 +7,7 @@ MLproject entry point ``sweep`` calls it as ``sweep {spec} --retry-failed {retry
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,10 @@ import click
 
 from mlflow_roofline.commands.options import parse_bool
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.sweep.plan import MAX_GRID_POINTS
+
+PLAN_PROGRESS_MIN_POINTS = 5_000
+"""Grid points from which planning shows a progress bar."""
 
 if TYPE_CHECKING:
     from mlflow_roofline.core.config import TrainConfig
@@ -35,7 +40,16 @@ if TYPE_CHECKING:
 )
 @click.option("--experiment", default=None, help="Experiment for the runs (default: the spec's `experiment`).")
 @click.option("--no-progress", is_flag=True, help="No progress bar (log lines only).")
-def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str | None, no_progress: bool) -> None:
+@click.option(
+    "--max-configs",
+    type=click.IntRange(min=1),
+    default=MAX_GRID_POINTS,
+    show_default=True,
+    help="Most grid points a spec may hold; a larger grid is refused before it is expanded.",
+)
+def sweep_command(
+    spec: str, dry_run: bool, retry_failed: str, experiment: str | None, no_progress: bool, max_configs: int
+) -> None:
     """Run the grid of train runs in SPEC (a shipped name, see `specs`, or a YAML path).
 
     Resumable: configurations that already have a FINISHED run with the same
@@ -50,7 +64,7 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
     experiment_name = experiment.strip() if experiment and experiment.strip() else checked.experiment
-    plan = _plan(checked, dry_run)
+    plan = _plan(checked, dry_run, max_configs, show_progress=not no_progress)
     client = MlflowClient()
     if dry_run:
         _print_plan(client, checked, plan, experiment_name, retry)
@@ -67,11 +81,22 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     sys.exit(result.exit_code)
 
 
-def _plan(checked: SweepSpec, dry_run: bool) -> Plan:
-    """Resolve the spec's device and expand its grids (a dry run may plan a GPU spec on a CPU machine)."""
-    from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
-    from mlflow_roofline.sweep.plan import expand
+def _plan(checked: SweepSpec, dry_run: bool, max_configs: int, show_progress: bool) -> Plan:
+    """Resolve the spec's device and expand its grids (a dry run may plan a GPU spec on a CPU machine).
 
+    The grid's size is checked before anything is expanded; planning a large grid shows a
+    progress bar on stderr.
+    """
+    from tqdm import tqdm
+
+    from mlflow_roofline.core.hardware import (
+        cuda_device_count,
+        hardware_name,
+        resolve_device,
+    )
+    from mlflow_roofline.sweep.plan import check_grid_size, expand
+
+    size = check_grid_size(checked, max_configs)
     try:
         device = resolve_device(checked.device)
     except ConfigError:
@@ -83,15 +108,39 @@ def _plan(checked: SweepSpec, dry_run: bool) -> Plan:
     else:
         hardware = hardware_name(device)
     gpus = cuda_device_count() if device == "cuda" and hardware is not None else None
-    plan = expand(checked, device, hardware, gpus)
+    cores = (os.cpu_count() or 1) if device == "cpu" else None
+    show = show_progress and size >= PLAN_PROGRESS_MIN_POINTS
+    with tqdm(total=size, unit="point", desc="planning", disable=not show, file=sys.stderr) as bar:
+        plan = expand(checked, device, hardware, gpus, cores, max_points=max_configs, progress=bar.update)
     if not plan.configs:
         raise ConfigError("grid", "yields no runnable configuration (every grid point was skipped, see --dry-run)")
+    if cores is not None:
+        _warn_oversubscribed(plan, cores)
     return plan
+
+
+def _warn_oversubscribed(plan: Plan, cores: int) -> None:
+    """One warning line when configurations run more CPU processes than this node has cores."""
+    from mlflow_roofline.core.config import oversubscribes_cpu
+
+    over = [c for c in plan.configs if oversubscribes_cpu(c, cores)]
+    if over:
+        most = max(c.num_devices for c in over)
+        click.echo(
+            f"Warning: {len(over)} configuration(s) run more processes than the {cores} core(s) here "
+            f"(up to {most}); they run, but slower, and their time and energy reflect the sharing.",
+            err=True,
+        )
 
 
 def _print_plan(client: Any, checked: SweepSpec, plan: Plan, experiment_name: str, retry: bool) -> None:
     """``--dry-run``: the plan with each configuration's status in the store, and its totals."""
-    from mlflow_roofline.sweep.reconcile import counts_line, plan_counts, plan_table, reconcile
+    from mlflow_roofline.sweep.reconcile import (
+        counts_line,
+        plan_counts,
+        plan_table,
+        reconcile,
+    )
     from mlflow_roofline.sweep.store import store_statuses
     from mlflow_roofline.tracking.experiments import find_experiment
 

@@ -7,6 +7,7 @@ nothing of MLflow or torch; the MLflow params of a train run are exactly
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,6 +35,53 @@ INT_FIELDS: tuple[str, ...] = (
     "warmup_steps",
     "num_devices",
 )
+
+INT64_MAX = 2**63 - 1
+"""Largest value of an integer field (MLflow and the served model's columns hold int64)."""
+
+MAX_CPU_PROCESSES_PER_CORE = 4
+"""CPU processes per core a node hosts at most; past one per core a run is oversubscribed (slower)."""
+
+
+def int_field_problem(name: str, value: Any) -> str | None:
+    """The rule integer field ``name`` breaks with ``value`` (None if none).
+
+    ``warmup_steps`` may be 0, every other integer field must be positive; none may pass
+    :data:`INT64_MAX`.
+    """
+    minimum = 0 if name == "warmup_steps" else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a non-negative" if minimum == 0 else "a positive"
+        return f"must be {kind} integer, got {value!r}"
+    if value > INT64_MAX:
+        return f"must be at most {INT64_MAX} (the int64 range), got {value}"
+    return None
+
+
+def node_problem(config: TrainConfig, cuda_devices: int | None, cpu_cores: int | None) -> ConfigError | None:
+    """Why ``config`` cannot run on this node (None if it can).
+
+    Args:
+        config: a validated configuration.
+        cuda_devices: GPUs visible here, checked when ``config.device`` is ``cuda`` (None: unknown, not checked).
+        cpu_cores: cores here, checked when ``config.device`` is ``cpu``: at most
+            :data:`MAX_CPU_PROCESSES_PER_CORE` processes per core (None: not checked).
+    """
+    n = config.num_devices
+    if config.device == "cuda" and cuda_devices is not None and n > cuda_devices:
+        return ConfigError("num_devices", f"needs {n} GPUs, {cuda_devices} visible here")
+    if config.device == "cpu" and cpu_cores is not None and n > MAX_CPU_PROCESSES_PER_CORE * cpu_cores:
+        return ConfigError(
+            "num_devices",
+            f"needs {n} CPU processes, more than this node hosts ({MAX_CPU_PROCESSES_PER_CORE} per core "
+            f"x {cpu_cores} cores = {MAX_CPU_PROCESSES_PER_CORE * cpu_cores})",
+        )
+    return None
+
+
+def oversubscribes_cpu(config: TrainConfig, cpu_cores: int) -> bool:
+    """Whether ``config`` runs more CPU processes than the node has cores (it runs, slower: warn)."""
+    return config.device == "cpu" and config.num_devices > cpu_cores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +143,9 @@ class TrainConfig:
             ConfigError: naming the first field that breaks a rule, and the rule.
         """
         for name in INT_FIELDS:
-            value = getattr(self, name)
-            minimum = 0 if name == "warmup_steps" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                kind = "a non-negative" if minimum == 0 else "a positive"
-                raise ConfigError(name, f"must be {kind} integer, got {value!r}")
+            problem = int_field_problem(name, getattr(self, name))
+            if problem is not None:
+                raise ConfigError(name, problem)
         if self.strategy not in STRATEGIES:
             raise ConfigError("strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.device not in DEVICES:
@@ -175,6 +221,8 @@ def _as_int(field: str, raw: Any) -> int:
     if isinstance(raw, float) and raw.is_integer():
         return int(raw)
     if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            return int(raw.strip())  # exact, however large
         try:
             number = float(raw.strip())  # MLflow Projects pass numbers as text, maybe "4.0"
         except ValueError:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
-from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.config import TrainConfig, node_problem
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.sweep.spec import SweepSpec
 
@@ -57,7 +58,40 @@ class Plan:
         return config.config_hash(self.hardware) if self.hardware is not None else None
 
 
-def expand(spec: SweepSpec, device: str, hardware: str | None, cuda_devices: int | None = None) -> Plan:
+MAX_GRID_POINTS = 100_000
+"""Grid points a spec may hold by default (the sum over its grids of each product's size)."""
+
+PROGRESS_EVERY = 1000
+"""Grid points between two progress reports while planning."""
+
+
+def grid_points(spec: SweepSpec) -> int:
+    """How many grid points ``spec``'s grids hold (before pairing, baselines and duplicates), computed, not expanded."""
+    return sum(math.prod(len(values) for values in grid.values()) for grid in spec.grids)
+
+
+def check_grid_size(spec: SweepSpec, max_points: int = MAX_GRID_POINTS) -> int:
+    """The spec's grid size; a ConfigError naming it when it passes ``max_points``, before anything is expanded."""
+    size = grid_points(spec)
+    if size > max_points:
+        raise ConfigError(
+            "grid",
+            f"has {size:,} grid points, more than the limit of {max_points:,}; "
+            "split the spec, or raise the limit (sweep --max-configs)",
+        )
+    return size
+
+
+def expand(
+    spec: SweepSpec,
+    device: str,
+    hardware: str | None,
+    cuda_devices: int | None = None,
+    cpu_cores: int | None = None,
+    *,
+    max_points: int = MAX_GRID_POINTS,
+    progress: Callable[[int], None] | None = None,
+) -> Plan:
     """Expand ``spec``'s grids into configurations for ``device`` (already resolved).
 
     Args:
@@ -66,10 +100,65 @@ def expand(spec: SweepSpec, device: str, hardware: str | None, cuda_devices: int
         hardware: the hardware name the hashes use (None if unknown here).
         cuda_devices: GPUs visible on this machine when ``device`` is ``cuda``: configs
             needing more are skipped; None to skip no config for that reason.
+        cpu_cores: cores of this machine when ``device`` is ``cpu``: configs needing more
+            processes than the node hosts (:func:`~mlflow_roofline.core.config.node_problem`)
+            are skipped; None to skip no config for that reason.
+        max_points: the most grid points planned (:func:`check_grid_size`, checked first).
+        progress: called with the number of grid points done since its last call, every
+            :data:`PROGRESS_EVERY` points and at the end.
+
+    Raises:
+        ConfigError: the grid holds more than ``max_points`` points.
     """
+    check_grid_size(spec, max_points)
     runnable: dict[TrainConfig, None] = {}
     baselines: dict[TrainConfig, None] = {}
     skipped: dict[Skipped, None] = {}
+    done = 0
+    for point in _points(spec):
+        if point is not None:
+            _place(point, device, cuda_devices, cpu_cores, (baselines, runnable, skipped))
+        done += 1
+        if progress is not None and done % PROGRESS_EVERY == 0:
+            progress(PROGRESS_EVERY)
+    if progress is not None and done % PROGRESS_EVERY:
+        progress(done % PROGRESS_EVERY)
+    return Plan(configs=tuple(baselines) + tuple(runnable), skipped=tuple(skipped), hardware=hardware, device=device)
+
+
+def _place(
+    point: dict[str, Any],
+    device: str,
+    cuda_devices: int | None,
+    cpu_cores: int | None,
+    into: tuple[dict[TrainConfig, None], dict[TrainConfig, None], dict[Skipped, None]],
+) -> None:
+    """Sort one grid point and its ``single`` baseline into ``into`` = (baselines, runnable, skipped)."""
+    baselines, runnable, skipped = into
+    try:
+        config = _config(point, device)
+    except ConfigError as exc:
+        skipped[_skip(point, exc)] = None
+        return
+    baseline = dataclasses.replace(config, strategy="single", num_devices=1)
+    for candidate in (baseline, config):
+        problem = _problem(candidate, cuda_devices, cpu_cores)
+        if problem is not None:
+            if candidate is config or config.strategy == "single":
+                # An added baseline that cannot run fails the same rule as its config.
+                skipped[_skip(dataclasses.asdict(candidate), problem)] = None
+        elif candidate.strategy == "single":
+            baselines[candidate] = None
+        else:
+            runnable[candidate] = None
+
+
+def _points(spec: SweepSpec) -> Iterator[dict[str, Any] | None]:
+    """Every grid point of every grid, ``single`` on one device; None for another strategy on one device.
+
+    A ``ddp``/``fsdp``/``tp`` point on one device is not a configuration of its own: it is
+    the ``single`` baseline, which :func:`expand` adds for every workload.
+    """
     for grid in spec.grids:
         keys = list(grid)
         for combo in itertools.product(*(grid[k] for k in keys)):
@@ -77,24 +166,9 @@ def expand(spec: SweepSpec, device: str, hardware: str | None, cuda_devices: int
             if point["strategy"] == "single":
                 point["num_devices"] = 1  # single always runs on one device
             elif point["num_devices"] < 2:
-                continue  # ddp/fsdp/tp on one device is the single baseline, added below
-            try:
-                config = _config(point, device)
-            except ConfigError as exc:
-                skipped[_skip(point, exc)] = None
+                yield None
                 continue
-            baseline = dataclasses.replace(config, strategy="single", num_devices=1)
-            for candidate in (baseline, config):
-                problem = _problem(candidate, cuda_devices if device == "cuda" else None)
-                if problem is not None:
-                    if candidate is config or config.strategy == "single":
-                        # An added baseline that cannot run fails the same rule as its config.
-                        skipped[_skip(dataclasses.asdict(candidate), problem)] = None
-                elif candidate.strategy == "single":
-                    baselines[candidate] = None
-                else:
-                    runnable[candidate] = None
-    return Plan(configs=tuple(baselines) + tuple(runnable), skipped=tuple(skipped), hardware=hardware, device=device)
+            yield point
 
 
 def _config(point: Mapping[str, Any], device: str) -> TrainConfig:
@@ -118,14 +192,12 @@ def _config(point: Mapping[str, Any], device: str) -> TrainConfig:
     return TrainConfig.from_mapping(values)
 
 
-def _problem(config: TrainConfig, cuda_devices: int | None) -> ConfigError | None:
+def _problem(config: TrainConfig, cuda_devices: int | None, cpu_cores: int | None) -> ConfigError | None:
     try:
         config.validate()
     except ConfigError as exc:
         return exc
-    if cuda_devices is not None and config.num_devices > cuda_devices:
-        return ConfigError("num_devices", f"needs {config.num_devices} GPUs, {cuda_devices} visible here")
-    return None
+    return node_problem(config, cuda_devices, cpu_cores)
 
 
 def _skip(point: Mapping[str, Any], error: ConfigError) -> Skipped:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -28,10 +29,15 @@ from typing import Any
 
 import yaml
 
-from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, PRECISIONS, STRATEGIES
-
+from mlflow_roofline.core.schema import (
+    DEFAULT_EXPERIMENT,
+    DEVICE_CHOICES,
+    PRECISIONS,
+    STRATEGIES,
+)
+from mlflow_roofline.energy.select import METER_NAMES
 
 INT_GRID_KEYS: tuple[str, ...] = (
     "num_layers",
@@ -144,10 +150,10 @@ def load_spec(spec: str) -> SweepSpec:
     """Read and check a spec given by shipped name or path.
 
     Raises:
-        ConfigError: the file is missing or not YAML, or a key breaks a rule.
+        ConfigError: the file is missing, not UTF-8 text or not YAML, or a key breaks a rule.
     """
     path = resolve_spec_path(spec)
-    text = path.read_text()
+    text = _read_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -156,6 +162,16 @@ def load_spec(spec: str) -> SweepSpec:
     name = path.stem
     source = f"package:specs/{path.name}" if shipped.get(name) == path else str(path)
     return parse_spec(data, name=name, source=source, text=text)
+
+
+def _read_text(path: Path) -> str:
+    """The spec file's text; a file that cannot be read or is not UTF-8 text is a ConfigError naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("spec", f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError("spec", f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: str = "") -> SweepSpec:
@@ -170,47 +186,51 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
     for key in data:
         if key not in allowed:
             raise ConfigError(str(key), f"unknown key; allowed: {', '.join(allowed)}")
+    settings = _settings(data)
+    top = {key: _values(key, data[key]) for key in GRID_KEYS if key in data}
+    labels, raw_grids = _raw_grids(data.get("grid"))
+    grids = tuple(_check_grid(label, g, top) for label, g in zip(labels, raw_grids))
+    return SweepSpec(name=name, source=source, grids=grids, text=text, **settings)
 
+
+def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's settings (experiment, device, meter, timeout_s, description), checked in that order."""
     experiment = data.get("experiment", DEFAULT_EXPERIMENT)
     if not isinstance(experiment, str) or not experiment.strip():
         raise ConfigError("experiment", f"must be a non-empty experiment name, got {experiment!r}")
     device = _choice("device", data.get("device", "auto"), DEVICE_CHOICES)
     meter = _choice("meter", data.get("meter", "auto"), METER_NAMES)
     timeout_s = data.get("timeout_s")
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
-    ):
-        raise ConfigError("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
+    if timeout_s is not None and not _positive_number(timeout_s):
+        raise ConfigError("timeout_s", f"must be a finite positive number of seconds, got {timeout_s!r}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be text, got {type(description).__name__}")
+    return {
+        "experiment": experiment.strip(),
+        "device": device,
+        "meter": meter,
+        "timeout_s": float(timeout_s) if timeout_s is not None else None,
+        "description": description,
+    }
 
-    top = {key: _values(key, data[key]) for key in GRID_KEYS if key in data}
-    raw_grid = data.get("grid")
+
+def _positive_number(value: Any) -> bool:
+    """A real number (not a bool), finite and above zero."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _raw_grids(raw_grid: Any) -> tuple[list[str], list[Any]]:
+    """The spec's ``grid``: one mapping or a non-empty list of them, with the label of each."""
     if raw_grid is None:
         raise ConfigError("grid", "is required: a mapping of train fields to value lists, or a list of them")
     if isinstance(raw_grid, Mapping):
-        raw_grids: list[Any] = [raw_grid]
-        labels = ["grid"]
-    elif isinstance(raw_grid, list):
-        raw_grids = raw_grid
-        labels = [f"grid[{i}]" for i in range(len(raw_grid))]
-    else:
+        return ["grid"], [raw_grid]
+    if not isinstance(raw_grid, list):
         raise ConfigError("grid", f"must be a mapping or a list of mappings, got {type(raw_grid).__name__}")
-    if not raw_grids:
+    if not raw_grid:
         raise ConfigError("grid", "is empty; give at least one mapping of train fields to values")
-    grids = tuple(_check_grid(label, g, top) for label, g in zip(labels, raw_grids))
-    return SweepSpec(
-        name=name,
-        source=source,
-        experiment=experiment.strip(),
-        device=device,
-        meter=meter,
-        timeout_s=float(timeout_s) if timeout_s is not None else None,
-        grids=grids,
-        text=text,
-        description=description,
-    )
+    return [f"grid[{i}]" for i in range(len(raw_grid))], list(raw_grid)
 
 
 def _check_grid(label: str, raw: Any, top: Mapping[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
@@ -257,14 +277,15 @@ def _values(key: str, raw: Any) -> tuple[Any, ...]:
 
 def _value(key: str, field: str, value: Any) -> Any:
     if field in INT_GRID_KEYS:
-        minimum = 0 if field == "warmup_steps" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            kind = "non-negative" if minimum == 0 else "positive"
-            raise ConfigError(key, f"must be a {kind} integer, got {value!r}")
+        problem = int_field_problem(field, value)  # head_size follows the rule of the other counts
+        if problem is not None:
+            raise ConfigError(key, problem)
         return value
     if field == "ffn_ratio":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigError(key, f"must be a positive number (ffn_size = ffn_ratio * hidden_size), got {value!r}")
+        if not _positive_number(value):
+            raise ConfigError(
+                key, f"must be a finite positive number (ffn_size = ffn_ratio * hidden_size), got {value!r}"
+            )
         return value
     if field == "strategy":
         return _choice(key, value, STRATEGIES, what="strategy")
