@@ -251,10 +251,10 @@ def _check_grid(label: str, raw: Any, top: Mapping[str, tuple[Any, ...]]) -> dic
     # A grid's own key wins over a top-level value of it or of its alternative.
     shadowed = {alt for group in REQUIRED_GRID_KEYS for k in group if k in own for alt in group if alt != k}
     grid = {**GRID_DEFAULTS, **{k: v for k, v in top.items() if k not in shadowed}, **own}
-    for group in REQUIRED_GRID_KEYS:
-        if not any(k in grid for k in group):
-            alternative = f" (or {group[1]})" if len(group) > 1 else ""
-            raise ConfigError(f"{label}.{group[0]}", f"is required{alternative}, in the grid or at the top level")
+    for required in REQUIRED_GRID_KEYS:
+        if not any(k in grid for k in required):
+            alternative = f" (or {required[1]})" if len(required) > 1 else ""
+            raise ConfigError(f"{label}.{required[0]}", f"is required{alternative}, in the grid or at the top level")
     strategies = grid["strategy"]
     multi = [s for s in strategies if s != "single"]
     if multi and not any(n >= 2 for n in grid["num_devices"]):
