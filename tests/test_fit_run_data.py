@@ -69,16 +69,24 @@ def test_hardware_filter_experiment_ids_and_one_line_errors(client: MlflowClient
         run_data.load_train_runs(client, ["roofline-bert"], hardware="gpu-c")
 
 
-def test_runs_that_break_a_train_rule_are_dropped_naming_the_param(client: MlflowClient) -> None:
+def test_runs_the_law_cannot_use_are_dropped_but_not_those_that_break_only_a_launcher_rule(
+    client: MlflowClient,
+) -> None:
+    """The fit checks what the law needs, not what this project's launcher can start."""
     experiment_id = client.create_experiment("roofline-bert")
-    _, frame = generate_synthetic_runs(2, seed=1, strategies=("single", "ddp"), device_counts=(2,))
+    _, frame = generate_synthetic_runs(2, seed=1, strategies=("single", "ddp", "tp"), device_counts=(2,))
     good = frame[frame["strategy"] == "single"].iloc[:2].copy()
     unknown = frame.iloc[[0]].assign(strategy="zero3")
-    lone_ddp = frame[frame["strategy"] == "ddp"].iloc[[0]].assign(num_devices=1)
+    single_on_two = frame[frame["strategy"] == "single"].iloc[[0]].assign(num_devices=2)
+    lone_ddp = frame[frame["strategy"] == "ddp"].iloc[[0]].assign(num_devices=1)  # DDP wrapper on one device
+    uneven_tp = frame[frame["strategy"] == "tp"].iloc[[0]].assign(num_heads=1)  # one head cannot split over N=2
     ids = log_runs(client, experiment_id, good)
     log_runs(client, experiment_id, unknown)
-    log_runs(client, experiment_id, lone_ddp)
+    log_runs(client, experiment_id, single_on_two)
+    kept = log_runs(client, experiment_id, lone_ddp) + log_runs(client, experiment_id, uneven_tp)
 
     data = run_data.load_train_runs(client, ["roofline-bert"])
-    assert sorted(data.frame["run_id"]) == sorted(ids)
+    assert sorted(data.frame["run_id"]) == sorted(ids + kept)
     assert data.dropped == {"with invalid param strategy": 1, "with invalid param num_devices": 1}
+    assert data.beyond_launcher == {"num_devices": 1, "num_heads": 1}
+    assert "kept 2 that this launcher could not start (1 on num_devices, 1 on num_heads)" in data.summary()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from mlflow_roofline.commands.executor_options import executor_options, executor_settings
 from mlflow_roofline.commands.options import parse_bool
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.sweep.plan import MAX_GRID_POINTS
@@ -47,8 +48,15 @@ if TYPE_CHECKING:
     show_default=True,
     help="Most grid points a spec may hold; a larger grid is refused before it is expanded.",
 )
+@executor_options
 def sweep_command(
-    spec: str, dry_run: bool, retry_failed: str, experiment: str | None, no_progress: bool, max_configs: int
+    spec: str,
+    dry_run: bool,
+    retry_failed: str,
+    experiment: str | None,
+    no_progress: bool,
+    max_configs: int,
+    **executor: Any,
 ) -> None:
     """Run the grid of train runs in SPEC (a shipped name, see `specs`, or a YAML path).
 
@@ -71,14 +79,33 @@ def sweep_command(
         return
     from mlflow_roofline.sweep.runner import run_sweep
 
+    settings = executor_settings(executor, checked.slurm)
+    remote = _remote_executor(settings, plan.device)
     experiment_id = get_or_create_experiment(client, experiment_name)
-    result = run_sweep(
-        checked, plan, experiment_id, retry_failed=retry, client=client, echo=click.echo, progress=not no_progress
-    )
+    try:
+        result = run_sweep(
+            checked, plan, experiment_id, retry_failed=retry, client=client, echo=click.echo,
+            progress=not no_progress, executor=remote,
+        )
+    finally:
+        if remote is not None:
+            remote.close()
     if result.exit_code >= 128:
         sys.exit(result.exit_code)  # SystemExit: click's non-standalone main drops ctx.exit codes
     _print_summary(result, plan)
     sys.exit(result.exit_code)
+
+
+def _remote_executor(settings: Any, device: str) -> Any:
+    """The Ray or Slurm executor the options ask for (None: local), after checking the tracking store."""
+    if settings.kind == "local":
+        return None
+    import mlflow
+
+    from mlflow_roofline.sweep.executors import check_tracking_uri, make_executor
+
+    check_tracking_uri(settings, mlflow.get_tracking_uri())
+    return make_executor(settings, device)
 
 
 def _plan(checked: SweepSpec, dry_run: bool, max_configs: int, show_progress: bool) -> Plan:

@@ -59,6 +59,9 @@ M_STEP_TIME_S = "step_time_s"
 M_SAMPLES_PER_S = "samples_per_s"
 M_AVG_POWER_W = "avg_power_w"
 M_FINAL_LOSS = "final_loss"
+M_ENERGY_CPU_J = "energy_cpu_j"  # whole node: CPU packages, joules
+M_ENERGY_DRAM_J = "energy_dram_j"  # whole node: DRAM, joules
+M_ENERGY_NODE_J = "energy_node_j"  # whole node: accelerators + CPU + DRAM, joules
 M_LOSS = "loss"  # per-step history (step = index of the measured step) of the global-batch loss
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
@@ -77,6 +80,15 @@ TAG_ENERGY_SCOPE = "roofline.energy_scope"  # what one reading covers: device, n
 TAG_DEVICE = "roofline.device"  # train: the resolved device (the param may say "auto")
 TAG_COMMAND = "roofline.command"  # measure: the measured command line
 TAG_EXIT_CODE = "roofline.exit_code"  # measure: its exit status
+TAG_NODE = "roofline.node"  # remote sweep: the node (Ray node id, Slurm node) that measured the run
+TAG_EXECUTOR = "roofline.executor"  # remote sweep: ray or slurm
+TAG_HEARTBEAT = "roofline.heartbeat"  # remote sweep: epoch seconds of the worker's last heartbeat
+EXECUTORS: tuple[str, ...] = ("local", "ray", "slurm")
+TAG_SOURCE = "roofline.source"  # who measured a train run: train, trainer, accelerate, import:<format>
+SOURCE_IMPORT_PREFIX = "import:"
+TAG_IMPORT_ROW_HASH = "roofline.import_row_hash"  # import: hash of the row's content (re-import adds nothing)
+TAG_IMPORT_FILE = "roofline.import_file"  # import: the file's name
+TAG_IMPORT_ROW = "roofline.import_row"  # import: where in the file (``line N`` or ``row N``)
 # Fit run and registered model versions.
 TAG_FORM = "roofline.form"  # the energy-law form registered
 TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it

@@ -24,6 +24,7 @@ import pandas as pd
 
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.errors import ConfigError, RooflineError
+from mlflow_roofline.core.measured import measured_problem
 from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_TIME_S,
@@ -60,12 +61,16 @@ class RunData:
         n_found: FINISHED train runs the search returned.
         dropped: reason -> number of runs dropped for it.
         experiment_ids: the experiments searched (empty when built from given runs).
+        beyond_launcher: param -> number of usable runs that break one of this project's
+            launcher rules on it (tp with heads not divisible by N, ...): measured
+            elsewhere, valid for the law, kept and counted.
     """
 
     frame: pd.DataFrame
     n_found: int
     dropped: dict[str, int]
     experiment_ids: list[str] = dataclasses.field(default_factory=list)
+    beyond_launcher: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: runs found, used and dropped with reasons."""
@@ -73,6 +78,9 @@ class RunData:
         if self.dropped:
             reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped.items(), key=lambda kv: -kv[1]))
             text += f"; dropped {sum(self.dropped.values())}: {reasons}"
+        if self.beyond_launcher:
+            kept = ", ".join(f"{n} on {param}" for param, n in sorted(self.beyond_launcher.items()))
+            text += f"; kept {sum(self.beyond_launcher.values())} that this launcher could not start ({kept})"
         return text
 
 
@@ -131,6 +139,7 @@ def runs_to_frame(runs: Sequence[Any]) -> RunData:
     """Turn run entities into a :class:`RunData`, dropping what a fit cannot use."""
     rows: list[dict[str, Any]] = []
     dropped: collections.Counter[str] = collections.Counter()
+    beyond: collections.Counter[str] = collections.Counter()
     for run in runs:
         params = run.data.params
         metrics = run.data.metrics
@@ -150,13 +159,26 @@ def runs_to_frame(runs: Sequence[Any]) -> RunData:
         if reason is not None:
             dropped[reason] += 1
             continue
+        launcher_problem = _launcher_rule_broken(row, tags.get(TAG_DEVICE))
+        if launcher_problem:
+            beyond[launcher_problem] += 1
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
     for name in INT_FIELDS:
         frame[name] = frame[name].astype("int64")
     for name in (M_ENERGY_J, M_TIME_S):
         frame[name] = frame[name].astype(float)
-    return RunData(frame=frame, n_found=len(runs), dropped=dict(dropped))
+    return RunData(frame=frame, n_found=len(runs), dropped=dict(dropped), beyond_launcher=dict(beyond))
+
+
+def _launcher_rule_broken(row: dict[str, Any], device: str | None) -> str | None:
+    """The param of the first launcher rule a usable run breaks, or None."""
+    values = {**{n: row[n] for n in PARAM_NAMES}, "device": device or row["device"]}
+    try:
+        TrainConfig.from_mapping(values).validate()
+    except ConfigError as exc:
+        return exc.field
+    return None
 
 
 def _missing_tag_reason(row: dict[str, Any]) -> str | None:
@@ -186,10 +208,11 @@ def _read_params(params: dict[str, str], row: dict[str, Any], device: str | None
             row[name] = int(number)
         else:
             row[name] = raw
-    try:  # the rules every train run obeys (an unknown strategy, single with N != 1, ...)
-        TrainConfig.from_mapping({**{n: row[n] for n in PARAM_NAMES}, "device": device or row["device"]}).validate()
-    except ConfigError as exc:
-        return f"with invalid param {exc.field}"
+    # What the law needs (positive sizes, a known strategy, single on one device), not this
+    # project's launcher rules: a TP run with uneven heads measured elsewhere is a valid point.
+    problem = measured_problem({n: row[n] for n in PARAM_NAMES if n != "device"})
+    if problem is not None and problem[0] in PARAM_NAMES:
+        return f"with invalid param {problem[0]}"
     return None
 
 

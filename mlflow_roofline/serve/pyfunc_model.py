@@ -13,10 +13,10 @@ Inference params (declared in the signature, so the scoring server accepts them)
 - ``objective``: what recommend mode minimises: ``energy`` (default), ``time`` or
   ``edp`` (energy x time).
 
-The model needs the ``mlflow-roofline`` package where it is loaded: serve it with
-``--env-manager local`` from the environment the package is installed in (the
-``mlflow-roofline`` pin in its requirements is not on a public index, so MLflow's
-virtualenv/conda env managers cannot rebuild that environment by themselves).
+The model carries the serve-time part of this package as MLflow ``code_paths``
+(:mod:`mlflow_roofline.serve.model_code`), and its requirements name only mlflow,
+numpy, pandas and scipy: it loads in an environment built from its ``requirements.txt``
+alone (``mlflow models serve`` with any env manager, ``mlflow models generate-dockerfile``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.serve.model_code import copy_serving_code
 from mlflow_roofline.serve.predictor import (
     DEFAULT_MAX_DEVICES,
     DEFAULT_MODE,
@@ -161,7 +162,6 @@ def pip_requirements() -> list[str]:
         f"numpy=={numpy.__version__}",
         f"pandas=={pd.__version__}",
         f"scipy=={scipy.__version__}",
-        f"mlflow-roofline=={__version__}",
     ]
 
 
@@ -176,10 +176,12 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / LAW_FILE
         path.write_text(law.to_json())
+        code = copy_serving_code(Path(tmp) / "code")
         return mlflow.pyfunc.log_model(
             name=name,
             python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
             artifacts={LAW_ARTIFACT: str(path)},
+            code_paths=[str(code)],
             signature=model_signature(),
             input_example=input_example(law),
             pip_requirements=pip_requirements(),
@@ -190,5 +192,6 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
                 "n_runs": law.n_runs,
                 "cv_mape": law.cv_mape,
                 "strategies": law.strategies,
+                "mlflow_roofline_version": __version__,
             },
         )

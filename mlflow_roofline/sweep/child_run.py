@@ -31,6 +31,7 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome, SweepInterrupted
 from mlflow_roofline.system.liveness import process_tags, sweep_process_tags
+from mlflow_roofline.system import processes
 from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.system.signals import ignore_stop_signals
 
@@ -127,14 +128,20 @@ def run_child(
     timeout_s: float | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     client: Any,
+    die_with_parent: bool = False,
 ) -> Outcome:
-    """Measure ``config`` into the existing RUNNING run ``run_id`` (see :func:`run_configuration`)."""
+    """Measure ``config`` into the existing RUNNING run ``run_id`` (see :func:`run_configuration`).
+
+    ``die_with_parent``: the train process gets SIGTERM (and ends its run KILLED) if this
+    process dies; a remote worker whose node is lost must not leave a measurement running
+    on that the sweep has already given up on and rerun elsewhere.
+    """
     proc: subprocess.Popen[bytes] | None = None
     started = time.monotonic()
     own_dir = None if log_dir is not None else tempfile.mkdtemp(prefix="roofline-sweep-")
     log_path = Path(own_dir if own_dir is not None else log_dir) / f"{run_id}.log"  # type: ignore[arg-type]
     try:
-        proc = start_train(config, meter, run_id, experiment_id, log_path)
+        proc = start_train(config, meter, run_id, experiment_id, log_path, die_with_parent)
         _log_tags(client, run_id, process_tags(proc.pid))
         timed_out = _wait(proc, timeout_s)
         return settle(client, run_id, proc.returncode, timed_out, timeout_s, log_path, time.monotonic() - started)
@@ -147,7 +154,7 @@ def run_child(
 
 
 def start_train(
-    config: TrainConfig, meter: str, run_id: str, experiment_id: str, log_path: Path
+    config: TrainConfig, meter: str, run_id: str, experiment_id: str, log_path: Path, die_with_parent: bool = False
 ) -> subprocess.Popen[bytes]:
     """Start ``mlflow-roofline train`` for ``config`` logging into ``run_id``, output to ``log_path``.
 
@@ -169,6 +176,7 @@ def start_train(
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            preexec_fn=processes.die_with_parent if die_with_parent else None,
         )
 
 

@@ -42,6 +42,7 @@ from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.progress import Progress
 from mlflow_roofline.sweep.reconcile import Entry, plan_counts, reconcile
 from mlflow_roofline.sweep.spec import SweepSpec
+from mlflow_roofline.sweep.remote_results import abandon_in_flight, collect_one, submit_claimed
 from mlflow_roofline.sweep.status import (
     ALIVE,
     DONE,
@@ -67,6 +68,9 @@ CLAIM_BACKOFF_S = 0.5
 
 DEFER = "defer"
 """What :func:`_settle` returns for a configuration held by another process right now."""
+
+SUBMITTED = "submitted"
+"""What :func:`_settle` returns for a configuration claimed here and handed to a remote executor."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +112,7 @@ class _Sweep:
     parent_id: str
     retry_failed: bool
     log_dir: str
+    executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
 
 
 def run_sweep(
@@ -119,8 +124,12 @@ def run_sweep(
     client: Any = None,
     echo: Callable[[str], None] = print,
     progress: bool = True,
+    executor: Any = None,
 ) -> SweepResult:
     """Run every configuration of ``plan`` not yet done in ``experiment_id``.
+
+    ``executor``: a remote executor (:mod:`mlflow_roofline.sweep.executors`) the claimed
+    configurations are handed to; None runs them here, one after another.
 
     The parent is the run in ``MLFLOW_RUN_ID`` (``mlflow run . -e sweep``) when it belongs
     to ``experiment_id``; otherwise the sweep opens its own parent there and links the two
@@ -133,7 +142,7 @@ def run_sweep(
     parent_id = open_parent(client, spec, experiment_id, plan, echo)
     with raising_on_signals(SweepInterrupted):
         try:
-            return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress)
+            return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor)
         except SweepInterrupted as exc:
             ignore_stop_signals()
             client.set_tag(parent_id, TAG_ERROR, str(exc))
@@ -157,6 +166,7 @@ def _sweep(
     retry_failed: bool,
     echo: Callable[[str], None],
     progress: bool,
+    executor: Any = None,
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
     mark_stale_sweeps(client, experiment_id, parent_id)
@@ -164,7 +174,7 @@ def _sweep(
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")
     try:
-        sweep = _Sweep(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir)
+        sweep = _Sweep(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor)
         results = _run_entries(sweep, entries, echo, progress)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)  # failed runs hold their output as an artifact
@@ -182,34 +192,71 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
     """Settle every entry to run or wait for; one held by another process goes back in the queue.
 
     When every entry left was put back since the last one settled, the sweep waits for
-    the run that holds the first of them instead of looking again at once.
+    the run that holds the first of them instead of looking again at once. With a remote
+    executor, claimed entries are submitted while it has room, and outcomes are recorded
+    as they come back (:mod:`mlflow_roofline.sweep.remote_results`).
     """
     queue = collections.deque(e for e in entries if e.action in ("run", "wait"))
     progress = Progress(sweep.client, sweep.parent_id, plan_counts(entries, sweep.plan), len(queue), show, echo)
     results: list[Result] = []
+    in_flight: dict[str, Entry] = {}
+    rerun: set[TrainConfig] = set()
     deferred = 0
     try:
-        while queue:
+        while queue or in_flight:
+            if in_flight and (not queue or not _has_room(sweep.executor)):
+                entry, outcome, node_lost = collect_one(sweep, in_flight)
+                if node_lost and entry.config not in rerun and outcome.status != "FINISHED":
+                    rerun.add(entry.config)  # once: its node died under it; a new claim runs it elsewhere
+                    progress.write(f"{entry.config.run_name}: {outcome.summary}; rerunning it (run {outcome.run_id} FAILED)")
+                    resubmitted = _reclaim(sweep, entry.config)
+                    if isinstance(resubmitted, tuple):
+                        in_flight[resubmitted[1]] = entry
+                        continue
+                    outcome = resubmitted or outcome
+                _record(results, progress, entry, outcome)
+                continue
             entry = queue.popleft()
             progress.starting(entry.config.run_name)
-            outcome = _settle(sweep, entry, progress.write, may_wait=deferred >= len(queue))
+            outcome = _settle(sweep, entry, progress.write, may_wait=deferred >= len(queue) and not in_flight)
             if outcome == DEFER:
                 queue.append(entry)
                 deferred += 1
                 continue
             deferred = 0
+            if isinstance(outcome, tuple):  # (SUBMITTED, run id)
+                in_flight[outcome[1]] = entry
+                continue
             assert not isinstance(outcome, str)
-            if outcome is not None:
-                results.append(Result(entry, outcome))
-                if outcome.status != "FINISHED" and not outcome.elsewhere:
-                    progress.write(f"FAILED {entry.config.run_name} (run {outcome.run_id}): {outcome.summary}")
-            progress.settled(outcome)
+            _record(results, progress, entry, outcome)
     finally:
+        if sweep.executor is not None:
+            abandon_in_flight(sweep, in_flight)
         progress.close()
     return results
 
 
-def _settle(sweep: _Sweep, entry: Entry, write: Callable[[str], None], may_wait: bool) -> Outcome | str | None:
+def _reclaim(sweep: _Sweep, config: TrainConfig) -> Outcome | tuple[str, str] | None:
+    """Claim ``config`` again after its remote run was lost, and submit it (None: another process holds it)."""
+    config_hash = sweep.plan.config_hash(config) or ""
+    return _claim_and_run(sweep, config, config_hash, config_status(sweep.client, sweep.experiment_id, config_hash))
+
+
+def _has_room(executor: Any) -> bool:
+    return executor is not None and (executor.max_in_flight is None or executor.in_flight < executor.max_in_flight)
+
+
+def _record(results: list[Result], progress: Progress, entry: Entry, outcome: Outcome | None) -> None:
+    if outcome is not None:
+        results.append(Result(entry, outcome))
+        if outcome.status != "FINISHED" and not outcome.elsewhere:
+            progress.write(f"FAILED {entry.config.run_name} (run {outcome.run_id}): {outcome.summary}")
+    progress.settled(outcome)
+
+
+def _settle(
+    sweep: _Sweep, entry: Entry, write: Callable[[str], None], may_wait: bool
+) -> Outcome | str | tuple[str, str] | None:
     """Look ``entry`` up again and run it if this sweep wins its claim.
 
     Returns its outcome (here or in another process), None when it is left alone (it runs
@@ -247,8 +294,13 @@ def _settled_elsewhere(entry: Entry, status: Status, retry_failed: bool, waited_
     return None
 
 
-def _claim_and_run(sweep: _Sweep, config: TrainConfig, config_hash: str, status: Status) -> Outcome | None:
-    """Create the child run, claim the configuration with it, and run it if the claim is won (else None)."""
+def _claim_and_run(
+    sweep: _Sweep, config: TrainConfig, config_hash: str, status: Status
+) -> Outcome | tuple[str, str] | None:
+    """Create the child run, claim the configuration with it, and run it if the claim is won (else None).
+
+    With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
+    """
     client = sweep.client
     run_id = create_child_run(
         config, sweep.experiment_id, sweep.parent_id, hardware=sweep.plan.hardware or "", client=client
@@ -262,6 +314,9 @@ def _claim_and_run(sweep: _Sweep, config: TrainConfig, config_hash: str, status:
     if not claim.won:
         withdraw(client, run_id, claim)
         return None
+    if sweep.executor is not None:
+        submit_claimed(sweep, run_id, config)
+        return SUBMITTED, run_id
     return run_child(
         run_id,
         config,

@@ -56,7 +56,7 @@ INT_GRID_KEYS: tuple[str, ...] = (
 GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
 """Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
 
-SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description")
+SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description", "slurm")
 """Top-level keys that are settings of the sweep, not grid values."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -95,6 +95,8 @@ class SweepSpec:
             and defaults filled, so every grid holds every key it needs.
         text: the spec's YAML text as read (logged as an artifact of the sweep run).
         description: free text from the spec, or "".
+        slurm: the ``slurm`` section for ``--executor slurm``: ``partition``, ``account``
+            (names) and ``time_min`` (minutes per configuration); the command's options win.
     """
 
     name: str
@@ -106,6 +108,7 @@ class SweepSpec:
     grids: tuple[dict[str, tuple[Any, ...]], ...]
     text: str
     description: str = ""
+    slurm: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def spec_hash(self) -> str:
@@ -212,7 +215,28 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
         "meter": meter,
         "timeout_s": float(timeout_s) if timeout_s is not None else None,
         "description": description,
+        "slurm": _slurm(data.get("slurm")),
     }
+
+
+SLURM_KEYS: tuple[str, ...] = ("partition", "account", "time_min")
+
+
+def _slurm(raw: Any) -> dict[str, Any]:
+    """The ``slurm`` section: partition and account names, time_min a positive whole number of minutes."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("slurm", f"must be a mapping with keys {', '.join(SLURM_KEYS)}")
+    for key, value in raw.items():
+        if key not in SLURM_KEYS:
+            raise ConfigError(f"slurm.{key}", f"unknown key; expected one of {', '.join(SLURM_KEYS)}")
+        if key == "time_min":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError("slurm.time_min", f"must be a positive whole number of minutes, got {value!r}")
+        elif not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"slurm.{key}", f"must be a non-empty name, got {value!r}")
+    return dict(raw)
 
 
 def _positive_number(value: Any) -> bool:

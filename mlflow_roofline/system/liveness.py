@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Mapping
 
 import psutil
 
 from mlflow_roofline.core.schema import (
+    TAG_HEARTBEAT,
     TAG_HOST,
     TAG_PID,
     TAG_PID_START,
@@ -129,6 +131,27 @@ def _recorded_alive(tags: Mapping[str, str], pid_tag: str, start_tag: str) -> bo
         return False
 
 
+HEARTBEAT_STALE_S = 180.0
+"""Seconds after which a remote worker's last heartbeat says its node is gone (it beats every 20 s)."""
+
+
+def heartbeat_stale(tags: Mapping[str, str], now: float | None = None) -> bool:
+    """Whether the run carries a remote worker's heartbeat (tag ``roofline.heartbeat``) that is too old.
+
+    A run measured on another host cannot be checked by pid from here; one whose worker
+    has stopped beating for :data:`HEARTBEAT_STALE_S` seconds lost its node. A run
+    without a heartbeat is not judged by it.
+    """
+    raw = tags.get(TAG_HEARTBEAT)
+    if raw is None:
+        return False
+    try:
+        last = float(raw)
+    except ValueError:
+        return False
+    return (time.time() if now is None else now) - last > HEARTBEAT_STALE_S
+
+
 def liveness(tags: Mapping[str, str], run_id: str | None = None) -> str:
     """``alive``, ``dead`` or ``elsewhere`` for a run carrying :func:`process_tags` or :func:`sweep_process_tags`.
 
@@ -137,7 +160,7 @@ def liveness(tags: Mapping[str, str], run_id: str | None = None) -> str:
     """
     host = tags.get(TAG_HOST)
     if host is not None and host != this_host():
-        return "elsewhere"
+        return "dead" if heartbeat_stale(tags) else "elsewhere"
     if _recorded_alive(tags, TAG_PID, TAG_PID_START) or _recorded_alive(tags, TAG_SWEEP_PID, TAG_SWEEP_PID_START):
         return "alive"
     if run_id is not None and run_process_alive(run_id):

@@ -8,6 +8,7 @@ ranks, a server and its workers) and none of the launcher's own.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import time
 from typing import Any
 
 from mlflow_roofline.system.liveness import group_alive
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 POLL_S = 0.1
 """Seconds between two looks at a group that is shutting down."""
@@ -50,3 +53,17 @@ def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> int:
     if proc.poll() is None or group_alive(pgid):
         signal_group(pgid, signal.SIGKILL)
     return proc.wait()
+
+
+def die_with_parent() -> None:
+    """In a child, before exec (``preexec_fn``): get SIGTERM when the process that started it dies.
+
+    A job runs in a session of its own (so that :func:`stop_group` reaches all of it), out
+    of reach of a signal sent to its launcher's group; if the launcher is SIGKILLed, this
+    keeps the job from running on orphaned (torchrun's agent stops its workers on SIGTERM,
+    the train command ends its run KILLED). Linux only.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -17,7 +17,6 @@ output is copied line by line to this process's stderr by a background thread.
 from __future__ import annotations
 
 import collections
-import ctypes
 import dataclasses
 import os
 import signal
@@ -29,10 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from mlflow_roofline.system.liveness import group_alive
-from mlflow_roofline.system.processes import stop_group
+from mlflow_roofline.system.processes import die_with_parent, stop_group
 
 OUTPUT_TAIL_LINES = 40
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE_S = 10.0
 
 
@@ -121,7 +119,7 @@ class Job:
             text=True,
             errors="replace",
             start_new_session=True,  # a process group of its own, so that stop() reaches every rank
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         self._pump = threading.Thread(target=self._copy_output, name="job-output", daemon=True)
         self._pump.start()
@@ -147,16 +145,3 @@ class Job:
         if self.process.poll() is not None and not group_alive(self.process.pid):
             return
         stop_group(self.process, grace_s)
-
-
-def _die_with_parent() -> None:
-    """In the job's first process, before exec: get SIGTERM if the launcher dies.
-
-    The job runs in a session of its own (so that :meth:`Job.stop` reaches all of it), out
-    of reach of a signal sent to the launcher's group; if the launcher is SIGKILLed, this
-    keeps the job from running on orphaned (torchrun's agent stops its workers on SIGTERM).
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() == 1:  # the launcher died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)

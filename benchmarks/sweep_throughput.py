@@ -1,0 +1,92 @@
+"""Throughput of a sweep: wall time against the time spent inside measured windows.
+
+Runs the shipped ``smoke`` spec (or ``--spec``) into a fresh SQLite store through the local
+executor and, with ``--ray``, again into another fresh store through the Ray executor (a
+local Ray instance, ``--workers-on-this-host``), and prints for each:
+
+- the sweep's wall time, seconds;
+- the sum over configurations of their windows: warm-up (``warmup_steps`` x the run's
+  median step time, an estimate: the warm-up is not timed on its own) plus the measured
+  window ``time_s``;
+- the fixed cost per configuration, ``(wall - windows) / configs``, and the same per class
+  from each child run's own start and end: single-process configurations and
+  multi-process (``num_devices`` > 1) ones.
+
+Targets: <= 3 s fixed cost per single configuration, <= 4.5 s per two-rank one.
+
+    python benchmarks/sweep_throughput.py [--spec smoke] [--ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def run_sweep(spec: str, store: Path, extra: list[str]) -> float:
+    """Wall seconds of ``mlflow-roofline sweep SPEC`` into the SQLite store at ``store``."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
+    env.pop("MLFLOW_RUN_ID", None)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mlflow_roofline.cli", "sweep", spec, "--no-progress", *extra],
+                          env=env, cwd=store.parent, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"sweep failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return wall
+
+
+def child_costs(store: Path) -> tuple[float, dict[str, list[float]]]:
+    """Sum of the children's windows (seconds) and each child's fixed cost (run wall - windows) by class."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    runs = [r for e in client.search_experiments() for r in client.search_runs(
+        [e.experiment_id], "tags.`roofline.run_type` = 'train' AND attributes.status = 'FINISHED'", max_results=5000)]
+    windows_total = 0.0
+    fixed: dict[str, list[float]] = {"single-process": [], "multi-process": []}
+    for run in runs:
+        metrics, params = run.data.metrics, run.data.params
+        windows = metrics["time_s"] + int(params["warmup_steps"]) * metrics["step_time_s"]
+        windows_total += windows
+        run_wall = (run.info.end_time - run.info.start_time) / 1000.0
+        kind = "multi-process" if int(params["num_devices"]) > 1 else "single-process"
+        fixed[kind].append(run_wall - windows)
+    return windows_total, fixed
+
+
+def report(label: str, wall: float, windows: float, fixed: dict[str, list[float]]) -> None:
+    configs = sum(len(v) for v in fixed.values())
+    print(f"[{label}] {configs} configs: sweep wall {wall:.1f} s, windows {windows:.1f} s, "
+          f"fixed cost per config {(wall - windows) / configs:.2f} s")
+    for kind, values in fixed.items():
+        if values:
+            print(f"[{label}]   {kind:<15} n={len(values):<3} median fixed cost per run {statistics.median(values):.2f} s "
+                  f"(run wall minus its windows; target {'3' if kind == 'single-process' else '4.5'} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", default="smoke")
+    parser.add_argument("--ray", action="store_true", help="also through the Ray executor (a local Ray instance)")
+    args = parser.parse_args()
+    executors = [("local", [])]
+    if args.ray:
+        executors.append(("ray", ["--executor", "ray", "--workers-on-this-host"]))
+    with tempfile.TemporaryDirectory(prefix="sweep-throughput-") as tmp:
+        for label, extra in executors:
+            store = Path(tmp) / label / "mlflow.db"
+            store.parent.mkdir()
+            wall = run_sweep(args.spec, store, extra)
+            windows, fixed = child_costs(store)
+            report(label, wall, windows, fixed)
+
+
+if __name__ == "__main__":
+    main()

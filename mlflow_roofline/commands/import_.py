@@ -1,0 +1,49 @@
+"""``mlflow-roofline import``: measurements from another tool as train runs the fit uses.
+
+Exit status: 0 when every row was imported or already present, 1 when some rows were
+refused (the others are imported all the same), 2 when the file or mapping cannot be used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--experiment", default=DEFAULT_EXPERIMENT, show_default=True, help="Experiment the runs go into.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "codecarbon"]), default="table", show_default=True,
+    help="table: CSV/Parquet in the run schema's names; codecarbon: CodeCarbon's emissions.csv.",
+)
+@click.option("--mapping", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="YAML: column renames, energy/time units, constants, per-row fields (see docs/import.md).")
+@click.option("--dry-run", is_flag=True, help="Check every row and print the summary; log nothing.")
+def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, dry_run: bool) -> None:
+    """Import measured runs from FILE into EXPERIMENT as FINISHED train runs."""
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.ingest.mapping import load_mapping
+    from mlflow_roofline.ingest.records import Record, RowError, check_row
+    from mlflow_roofline.ingest.sources import read_rows
+    from mlflow_roofline.ingest.writer import ImportCounts, log_records
+    from mlflow_roofline.tracking.experiments import get_or_create_experiment
+
+    checked = [check_row(row) for row in read_rows(file, fmt, load_mapping(mapping))]
+    records = [r for r in checked if isinstance(r, Record)]
+    errors = [r for r in checked if isinstance(r, RowError)]
+    for error in errors:
+        click.echo(f"refused {error}", err=True)
+    if dry_run:
+        counts = ImportCounts(imported=[r.where for r in records])
+    else:
+        client = MlflowClient()
+        counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
+    counts.refused = errors
+    click.echo(counts.summary(dry_run))
+    if errors:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,11 @@
+"""Measurements made elsewhere, imported as train runs the fit uses like its own.
+
+``mlflow-roofline import FILE --format table|codecarbon [--mapping MAP.yaml]``: a CSV or
+Parquet table in the run schema's names (or renamed by a mapping), or CodeCarbon's
+``emissions.csv`` with the model configuration supplied by the mapping. Every valid row
+becomes one FINISHED train run tagged ``roofline.source=import:<format>``; importing a
+file twice adds nothing (each run carries its row's hash); a bad row is reported with its
+line and field and the other rows are still imported.
+
+May import core and tracking (and mlflow, pandas, yaml); never a stage.
+"""

@@ -1,0 +1,129 @@
+"""The mapping file: how a foreign table's columns become the run schema's fields.
+
+A mapping is YAML with four optional keys::
+
+    columns:              # file column -> schema name
+      layers: num_layers
+      joules: energy_j
+    units:                # of the energy and time columns
+      energy: kWh         # J, Wh or kWh
+      time: min           # s, min or h
+    constants:            # schema fields the file lacks, the same for every row
+      hardware: NVIDIA A100-SXM4-80GB
+      precision: bf16
+    rows:                 # codecarbon: per-run fields, keyed by the value of `key`
+      key: project_name
+      values:
+        bert-base-ddp4: {num_layers: 12, hidden_size: 768, strategy: ddp, num_devices: 4}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping as MappingABC
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlflow_roofline.core.errors import ConfigError
+
+ENERGY_UNITS_J: dict[str, float] = {"J": 1.0, "Wh": 3600.0, "kWh": 3.6e6}
+"""Joules in one unit of each accepted energy unit."""
+
+TIME_UNITS_S: dict[str, float] = {"s": 1.0, "min": 60.0, "h": 3600.0}
+"""Seconds in one unit of each accepted time unit."""
+
+MAPPING_KEYS: tuple[str, ...] = ("columns", "units", "constants", "rows")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapping:
+    """A parsed mapping file.
+
+    Attributes:
+        columns: file column -> schema field.
+        energy_unit: unit of the energy column (a key of :data:`ENERGY_UNITS_J`).
+        time_unit: unit of the time column (a key of :data:`TIME_UNITS_S`).
+        constants: schema field -> value for every row.
+        row_key: the file column whose value selects one entry of ``row_values``.
+        row_values: key value -> schema field -> value, for that row only.
+    """
+
+    columns: dict[str, str] = dataclasses.field(default_factory=dict)
+    energy_unit: str = "J"
+    time_unit: str = "s"
+    constants: dict[str, Any] = dataclasses.field(default_factory=dict)
+    row_key: str | None = None
+    row_values: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def joules_per_unit(self) -> float:
+        """Joules in one unit of the file's energy column."""
+        return ENERGY_UNITS_J[self.energy_unit]
+
+    @property
+    def seconds_per_unit(self) -> float:
+        """Seconds in one unit of the file's time column."""
+        return TIME_UNITS_S[self.time_unit]
+
+
+def load_mapping(path: str | Path | None) -> Mapping:
+    """Read and check a mapping file; no path is the identity mapping in joules and seconds.
+
+    Raises:
+        ConfigError: an unreadable file, an unknown key or unit, or a malformed section,
+            naming the key.
+    """
+    if path is None:
+        return Mapping()
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError("mapping", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    return parse_mapping(raw or {})
+
+
+def parse_mapping(raw: Any) -> Mapping:
+    """Build a :class:`Mapping` from the YAML's data.
+
+    Raises:
+        ConfigError: naming the key at fault.
+    """
+    if not isinstance(raw, MappingABC):
+        raise ConfigError("mapping", f"must be a mapping with keys {', '.join(MAPPING_KEYS)}")
+    unknown = sorted(set(raw) - set(MAPPING_KEYS))
+    if unknown:
+        raise ConfigError(f"mapping.{unknown[0]}", f"unknown key; expected one of {', '.join(MAPPING_KEYS)}")
+    columns = _str_dict(raw.get("columns") or {}, "mapping.columns")
+    units = _str_dict(raw.get("units") or {}, "mapping.units")
+    for key in sorted(set(units) - {"energy", "time"}):
+        raise ConfigError(f"mapping.units.{key}", "unknown unit kind; expected energy or time")
+    energy_unit = units.get("energy", "J")
+    if energy_unit not in ENERGY_UNITS_J:
+        raise ConfigError("mapping.units.energy", f"must be one of {', '.join(ENERGY_UNITS_J)}, got {energy_unit!r}")
+    time_unit = units.get("time", "s")
+    if time_unit not in TIME_UNITS_S:
+        raise ConfigError("mapping.units.time", f"must be one of {', '.join(TIME_UNITS_S)}, got {time_unit!r}")
+    constants = raw.get("constants") or {}
+    if not isinstance(constants, MappingABC):
+        raise ConfigError("mapping.constants", "must be a mapping of schema field -> value")
+    row_key, row_values = _rows(raw.get("rows"))
+    return Mapping(columns, energy_unit, time_unit, {str(k): v for k, v in constants.items()}, row_key, row_values)
+
+
+def _str_dict(value: Any, field: str) -> dict[str, str]:
+    if not isinstance(value, MappingABC) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(field, "must be a mapping of names to names")
+    return {str(k): v for k, v in value.items()}
+
+
+def _rows(raw: Any) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    if raw is None:
+        return None, {}
+    if not isinstance(raw, MappingABC) or not isinstance(raw.get("key"), str):
+        raise ConfigError("mapping.rows", "must hold `key` (a file column) and `values` (key value -> fields)")
+    values = raw.get("values") or {}
+    if not isinstance(values, MappingABC) or not all(isinstance(v, MappingABC) for v in values.values()):
+        raise ConfigError("mapping.rows.values", "must map each key value to a mapping of schema fields")
+    return raw["key"], {str(k): dict(v) for k, v in values.items()}

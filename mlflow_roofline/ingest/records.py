@@ -1,0 +1,140 @@
+"""Check one raw row and turn it into a record the fit can use, or say what is wrong.
+
+A record must hold every train param (``warmup_steps`` defaults to 0: a foreign tool's
+warm-up is not known), ``energy_j`` (joules), ``time_s`` (seconds), ``hardware`` and
+``energy_source``; it must satisfy what the law needs (:mod:`mlflow_roofline.core.measured`),
+not this project's launcher rules, so that a tensor-parallel run with uneven heads
+measured by another implementation is imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from typing import Any
+
+from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.core.measured import measured_problem
+from mlflow_roofline.core.schema import (
+    DEVICES,
+    ENERGY_SOURCES,
+    M_ENERGY_CPU_J,
+    M_ENERGY_DRAM_J,
+    M_ENERGY_J,
+    M_ENERGY_NODE_J,
+    M_TIME_S,
+    PARAM_NAMES,
+    PRECISIONS,
+)
+from mlflow_roofline.ingest.sources import UNMATCHED_ROW_KEY, RawRow
+
+REQUIRED: tuple[str, ...] = (*[p for p in PARAM_NAMES if p != "warmup_steps"], M_ENERGY_J, M_TIME_S, "hardware", "energy_source")
+NODE_METRICS: tuple[str, ...] = (M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_J)
+KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS))
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One measured run ready to log.
+
+    Attributes:
+        where: the row's place in the file (``line N`` / ``row N``).
+        config: the train params.
+        hardware: the device name the run measured on.
+        energy_source: the meter kind (one of the schema's energy sources).
+        metrics: ``energy_j`` (joules), ``time_s`` (seconds) and any whole-node energies.
+    """
+
+    where: str
+    config: TrainConfig
+    hardware: str
+    energy_source: str
+    metrics: dict[str, float]
+
+    def row_hash(self, fmt: str) -> str:
+        """Hash of the row's content (params, hardware, source, metrics, format): same row, same hash."""
+        payload = {**self.config.to_params(), "hardware": self.hardware, "energy_source": self.energy_source,
+                   "format": fmt, **{k: repr(float(v)) for k, v in sorted(self.metrics.items())}}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class RowError:
+    """Why one row was refused: its place, the field and the rule."""
+
+    where: str
+    field: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.field}: {self.rule}"
+
+
+def check_row(row: RawRow) -> Record | RowError:
+    """The row as a :class:`Record`, or the first :class:`RowError` it holds."""
+    fields = row.fields
+    if UNMATCHED_ROW_KEY in fields:
+        return RowError(row.where, "mapping.rows.values", f"no entry for {fields[UNMATCHED_ROW_KEY]}")
+    unknown = sorted(k for k in fields if k not in KNOWN_FIELDS)
+    if unknown:
+        return RowError(row.where, unknown[0], "unknown column; rename it in the mapping's `columns` or drop it")
+    for name in REQUIRED:
+        if name not in fields:
+            return RowError(row.where, name, "is missing: add a column, or a constant in the mapping")
+    values, problem = _parsed(fields)
+    if problem is None:
+        problem = measured_problem(values)
+    if problem is not None:
+        return RowError(row.where, *problem)
+    return Record(
+        row.where,
+        TrainConfig.from_mapping({p: values[p] for p in PARAM_NAMES}),
+        values["hardware"],
+        values["energy_source"],
+        {k: values[k] for k in (M_ENERGY_J, M_TIME_S, *NODE_METRICS) if k in values},
+    )
+
+
+def _parsed(fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    values: dict[str, Any] = {"warmup_steps": 0}
+    for name, raw in fields.items():
+        if name in INT_FIELDS:
+            number = _integer(raw)
+            if number is None:
+                return values, (name, f"must be an integer, got {raw!r}")
+            values[name] = number
+        elif name in (M_ENERGY_J, M_TIME_S, *NODE_METRICS):
+            number = _float(raw)
+            if number is None:
+                return values, (name, f"must be a number, got {raw!r}")
+            if name in NODE_METRICS and not (math.isfinite(number) and number >= 0):
+                return values, (name, f"must be finite and non-negative, got {raw!r}")
+            values[name] = number
+        else:
+            values[name] = str(raw).strip()
+    for name, allowed in (("device", DEVICES), ("precision", PRECISIONS), ("energy_source", ENERGY_SOURCES)):
+        if values[name] not in allowed:
+            return values, (name, f"must be one of {', '.join(allowed)}, got {values[name]!r}")
+    if not values["hardware"]:
+        return values, ("hardware", "must name the device the run measured on")
+    return values, None
+
+
+def _integer(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    number = _float(raw)
+    if number is None or not math.isfinite(number) or not number.is_integer() or abs(number) >= 2**63:
+        return None
+    return int(number)
+
+
+def _float(raw: Any) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,112 @@
+"""The worker side of a remote sweep: one claimed configuration, measured on whatever node runs it.
+
+The submitting host plans, claims (creates the child run) and resumes; a Ray task or a
+Slurm job calls :func:`measure_claimed` with a :class:`RemoteTask`. The worker first checks
+that it can reach the tracking server (a worker that cannot fails its configuration with
+that reason), records its node on the run (tag ``roofline.node``), keeps a heartbeat tag
+fresh while the train process runs (so a sweep resumed on another host can tell a run
+whose node was lost from a live one), and measures into the claimed run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.schema import TAG_EXECUTOR, TAG_HEARTBEAT, TAG_NODE
+
+HEARTBEAT_S = 20.0
+"""Seconds between two heartbeats of a remote worker."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteTask:
+    """Everything a worker needs, picklable: the claimed run and how to measure it.
+
+    Attributes:
+        run_id: the child run the submitting host created for this configuration.
+        config: the configuration (device resolved).
+        experiment_id: the run's experiment.
+        tracking_uri: the MLflow tracking server every worker logs to.
+        executor: ``ray`` or ``slurm`` (tag ``roofline.executor``).
+        meter: the energy meter the train process asks for.
+        timeout_s: wall-clock limit of the train process, seconds (None: none).
+    """
+
+    run_id: str
+    config: TrainConfig
+    experiment_id: str
+    tracking_uri: str
+    executor: str
+    meter: str = "auto"
+    timeout_s: float | None = None
+
+
+class WorkerUnreachable(RooflineError):
+    """The worker cannot reach the tracking server; its configuration fails with this reason."""
+
+
+def node_name() -> str:
+    """This worker's node: Ray's node id when inside Ray, else the Slurm node, else the host name."""
+    with contextlib.suppress(Exception):
+        import ray
+
+        if ray.is_initialized():
+            return f"ray:{ray.get_runtime_context().get_node_id()}"
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def measure_claimed(task: RemoteTask) -> Any:
+    """Measure ``task`` into its claimed run on this node; the :class:`Outcome`.
+
+    Raises:
+        WorkerUnreachable: the tracking server cannot be reached from this node.
+    """
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.sweep.child_run import run_child
+
+    os.environ["MLFLOW_TRACKING_URI"] = task.tracking_uri
+    client = MlflowClient(tracking_uri=task.tracking_uri)
+    node = node_name()
+    try:
+        client.set_tag(task.run_id, TAG_NODE, node)
+        client.set_tag(task.run_id, TAG_EXECUTOR, task.executor)
+    except Exception as exc:
+        raise WorkerUnreachable(
+            f"worker {node} cannot reach the tracking server {task.tracking_uri}: {str(exc).splitlines()[0][:300]}"
+        ) from None
+    with heartbeat(client, task.run_id):
+        return run_child(
+            task.run_id, task.config, task.experiment_id, meter=task.meter, timeout_s=task.timeout_s,
+            client=client, die_with_parent=True,
+        )
+
+
+@contextlib.contextmanager
+def heartbeat(client: Any, run_id: str, period_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """Set tag ``roofline.heartbeat`` (epoch seconds) on ``run_id`` every ``period_s`` while inside."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                client.set_tag(run_id, TAG_HEARTBEAT, f"{time.time():.0f}")
+            if stop.wait(period_s):
+                return
+
+    thread = threading.Thread(target=beat, name="roofline-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

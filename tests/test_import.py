@@ -1,0 +1,245 @@
+"""`mlflow-roofline import`: foreign measurements become train runs the fit uses, once each."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_roofline.cli import main
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.proxies import proxy_metrics
+from mlflow_roofline.core.schema import (
+    M_ENERGY_J,
+    M_TIME_S,
+    TAG_CONFIG_HASH,
+    TAG_ENERGY_SOURCE,
+    TAG_HARDWARE,
+    TAG_IMPORT_ROW,
+    TAG_RUN_TYPE,
+    TAG_SOURCE,
+)
+from mlflow_roofline.fit.run_data import load_train_runs
+
+GPU = "NVIDIA A100-SXM4-80GB"
+HEADER = ["layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps",
+          "strategy", "num_devices", "device", "precision", "energy_source", "kwh", "minutes"]
+ROWS = [
+    [12, 768, 12, 3072, 128, 32, 1000, "single", 1, "cuda", "fp16", "nvml", 0.5, 30],
+    [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],
+    # tensor parallel over 8 devices with 12 heads: another TP implementation measured it honestly
+    [12, 768, 12, 3072, 128, 32, 1000, "tp", 8, "cuda", "fp16", "nvml", 0.9, 9],
+]
+MAPPING = f"""
+columns: {{layers: num_layers, kwh: energy_j, minutes: time_s}}
+units: {{energy: kWh, time: min}}
+constants: {{hardware: "{GPU}"}}
+"""
+
+
+def write_csv(path: Path, rows: list[list[object]], header: list[str] = HEADER) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def run_cli(args: list[str]) -> int:
+    """The exit status of ``mlflow-roofline ARGS`` (main returns normally on success)."""
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def imported_runs(experiment: str = "imported") -> list:
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def test_table_with_mapping_becomes_finished_train_runs(tracking_uri: str, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "runs.csv", ROWS)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 0
+
+    runs = {r.data.params["strategy"]: r for r in imported_runs()}
+    assert set(runs) == {"single", "ddp", "tp"}
+    ddp = runs["ddp"]
+    assert ddp.info.status == "FINISHED"
+    assert ddp.data.tags[TAG_RUN_TYPE] == "train"
+    assert ddp.data.tags[TAG_SOURCE] == "import:table"
+    assert ddp.data.tags[TAG_HARDWARE] == GPU
+    assert ddp.data.tags[TAG_ENERGY_SOURCE] == "nvml"
+    assert ddp.data.tags[TAG_IMPORT_ROW] == "line 3"
+    assert ddp.data.metrics[M_ENERGY_J] == pytest.approx(0.7 * 3.6e6)
+    assert ddp.data.metrics[M_TIME_S] == pytest.approx(600.0)
+    config = TrainConfig(12, 768, 12, 3072, 128, 32, 1000, 0, "ddp", 4, "cuda", "fp16")
+    assert ddp.data.tags[TAG_CONFIG_HASH] == config.config_hash(GPU)
+    for name, value in proxy_metrics(config).items():
+        assert ddp.data.metrics[name] == pytest.approx(value)
+
+
+def test_importing_the_same_file_twice_adds_nothing(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    data = write_csv(tmp_path / "runs.csv", ROWS)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    args = ["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]
+    assert run_cli(args) == 0
+    capsys.readouterr()
+    assert run_cli(args) == 0
+    assert "imported 0, skipped 3 already present, refused 0" in capsys.readouterr().out
+    assert len(imported_runs()) == 3
+
+
+def test_bad_rows_are_named_by_line_and_field_and_the_rest_imported(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    rows = [
+        ROWS[0],
+        [12, 768, 12, 3072, 128, "thirty-two", 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],  # line 3
+        [12, 768, 12, 3072, 128, 32, 1000, "zero3", 4, "cuda", "fp16", "nvml", 0.7, 10],  # line 4
+        [12, 768, 12, 3072, 128, 32, 1000, "single", 2, "cuda", "fp16", "nvml", 0.7, 10],  # line 5
+        [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", "inf", 10],  # line 6
+        [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", -1, 10],  # line 7
+        ROWS[1],
+    ]
+    data = write_csv(tmp_path / "runs.csv", rows)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    code = run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "refused line 3: batch_size: must be an integer, got 'thirty-two'" in out.err
+    assert "refused line 4: strategy: must be one of single, ddp, fsdp, tp, got 'zero3'" in out.err
+    assert "refused line 5: num_devices: must be 1 under strategy single, got 2" in out.err
+    assert "refused line 6: energy_j: must be finite and positive" in out.err
+    assert "refused line 7: energy_j: must be finite and positive" in out.err
+    assert "imported 2, skipped 0 already present, refused 5" in out.out
+    assert len(imported_runs()) == 2
+
+
+def test_missing_hardware_is_refused_naming_the_fix(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    data = write_csv(tmp_path / "runs.csv", ROWS[:1])
+    (tmp_path / "map.yaml").write_text("columns: {layers: num_layers, kwh: energy_j, minutes: time_s}\n")
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 1
+    assert "line 2: hardware: is missing: add a column, or a constant in the mapping" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ("units: {energy: calories}", "mapping.units.energy: must be one of J, Wh, kWh, got 'calories'"),
+        ("units: {time: days}", "mapping.units.time: must be one of s, min, h, got 'days'"),
+        ("colums: {a: b}", "mapping.colums: unknown key"),
+        ("constants: {strategy: ddp}", "mapping.constants.strategy: the file already has this column"),
+    ],
+)
+def test_a_bad_mapping_is_one_line_and_exit_2(tracking_uri: str, tmp_path: Path, capsys, mapping: str, message: str) -> None:
+    data = write_csv(tmp_path / "runs.csv", ROWS)
+    (tmp_path / "map.yaml").write_text(mapping)
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert imported_runs() == []
+
+
+def test_parquet_in_schema_names(tracking_uri: str, tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        [dict(zip(["num_layers", *HEADER[1:12]], row[:12]), energy_j=row[12] * 3.6e6, time_s=row[13] * 60.0,
+              hardware=GPU) for row in ROWS]
+    )
+    frame.to_parquet(tmp_path / "runs.parquet")
+    assert run_cli(["import", str(tmp_path / "runs.parquet"), "--experiment", "imported"]) == 0
+    runs = imported_runs()
+    assert sorted(r.data.tags[TAG_IMPORT_ROW] for r in runs) == ["row 1", "row 2", "row 3"]
+
+
+def test_imported_runs_enter_the_fit_even_where_this_launcher_would_refuse(tracking_uri: str, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "runs.csv", ROWS)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 0
+    runs = load_train_runs(MlflowClient(), ["imported"])
+    assert runs.dropped == {}
+    assert sorted(runs.frame["strategy"]) == ["ddp", "single", "tp"]  # tp with 12 heads on 8 devices kept
+
+
+def codecarbon_csv(tmp_path: Path) -> Path:
+    """A real emissions.csv: CodeCarbon's offline tracker around two small CPU jobs."""
+    codecarbon = pytest.importorskip("codecarbon")
+    for project in ("bert-L2-single", "bert-L4-single"):
+        tracker = codecarbon.OfflineEmissionsTracker(
+            country_iso_code="FRA", output_dir=str(tmp_path), project_name=project, log_level="error",
+            measure_power_secs=1, save_to_file=True,
+        )
+        tracker.start()
+        sum(i * i for i in range(300_000))
+        tracker.stop()
+    return tmp_path / "emissions.csv"
+
+
+CC_MAPPING = """
+constants: {seq_len: 128, batch_size: 16, num_steps: 50, strategy: single, num_devices: 1, precision: fp32}
+rows:
+  key: project_name
+  values:
+    bert-L2-single: {num_layers: 2, hidden_size: 128, num_heads: 2, ffn_size: 512}
+    bert-L4-single: {num_layers: 4, hidden_size: 256, num_heads: 4, ffn_size: 1024}
+"""
+
+
+def test_codecarbon_emissions_csv_from_a_real_tracker(tracking_uri: str, tmp_path: Path) -> None:
+    emissions = codecarbon_csv(tmp_path)
+    (tmp_path / "cc.yaml").write_text(CC_MAPPING)
+    args = ["import", str(emissions), "--format", "codecarbon", "--experiment", "imported", "--mapping", str(tmp_path / "cc.yaml")]
+    assert run_cli(args) == 0
+    source = pd.read_csv(emissions)
+    runs = {int(r.data.params["num_layers"]): r for r in imported_runs()}
+    assert set(runs) == {2, 4}
+    for (_, row), layers in zip(source.iterrows(), (2, 4)):
+        run = runs[layers]
+        assert run.data.tags[TAG_SOURCE] == "import:codecarbon"
+        assert run.data.tags[TAG_ENERGY_SOURCE] == "estimate"  # a CPU job: RAPL or TDP, the file does not say
+        assert run.data.tags[TAG_HARDWARE] == row["cpu_model"]
+        assert run.data.params["device"] == "cpu"
+        assert run.data.metrics[M_ENERGY_J] == pytest.approx(row["energy_consumed"] * 3.6e6)
+        assert run.data.metrics[M_TIME_S] == pytest.approx(row["duration"])
+    assert run_cli(args) == 0  # twice: nothing more
+    assert len(imported_runs()) == 2
+
+
+def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri: str, tmp_path: Path) -> None:
+    emissions = codecarbon_csv(tmp_path)
+    frame = pd.read_csv(emissions).head(1)
+    # The same file as CodeCarbon writes it on a 4-GPU node (its gpu_* columns filled in).
+    frame["gpu_count"], frame["gpu_model"], frame["gpu_energy"] = 4, f"4 x {GPU}", 0.002
+    frame["energy_consumed"] = frame["cpu_energy"] + frame["ram_energy"] + frame["gpu_energy"]
+    frame.to_csv(tmp_path / "gpu.csv", index=False)
+    (tmp_path / "cc.yaml").write_text(
+        "constants: {num_layers: 12, hidden_size: 768, num_heads: 12, ffn_size: 3072, seq_len: 128,"
+        " batch_size: 32, num_steps: 100, strategy: ddp, precision: bf16}\n"
+    )
+    args = ["import", str(tmp_path / "gpu.csv"), "--format", "codecarbon", "--experiment", "imported",
+            "--mapping", str(tmp_path / "cc.yaml")]
+    assert run_cli(args) == 0
+    (run,) = imported_runs()
+    assert run.data.tags[TAG_HARDWARE] == GPU
+    assert run.data.tags[TAG_ENERGY_SOURCE] == "nvml"
+    assert run.data.params["num_devices"] == "4" and run.data.params["device"] == "cuda"
+    assert run.data.metrics[M_ENERGY_J] == pytest.approx(0.002 * 3.6e6)
+    assert run.data.metrics["energy_node_j"] == pytest.approx(float(frame["energy_consumed"].iloc[0]) * 3.6e6)
+    assert math.isclose(
+        run.data.metrics["energy_node_j"],
+        run.data.metrics["energy_j"] + run.data.metrics["energy_cpu_j"] + run.data.metrics["energy_dram_j"],
+        rel_tol=1e-9,
+    )
+
+
+def test_codecarbon_row_without_a_mapping_entry_is_refused_by_name(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    emissions = codecarbon_csv(tmp_path)
+    (tmp_path / "cc.yaml").write_text(CC_MAPPING.replace("bert-L4-single:", "other:"))
+    args = ["import", str(emissions), "--format", "codecarbon", "--experiment", "imported", "--mapping", str(tmp_path / "cc.yaml")]
+    assert run_cli(args) == 1
+    assert "line 3: mapping.rows.values: no entry for project_name='bert-L4-single'" in capsys.readouterr().err
