@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
+CV_FOLDS = 5  # grouped folds (fewer when there are fewer workloads)
 
-def workload_folds(groups: np.ndarray, k: int = 5, seed: int = 0) -> list[np.ndarray]:
+
+def workload_folds(groups: np.ndarray, k: int = CV_FOLDS, seed: int = 0) -> list[np.ndarray]:
     """Test-row indices of each of min(k, groups) folds; a group's rows share one fold."""
     unique = np.unique(groups)
     rng = np.random.default_rng(seed)
@@ -51,3 +53,18 @@ def cv_mape(formula: str, data: pd.DataFrame, folds: list[np.ndarray]) -> tuple[
         fold_mapes.append(100.0 * float(np.mean(errors[test])))
     se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
     return float(100.0 * np.mean(errors)), se
+
+
+def grouped_cv_mape(
+    formula: str, data: pd.DataFrame, k: int = CV_FOLDS, seed: int = 0
+) -> tuple[float, float]:
+    """Grouped k-fold CV of ``formula``: MAPE (%) of exp(predicted response) on held-out workloads.
+
+    Returns:
+        the MAPE over all held-out runs and its standard error across folds (both %);
+        NaN with fewer than two workloads.
+    """
+    folds = workload_folds(data["workload_hash"].to_numpy(), k, seed)
+    if len(folds) < 2:
+        return float("nan"), float("nan")
+    return cv_mape(formula, data, folds)
