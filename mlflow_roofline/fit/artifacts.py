@@ -12,6 +12,7 @@ import pandas as pd
 from mlflow_roofline.fit import plots
 from mlflow_roofline.fit.forms import BASELINE, PAPER
 from mlflow_roofline.fit.ols import summaries
+from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF
 from mlflow_roofline.fit.run_data import RunData
 from mlflow_roofline.fit.speedup_fit import laws_of
 
@@ -53,6 +54,11 @@ def _write_plots(fit: HardwareFit, plot_dir: Path) -> None:
     laws = laws_of(fit.speedup)
     plots.speedup_vs_n(fit.frame, laws, plot_dir / "speedup_vs_n.png")
     plots.energy_vs_n(fit.frame, laws, fit.metrics()["alpha_eta"], fit.psi, plot_dir / "energy_vs_n.png")
+    check = fit.energy.extrapolation
+    if check is not None:
+        shown = dict.fromkeys([PAPER, ROOFLINE_EFF, fit.energy.chosen])
+        predicted = {f"{n}: extrap_mape {fit.energy.forms[n].extrap_mape:.1f}%": check.predicted[n] for n in shown}
+        plots.measured_vs_predicted(fit.data[check.held_out], predicted, plot_dir / "extrapolation.png")
 
 
 def write_artifacts(fit: HardwareFit, directory: Path, run_data: RunData) -> None:

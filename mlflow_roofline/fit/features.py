@@ -10,7 +10,10 @@ from mlflow_roofline.law.features import law_features
 
 
 def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The law's features of each run (:func:`law.features.law_features`) plus ``log_E``, ``log_t``.
+    """The law's features of each run (:func:`law.features.law_features`), ``log_E``, ``log_t`` and ``log_Ld2``.
+
+    ``log_Ld2`` is the log model size ``num_layers * hidden_size^2`` the size-extrapolation
+    check splits on.
 
     ``frame`` needs the train params, ``speedup``, ``energy_j`` (joules), ``time_s``
     (seconds) and ``workload_hash``. ``strategy`` becomes a categorical of the
@@ -30,6 +33,7 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
     out["strategy"] = pd.Categorical(frame["strategy"], categories=present_strategies(frame["strategy"]))
     out["log_E"] = np.log(frame[M_ENERGY_J].to_numpy(dtype=float))
     out["log_t"] = np.log(frame[M_TIME_S].to_numpy(dtype=float))
+    out["log_Ld2"] = np.log(frame["num_layers"].to_numpy(dtype=float) * frame["hidden_size"].to_numpy(dtype=float) ** 2)
     out["workload_hash"] = frame["workload_hash"].to_numpy()
     if "hardware" in frame:
         out["hardware"] = frame["hardware"].to_numpy()

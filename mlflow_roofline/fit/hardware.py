@@ -122,7 +122,8 @@ def fit_hardware(
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
     used, speedup = _speedup_and_eta(frame, hardware, missing_baseline, dropped)
     data = feature_frame(used)
-    energy = fit_energy_laws(data, seed=seed)
+    ranges = law_ranges(used, data)
+    energy = fit_energy_laws(data, seed=seed, speedup_laws=laws_of(speedup), ranges=ranges)
     sources = "+".join(sorted(used["energy_source"].unique()))
     law = FittedLaw(
         hardware=hardware,
@@ -131,7 +132,7 @@ def fit_hardware(
         energy_law=energy.forms[energy.chosen].law,
         time_law=energy.time.law,
         speedup_laws=laws_of(speedup),
-        ranges=law_ranges(used, data),
+        ranges=ranges,
         n_runs=len(used),
         cv_mape=energy.forms[energy.chosen].cv_mape,
     )

@@ -8,6 +8,9 @@ units); ``rmse_reduction`` (% by which the paper's rmse_log is below the baselin
 ``adj_r2_<form>``, ``rmse_log_<form>`` for every form; ``eps_comp_j_per_flop``,
 ``eps_mem_j_per_element``, ``e0_j``, ``roofline_mape`` (additive decomposition);
 ``time_log_tau``, ``time_beta_c``, ``time_beta_m``, ``time_adj_r2``, ``time_cv_mape``;
+``extrap_mape`` (%, the registered form's error on the larger models held out by the
+size-extrapolation check), ``extrap_mape_<form>``, ``extrap_mape_se_<form>``,
+``extrap_n_held_out`` and ``extrap_size_bound`` (L*d^2 fitted up to);
 ``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``; run counts
 ``n_runs_dropped``, ``n_eta_measured``, ``n_eta_from_law``, ``n_workloads``.
 """
@@ -16,6 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mlflow_roofline.core.schema import (
+    M_EXTRAP_HELD_OUT,
+    M_EXTRAP_MAPE,
+    M_EXTRAP_MAPE_FORM_PREFIX,
+    M_EXTRAP_MAPE_SE_FORM_PREFIX,
+    M_EXTRAP_SIZE_BOUND,
+)
 from mlflow_roofline.fit.diagnostics import collinearity
 from mlflow_roofline.fit.forms import BASELINE, PAPER
 from mlflow_roofline.fit.measured_speedup import ETA_LAW, ETA_MEASURED
@@ -84,6 +94,22 @@ def _per_form_metrics(fit: HardwareFit) -> dict[str, float]:
     return out
 
 
+def _extrapolation_metrics(fit: HardwareFit) -> dict[str, float]:
+    """The size-extrapolation check: the registered form's error and every form's, %."""
+    check = fit.energy.extrapolation
+    if check is None:
+        return {}
+    out = {
+        M_EXTRAP_MAPE: fit.energy.forms[fit.energy.chosen].extrap_mape,
+        M_EXTRAP_HELD_OUT: float(check.held_out.sum()),
+        M_EXTRAP_SIZE_BOUND: check.threshold,
+    }
+    for name, form in fit.energy.forms.items():
+        out[f"{M_EXTRAP_MAPE_FORM_PREFIX}{name}"] = form.extrap_mape
+        out[f"{M_EXTRAP_MAPE_SE_FORM_PREFIX}{name}"] = form.extrap_se
+    return out
+
+
 def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
     """Each strategy's speedup-law parameters, rmse and number of points."""
     out: dict[str, float] = {}
@@ -103,5 +129,6 @@ def fit_metrics(fit: HardwareFit) -> dict[str, float]:
         **_paper_metrics(fit),
         **_roofline_and_time_metrics(fit),
         **_per_form_metrics(fit),
+        **_extrapolation_metrics(fit),
         **_speedup_metrics(fit),
     }

@@ -10,13 +10,19 @@ if TYPE_CHECKING:
 
 def _form_lines(fit: HardwareFit) -> list[str]:
     """One line per evaluated energy form, the registered one marked."""
-    lines = ["energy laws (grouped CV by workload):"]
+    check = fit.energy.extrapolation
+    lines = ["energy laws (grouped CV by workload"
+             + (f"; extrapolation: fitted on L*d^2 <= {check.threshold:.3g}, {int(check.held_out.sum())} larger runs "
+                "predicted" if check is not None else "") + "):"]
     for name, form in fit.energy.forms.items():
         mark = "  <- registered" if name == fit.energy.chosen else ""
+        extrap = f"  extrap_mape {form.extrap_mape:.3g}% (se {form.extrap_se:.2g})" if check is not None else ""
         lines.append(
             f"  {name:16s} adj_R2 {form.adj_r2:.4f}  rmse_log {form.rmse_log:.4f}  "
-            f"cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){mark}"
+            f"cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{mark}"
         )
+    lines.append("registered: the simplest form within one standard error of the best on the worse of "
+                 "cv_mape and extrap_mape, among forms that pass the sanity checks")
     return lines
 
 

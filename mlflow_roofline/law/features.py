@@ -2,6 +2,7 @@
 
 - ``log_C``   log proxy_flops of the job (FLOPs)
 - ``log_M``   log proxy_mem_traffic of the job (activation elements)
+- ``log_T``   log tokens of the job (batch_size * seq_len * num_steps)
 - ``log_eta`` log hardware efficiency S(N)/N (dimensionless)
 - ``log_N``   log num_devices
 - ``strategy`` the strategy name (categorical)
@@ -52,9 +53,11 @@ def law_features(
         as_float["num_layers"], as_float["hidden_size"], as_float["seq_len"], as_float["batch_size"], as_float["num_steps"]
     )
     eta = as_float["speedup"] / as_float["num_devices"]
+    tokens = as_float["batch_size"] * as_float["seq_len"] * as_float["num_steps"]
     return {
         "log_C": np.log(c),
         "log_M": np.log(m),
+        "log_T": np.log(tokens),
         "log_eta": np.log(eta),
         "log_N": np.log(as_float["num_devices"]),
         "strategy": np.asarray(strategy, dtype=object),

@@ -17,12 +17,25 @@ from typing import Any
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.law.features import law_features
 from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
+from mlflow_roofline.law.roofline import RooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
-__all__ = ["FittedLaw", "LinearLaw", "law_features", "t_quantile", "INTERVAL_LEVEL", "JOULES_PER_KWH"]
+__all__ = ["FittedLaw", "LinearLaw", "RooflineLaw", "law_features", "t_quantile", "INTERVAL_LEVEL", "JOULES_PER_KWH"]
 
 LAW_SCHEMA_VERSION = 1
 JOULES_PER_KWH = 3.6e6
+
+EnergyLaw = LinearLaw | RooflineLaw
+
+
+def energy_law_from_dict(data: dict[str, Any]) -> EnergyLaw:
+    """The energy law of a law JSON: a :class:`RooflineLaw` where ``kind`` says so, else linear.
+
+    Laws written before the roofline form existed carry no ``kind`` and are linear.
+    """
+    if data.get("kind") == RooflineLaw.KIND:
+        return RooflineLaw.from_dict(data)
+    return LinearLaw.from_dict(data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +58,7 @@ class FittedLaw:
     hardware: str
     energy_source: str
     form: str
-    energy_law: LinearLaw
+    energy_law: EnergyLaw
     time_law: LinearLaw
     speedup_laws: dict[str, SpeedupLaw]
     ranges: dict[str, list[float]]
@@ -87,7 +100,7 @@ class FittedLaw:
             hardware=str(data["hardware"]),
             energy_source=str(data["energy_source"]),
             form=str(data["form"]),
-            energy_law=LinearLaw.from_dict(data["energy_law"]),
+            energy_law=energy_law_from_dict(data["energy_law"]),
             time_law=LinearLaw.from_dict(data["time_law"]),
             speedup_laws={k: SpeedupLaw.from_dict(v) for k, v in data["speedup_laws"].items()},
             ranges={k: [float(lo), float(hi)] for k, (lo, hi) in data["ranges"].items()},
