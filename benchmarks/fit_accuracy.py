@@ -51,8 +51,8 @@ def main() -> int:
                 extrap[name].append(form.extrap_mape)
         print(f"{generator} generator, {args.workloads} workloads, {args.seeds} seeds (mean over seeds, %):")
         print(f"  {'form':16s} {'cv_mape':>8s} {'extrap_mape':>12s} {'registered':>11s}")
-        for name in cv:
-            print(f"  {name:16s} {np.nanmean(cv[name]):8.2f} {np.nanmean(extrap[name]):12.2f} "
+        for name, errors in cv.items():
+            print(f"  {name:16s} {np.nanmean(errors):8.2f} {np.nanmean(extrap[name]):12.2f} "
                   f"{chosen[name]:>7d}/{args.seeds}")
     return 0
 

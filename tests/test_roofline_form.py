@@ -174,3 +174,28 @@ def test_registered_laws_are_finite_positive_monotone_and_proportional_to_steps(
         assert np.all(np.isfinite(energy) & (energy > 0))
         assert energy[1] >= energy[0] * (1 - 1e-9)
         assert energy[3] / energy[2] == pytest.approx(2.0, rel=0.1)
+
+
+def test_the_registered_roofline_model_serves_from_the_registry(tracking_uri: str) -> None:
+    import mlflow
+    from mlflow import MlflowClient
+
+    from mlflow_roofline.fit.job import run_fit
+    from mlflow_roofline.testing.synthetic import log_runs
+
+    client = MlflowClient()
+    frame = generate_roofline_runs(30, seed=3)
+    log_runs(client, client.create_experiment("roofline-bert"), frame)
+    outcome = run_fit(["roofline-bert"], model_name="energy-law", alias="champion", echo=lambda _: None)
+    (fit,) = outcome.fits
+    assert fit.energy.chosen == ROOFLINE_EFF
+    run = client.get_run(fit.run_id)
+    assert run.data.params["form"] == ROOFLINE_EFF
+    assert run.data.metrics["extrap_mape"] == pytest.approx(run.data.metrics[f"extrap_mape_{ROOFLINE_EFF}"])
+    assert "plots/extrapolation.png" in {f.path for f in client.list_artifacts(fit.run_id, "plots")}
+    model = mlflow.pyfunc.load_model("models:/energy-law@champion")
+    rows = fit.frame[QUERY].head(10)  # the runs as the fit pulled them, in its order
+    served = model.predict(rows.assign(speedup=fit.frame["speedup"].head(10)))
+    data = fit.data.loc[rows.index]
+    expected = np.exp(fit.law.energy_law.mean({c: data[c].to_numpy() for c in data.columns}))
+    np.testing.assert_allclose(served["energy_j"].to_numpy(), expected, rtol=1e-9)

@@ -76,8 +76,8 @@ def check_extrapolation(forms: Mapping[str, Any], data: pd.DataFrame) -> tuple[E
     """Set ``extrap_mape`` and ``extrap_se`` (%) on every form; the held-out predictions and notes."""
     split = held_out_mask(data)
     if split is None:
-        return None, [f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
-                      f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it"]
+        return None, [(f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
+                       f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it")]
     held_out, threshold = split
     actual = data.loc[held_out, "log_E"].to_numpy(dtype=float)
     groups = data.loc[held_out, "workload_hash"].to_numpy()

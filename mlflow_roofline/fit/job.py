@@ -116,7 +116,7 @@ def _register_all(ledger: RegistryLedger | None, fits: Sequence[HardwareFit], in
 
 
 def _log_parent_and_children(
-    outcome: FitOutcome, start: dict[str, str], params: dict[str, str], ledger: RegistryLedger | None, alias: str
+    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
 ) -> None:
     """Several hardware: a parent fit run with the pooled comparison, one nested fit run each, then registration."""
     fits = outcome.fits
@@ -140,7 +140,7 @@ def _log_parent_and_children(
 
 
 def _log_and_register(
-    outcome: FitOutcome, start: dict[str, str], params: dict[str, str], ledger: RegistryLedger | None, alias: str
+    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
 ) -> None:
     """Log the fit run(s), then register every model inside the outer run.
 
@@ -208,7 +208,7 @@ def run_fit(
         timings = {"pull": time.perf_counter() - clock}
         echo(run_data.summary())
         clock = time.perf_counter()
-        fit_args = dict(allow_estimate=allow_estimate, missing_baseline=missing_baseline, seed=seed)
+        fit_args = {"allow_estimate": allow_estimate, "missing_baseline": missing_baseline, "seed": seed}
         fits, skipped = _fit_every_hardware(run_data, fit_args, echo)
         if register:
             for fit_aliases in _aliases_of(fits, alias):
@@ -218,7 +218,7 @@ def run_fit(
         clock = time.perf_counter()
         outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed)
-        start = dict(run_id=env_run) if env_run else dict(experiment_id=run_data.experiment_ids[0], run_name="fit")
+        start = {"run_id": env_run} if env_run else {"experiment_id": run_data.experiment_ids[0], "run_name": "fit"}
         _log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
         timings["log"] = time.perf_counter() - clock
     except Exception as exc:

@@ -10,7 +10,7 @@ described and given its aliases (:class:`RegistryLedger`), which can undo all of
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,9 @@ class RegistryLedger:
     def rollback(self) -> list[str]:
         """Undo every registration of this fit; returns what could not be undone, in words."""
         problems: list[str] = []
-        steps = [(f"alias {a}", self._restore_alias, a) for a in self.previous_aliases]
+        steps: list[tuple[str, Callable[[str], None], str]] = [
+            (f"alias {a}", self._restore_alias, a) for a in self.previous_aliases
+        ]
         steps += [(f"version {v}", self._delete_version, v) for v in self.versions]
         for what, step, arg in steps:
             try:

@@ -53,7 +53,7 @@ def _monotone_problems(law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapp
     middle = {f: float(np.round(np.sqrt(ranges[f][0] * ranges[f][1]))) for f in (*SIZE_FIELDS, "num_steps")}
     problems = []
     for field in SIZE_FIELDS:
-        values = _axis(*ranges[field])
+        values = _axis(float(ranges[field][0]), float(ranges[field][1]))
         sizes = {f: np.full(len(values), middle[f]) for f in middle}
         sizes[field] = values
         energy = _energy(law, speedup, sizes, strategy, devices)

@@ -20,7 +20,7 @@ from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
 from mlflow_roofline.law.roofline import RooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
-__all__ = ["FittedLaw", "LinearLaw", "RooflineLaw", "law_features", "t_quantile", "INTERVAL_LEVEL", "JOULES_PER_KWH"]
+__all__ = ["INTERVAL_LEVEL", "JOULES_PER_KWH", "FittedLaw", "LinearLaw", "RooflineLaw", "law_features", "t_quantile"]
 
 LAW_SCHEMA_VERSION = 1
 JOULES_PER_KWH = 3.6e6
