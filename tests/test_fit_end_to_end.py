@@ -64,7 +64,8 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     artifacts = {f.path for f in client.list_artifacts(fit_run.info.run_id)}
     assert {"coefficients.csv", "summaries", "plots", "fitted_law.json", "fit_report.txt"} <= artifacts
     plots = {f.path for f in client.list_artifacts(fit_run.info.run_id, "plots")}
-    assert plots == {f"plots/{n}.png" for n in ("measured_vs_predicted", "residuals", "speedup_vs_n", "energy_vs_n")}
+    assert plots == {f"plots/{n}.png" for n in ("measured_vs_predicted", "residuals", "speedup_vs_n", "energy_vs_n",
+                                                       "extrapolation")}
     table = pd.read_csv(mlflow.artifacts.download_artifacts(run_id=fit_run.info.run_id, artifact_path="coefficients.csv"))
     row = table[(table["form"] == "paper") & (table["term"] == "log_eta")].iloc[0]
     assert row["ci95_lower"] < row["estimate"] < row["ci95_upper"] and row["std_error_hc3"] > 0

@@ -6,17 +6,32 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_roofline.fit import forms as scaling
 from mlflow_roofline.fit.measured_speedup import measure_speedup
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.cv import cv_mape, workload_folds
+from mlflow_roofline.fit.diagnostics import compare_hardware_slopes
+from mlflow_roofline.fit.energy_laws import fit_energy_laws
+from mlflow_roofline.fit.features import feature_frame
+from mlflow_roofline.fit.forms import (
+    BASELINE,
+    ETA_BY_STRATEGY,
+    HARDWARE_SLOPES,
+    PAPER,
+    PAPER_LOG_N,
+    PER_WORK,
+    PER_WORK_TERM,
+    formula_of,
+)
+from mlflow_roofline.fit.ols import fit_ols
+from mlflow_roofline.fit.roofline import fit_additive_roofline
+from mlflow_roofline.fit.time_law import fit_time_law
 from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
 
 def _data(n_workloads: int = 25, seed: int = 0, **kwargs) -> tuple[GroundTruth, pd.DataFrame]:
     truth, frame = generate_synthetic_runs(n_workloads, seed=seed, **kwargs)
     measured = measure_speedup(frame.drop(columns=["speedup", "eta"]))
-    return truth, scaling.feature_frame(measured)
+    return truth, feature_frame(measured)
 
 
 @pytest.mark.parametrize(
@@ -30,8 +45,8 @@ def _data(n_workloads: int = 25, seed: int = 0, **kwargs) -> tuple[GroundTruth, 
 )
 def test_paper_law_recovers_known_exponents(truth: GroundTruth) -> None:
     _, data = _data(seed=11, truth=truth)
-    fits = scaling.fit_energy_laws(data)
-    paper = fits.forms[scaling.PAPER].law
+    fits = fit_energy_laws(data)
+    paper = fits.forms[PAPER].law
     # Tolerances (5 % energy noise, 25 workloads, ~170 runs; HC3 SEs ~0.01 for alpha_c and
     # alpha_m, ~0.03 for alpha_eta): +-0.05, +-0.05, +-0.15 and +-0.1 for the dummies.
     assert paper.coefficient("log_C") == pytest.approx(truth.alpha_c, abs=0.05)
@@ -39,18 +54,18 @@ def test_paper_law_recovers_known_exponents(truth: GroundTruth) -> None:
     assert paper.coefficient("log_eta") == pytest.approx(truth.alpha_eta, abs=0.15)
     for strategy in ("ddp", "fsdp", "tp"):
         assert paper.coefficient(f"strategy[T.{strategy}]") == pytest.approx(truth.psi[strategy], abs=0.1)
-    assert fits.forms[scaling.PAPER].adj_r2 > fits.forms[scaling.BASELINE].adj_r2
-    assert fits.forms[scaling.PAPER].rmse_log < fits.forms[scaling.BASELINE].rmse_log
-    assert fits.forms[scaling.PAPER].cv_mape < fits.forms[scaling.BASELINE].cv_mape
+    assert fits.forms[PAPER].adj_r2 > fits.forms[BASELINE].adj_r2
+    assert fits.forms[PAPER].rmse_log < fits.forms[BASELINE].rmse_log
+    assert fits.forms[PAPER].cv_mape < fits.forms[BASELINE].cv_mape
     # The 1-SE rule registers the simplest form the truth fits: the per-work form when
     # alpha_c + alpha_m = 1 (energy proportional to steps), else the paper's form.
     per_work = truth.alpha_c + truth.alpha_m == pytest.approx(1.0)
-    assert fits.chosen == (scaling.PER_WORK if per_work else scaling.PAPER)
+    assert fits.chosen == (PER_WORK if per_work else PAPER)
 
 
 def test_hc3_covariance_and_names_reach_the_linear_law() -> None:
     _, data = _data(seed=1)
-    fit = scaling.fit_ols(scaling.PAPER, scaling.formula_of(scaling.PAPER, data), data)
+    fit = fit_ols(PAPER, formula_of(PAPER, data), data)
     assert fit.result.cov_type == "HC3"
     assert fit.law.terms == list(fit.result.model.exog_names)
     assert "strategy[T.fsdp]" in fit.law.terms and "Intercept" in fit.law.terms
@@ -68,15 +83,15 @@ def test_a_richer_form_wins_when_the_truth_needs_it() -> None:
     truth, frame = generate_synthetic_runs(30, seed=3, device_counts=(2, 4, 8))
     frame = measure_speedup(frame.drop(columns=["speedup", "eta"]))
     frame["energy_j"] = frame["energy_j"] * frame["num_devices"] ** 0.5
-    fits = scaling.fit_energy_laws(scaling.feature_frame(frame))
-    assert fits.chosen == scaling.PAPER_LOG_N
-    assert fits.forms[scaling.PAPER_LOG_N].law.coefficient("log_N") == pytest.approx(0.5, abs=0.15)
-    assert fits.forms[scaling.PAPER_LOG_N].cv_mape < fits.forms[scaling.PAPER].cv_mape
+    fits = fit_energy_laws(feature_frame(frame))
+    assert fits.chosen == PAPER_LOG_N
+    assert fits.forms[PAPER_LOG_N].law.coefficient("log_N") == pytest.approx(0.5, abs=0.15)
+    assert fits.forms[PAPER_LOG_N].cv_mape < fits.forms[PAPER].cv_mape
 
 
 def test_eta_by_strategy_has_one_slope_per_parallel_strategy() -> None:
     _, data = _data(seed=2)
-    fit = scaling.fit_ols(scaling.ETA_BY_STRATEGY, scaling.formula_of(scaling.ETA_BY_STRATEGY, data), data)
+    fit = fit_ols(ETA_BY_STRATEGY, formula_of(ETA_BY_STRATEGY, data), data)
     interactions = [t for t in fit.law.terms if t.endswith(":log_eta")]
     assert len(interactions) == 2 and "log_eta" in fit.law.terms  # the third slope is log_eta itself
     assert fit.dropped_terms == ["strategy[T.tp]:log_eta"]
@@ -86,16 +101,16 @@ def test_one_strategy_formula_has_no_dummy() -> None:
     _, data = _data(seed=4, strategies=("single", "ddp"))
     frame = data[data["strategy"] == "ddp"].copy()
     frame["strategy"] = pd.Categorical(frame["strategy"].astype(str), categories=["ddp"])
-    assert scaling.formula_of(scaling.PAPER, frame) == "log_E ~ log_C + log_M + log_eta"
-    fit = scaling.fit_ols(scaling.PAPER, scaling.formula_of(scaling.PAPER, frame), frame)
+    assert formula_of(PAPER, frame) == "log_E ~ log_C + log_M + log_eta"
+    fit = fit_ols(PAPER, formula_of(PAPER, frame), frame)
     assert not any(t.startswith("strategy") for t in fit.law.terms)
     assert fit.law.coefficient("log_eta") == pytest.approx(-1.0, abs=0.3)
 
 
 def test_only_single_runs_drop_log_eta_with_a_note() -> None:
     _, data = _data(seed=5, strategies=("single",), singles_per_workload=2)
-    fits = scaling.fit_energy_laws(data)
-    assert "log_eta" in fits.forms[scaling.PAPER].dropped_terms
+    fits = fit_energy_laws(data)
+    assert "log_eta" in fits.forms[PAPER].dropped_terms
     assert any("only strategy 'single'" in n for n in fits.notes)
     assert any("alpha_eta cannot be estimated" in n for n in fits.notes)
 
@@ -103,13 +118,13 @@ def test_only_single_runs_drop_log_eta_with_a_note() -> None:
 def test_too_few_runs_says_how_many_are_needed() -> None:
     _, data = _data(n_workloads=2, seed=6, strategies=("single", "ddp"), device_counts=(2,), singles_per_workload=1)
     with pytest.raises(RooflineError, match=r"needs at least 7 usable train runs, found 4"):
-        scaling.fit_energy_laws(data)
+        fit_energy_laws(data)
 
 
 def test_too_few_workloads_is_an_error() -> None:
     _, data = _data(n_workloads=2, seed=6)
     with pytest.raises(RooflineError, match="at least 3 distinct workloads"):
-        scaling.fit_energy_laws(data)
+        fit_energy_laws(data)
 
 
 def test_grouped_folds_never_split_a_workload() -> None:
@@ -129,7 +144,7 @@ def test_additive_roofline_recovers_known_costs() -> None:
     eps_comp, eps_mem, e0 = 2e-10, 3e-7, 50.0
     energy = eps_comp * np.exp(singles["log_C"]) + eps_mem * np.exp(singles["log_M"]) + e0
     singles["log_E"] = np.log(energy)
-    fit = scaling.fit_additive_roofline(singles)
+    fit = fit_additive_roofline(singles)
     assert fit.scope == "single"
     assert fit.eps_comp == pytest.approx(eps_comp, rel=0.02)
     assert fit.eps_mem == pytest.approx(eps_mem, rel=0.05)
@@ -141,13 +156,13 @@ def test_additive_roofline_coefficients_are_never_negative() -> None:
     _, data = _data(seed=8)
     data = data.copy()
     data["log_E"] = 5.0 - 0.2 * data["log_M"]  # energy falling with traffic: no non-negative fit is exact
-    fit = scaling.fit_additive_roofline(data)
+    fit = fit_additive_roofline(data)
     assert min(fit.eps_comp, fit.eps_mem, fit.e0) >= 0.0
 
 
 def test_time_law_recovers_the_single_device_exponents() -> None:
     truth, data = _data(seed=9)
-    fit = scaling.fit_time_law(data)
+    fit = fit_time_law(data)
     # 2 % time noise: exponents within +-0.03.
     assert fit.law.coefficient("log_C") == pytest.approx(truth.beta_c, abs=0.03)
     assert fit.law.coefficient("log_M") == pytest.approx(truth.beta_m, abs=0.03)
@@ -157,7 +172,7 @@ def test_time_law_recovers_the_single_device_exponents() -> None:
 def test_time_law_needs_single_runs() -> None:
     _, data = _data(seed=10)
     with pytest.raises(RooflineError, match="at least 4 single-device runs"):
-        scaling.fit_time_law(data[data["strategy"] != "single"])
+        fit_time_law(data[data["strategy"] != "single"])
 
 
 def test_hardware_specific_slopes_win_when_hardware_differ() -> None:
@@ -165,8 +180,8 @@ def test_hardware_specific_slopes_win_when_hardware_differ() -> None:
     _, b = _data(seed=13, hardware="gpu-b", truth=GroundTruth(log_kappa=-10.0, alpha_c=0.4, alpha_m=0.45))
     pooled = pd.concat([a, b], ignore_index=True)
     pooled["strategy"] = pd.Categorical(pooled["strategy"].astype(str), categories=["single", "ddp", "fsdp", "tp"])
-    scores = scaling.compare_hardware_slopes(pooled)
-    assert scores[scaling.HARDWARE_SLOPES] < scores["hardware_intercepts"]
+    scores = compare_hardware_slopes(pooled)
+    assert scores[HARDWARE_SLOPES] < scores["hardware_intercepts"]
 
 
 def test_a_run_with_leverage_one_falls_back_to_finite_hc1() -> None:
@@ -174,29 +189,29 @@ def test_a_run_with_leverage_one_falls_back_to_finite_hc1() -> None:
     _, data = _data(seed=14)
     tp_rows = data.index[data["strategy"] == "tp"]
     data = data.drop(tp_rows[1:])
-    fit = scaling.fit_ols(scaling.PAPER, scaling.formula_of(scaling.PAPER, data), data)
+    fit = fit_ols(PAPER, formula_of(PAPER, data), data)
     assert fit.result.cov_type == "HC1"
     assert np.all(np.isfinite(np.asarray(fit.law.cov)))
-    fits = scaling.fit_energy_laws(data)
+    fits = fit_energy_laws(data)
     assert any("leverage 1" in note for note in fits.notes)
 
 
 def test_per_work_form_is_the_constrained_paper_law_in_log_c_and_log_m() -> None:
     _, data = _data(seed=15)
-    fit = scaling.fit_ols(scaling.PER_WORK, scaling.formula_of(scaling.PER_WORK, data), data)
+    fit = fit_ols(PER_WORK, formula_of(PER_WORK, data), data)
     law = fit.law
     assert law.coefficient("log_C") + law.coefficient("log_M") == pytest.approx(1.0, abs=1e-12)
     mean, _, _ = law.predict({c: data[c].to_numpy() for c in data.columns})
     np.testing.assert_allclose(mean, fit.fitted_log, rtol=1e-10)
-    b = fit.result.params[scaling.PER_WORK_TERM]
-    var_b = fit.result.cov_params().loc[scaling.PER_WORK_TERM, scaling.PER_WORK_TERM]
+    b = fit.result.params[PER_WORK_TERM]
+    var_b = fit.result.cov_params().loc[PER_WORK_TERM, PER_WORK_TERM]
     cov = np.asarray(law.cov)
     i_c, i_m = law.terms.index("log_C"), law.terms.index("log_M")
     assert law.coefficient("log_C") == pytest.approx(b)
     assert cov[i_c, i_c] == pytest.approx(var_b) and cov[i_m, i_m] == pytest.approx(var_b)
     assert cov[i_c, i_m] == pytest.approx(-var_b)
     # Same residuals as the unconstrained law would have if the truth sums to 1: adj R^2 on log_E.
-    paper = scaling.fit_ols(scaling.PAPER, scaling.formula_of(scaling.PAPER, data), data)
+    paper = fit_ols(PAPER, formula_of(PAPER, data), data)
     assert fit.adj_r2 == pytest.approx(paper.adj_r2, abs=1e-3)
 
 

@@ -125,3 +125,11 @@ DEFAULT_EXPERIMENT = "roofline-bert"
 DEFAULT_MODEL_NAME = "roofline-energy"
 MISSING_BASELINE_CHOICES: tuple[str, ...] = ("law", "drop")  # fit: eta of runs without a single-device run
 DEFAULT_ALIAS = "champion"
+
+# Fit-run metrics of the size-extrapolation check (percent): the registered form's error
+# on the held-out larger models, and each form's as ``extrap_mape_<form>`` / ``extrap_mape_se_<form>``.
+M_EXTRAP_MAPE = "extrap_mape"
+M_EXTRAP_MAPE_FORM_PREFIX = "extrap_mape_"
+M_EXTRAP_MAPE_SE_FORM_PREFIX = "extrap_mape_se_"
+M_EXTRAP_HELD_OUT = "extrap_n_held_out"  # runs held out (larger models)
+M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to

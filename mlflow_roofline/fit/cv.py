@@ -8,12 +8,16 @@ the fit has not seen. The score is the mean absolute percentage error of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
+CV_FOLDS = 5  # grouped folds (fewer when there are fewer workloads)
 
-def workload_folds(groups: np.ndarray, k: int = 5, seed: int = 0) -> list[np.ndarray]:
+
+def workload_folds(groups: np.ndarray, k: int = CV_FOLDS, seed: int = 0) -> list[np.ndarray]:
     """Test-row indices of each of min(k, groups) folds; a group's rows share one fold."""
     unique = np.unique(groups)
     rng = np.random.default_rng(seed)
@@ -48,6 +52,54 @@ def cv_mape(formula: str, data: pd.DataFrame, folds: list[np.ndarray]) -> tuple[
         coef, *_ = np.linalg.lstsq(x[~in_test], y[~in_test], rcond=None)
         actual = np.exp(y[test])
         errors[test] = np.abs(np.exp(x[test] @ coef) - actual) / actual
+        fold_mapes.append(100.0 * float(np.mean(errors[test])))
+    se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
+    return float(100.0 * np.mean(errors)), se
+
+
+def grouped_cv_mape(
+    formula: str, data: pd.DataFrame, k: int = CV_FOLDS, seed: int = 0
+) -> tuple[float, float]:
+    """Grouped k-fold CV of ``formula``: MAPE (%) of exp(predicted response) on held-out workloads.
+
+    Returns:
+        the MAPE over all held-out runs and its standard error across folds (both %);
+        NaN with fewer than two workloads.
+    """
+    folds = workload_folds(data["workload_hash"].to_numpy(), k, seed)
+    if len(folds) < 2:
+        return float("nan"), float("nan")
+    return cv_mape(formula, data, folds)
+
+
+def heldout_mape(actual_log: np.ndarray, predicted_log: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
+    """MAPE (%) of exp(predicted) against exp(actual) over held-out runs, and its standard error.
+
+    The standard error treats each held-out workload (``groups``) as one draw: the
+    standard deviation of the per-workload mean errors over the square root of their
+    number (NaN with one workload).
+    """
+    errors = np.abs(np.exp(predicted_log - actual_log) - 1.0)
+    per_group = pd.Series(errors).groupby(np.asarray(groups)).mean().to_numpy()
+    se = float(np.std(per_group, ddof=1) / np.sqrt(len(per_group))) if len(per_group) > 1 else float("nan")
+    return float(100.0 * errors.mean()), 100.0 * se
+
+
+def refit_cv_mape(
+    fit_predict: Callable[[pd.DataFrame, pd.DataFrame], np.ndarray], data: pd.DataFrame, folds: list[np.ndarray]
+) -> tuple[float, float]:
+    """Grouped CV of a law that is refitted on each fold's training rows (a non-linear form).
+
+    ``fit_predict(train, test)`` returns the predicted log response of ``test``'s rows.
+    Returns the MAPE (%) over all held-out rows and its standard error across folds.
+    """
+    actual = data["log_E"].to_numpy(dtype=float)
+    errors = np.empty(len(data))
+    fold_mapes = []
+    for test in folds:
+        train = np.setdiff1d(np.arange(len(data)), test)
+        predicted = fit_predict(data.iloc[train], data.iloc[test])
+        errors[test] = np.abs(np.exp(predicted - actual[test]) - 1.0)
         fold_mapes.append(100.0 * float(np.mean(errors[test])))
     se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
     return float(100.0 * np.mean(errors)), se

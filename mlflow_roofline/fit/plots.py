@@ -6,7 +6,10 @@
 - ``speedup_vs_n.png``: measured speedup against N per strategy, the fitted speedup
   law and ideal scaling S = N;
 - ``energy_vs_n.png``: energy per sample relative to the same workload on one device,
-  against N per strategy, with what the efficiency-aware law implies.
+  against N per strategy, with what the efficiency-aware law implies;
+- ``extrapolation.png``: measured energy of the larger models held out by the
+  size-extrapolation check against what the paper's, the roofline and the registered
+  form predicted from the smaller ones (:func:`measured_vs_predicted` on those runs).
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ round trip through every metric and tag of ``mlflow.search_runs``).
 Runs that cannot enter a fit are dropped here with a reason each
 (``RunData.dropped``): a missing or non-integer param, a missing ``time_s``, an
 ``energy_j`` that was not logged (the meter failed; its ``roofline.energy_error`` tag
-says why) or that is NaN or not positive.
+says why), or a ``time_s`` or ``energy_j`` that is no measurement: infinity as the store
+keeps it, NaN, not positive, or outside the physical bounds of :mod:`fit.validity`.
+Every run found is either in the frame or counted under exactly one reason.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.fit.validity import energy_problem, time_problem
 
 PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD: the largest page a store serves
 
@@ -217,16 +219,19 @@ def _read_params(params: dict[str, str], row: dict[str, Any], device: str | None
 
 
 def _read_metrics(metrics: dict[str, float], tags: dict[str, str], row: dict[str, Any]) -> str | None:
+    """Read ``time_s`` and ``energy_j`` into ``row`` (after the params); the reason to drop the run, or None."""
     time_s = metrics.get(M_TIME_S)
     if time_s is None:
         return f"without metric {M_TIME_S}"
-    if not math.isfinite(time_s) or time_s <= 0:
-        return f"with NaN or non-positive {M_TIME_S}"
+    problem = time_problem(time_s)
+    if problem is not None:
+        return problem
     energy = metrics.get(M_ENERGY_J)
     if energy is None:
         return f"without metric {M_ENERGY_J}" + (" (meter failed)" if TAG_ENERGY_ERROR in tags else "")
-    if not math.isfinite(energy) or energy <= 0:
-        return f"with NaN or non-positive {M_ENERGY_J}"
+    problem = energy_problem(energy, time_s, int(row["num_devices"]))
+    if problem is not None:
+        return problem
     row[M_TIME_S] = float(time_s)
     row[M_ENERGY_J] = float(energy)
     return None

@@ -142,7 +142,8 @@ class SyntheticRuns:
     run_ids: list[str]
 
 
-def _draw_workloads(rng: np.random.Generator, n_workloads: int) -> list[dict[str, int]]:
+def draw_workloads(rng: np.random.Generator, n_workloads: int) -> list[dict[str, int]]:
+    """``n_workloads`` distinct BERT workloads (L, d, h = d/64, ff = 4d, S, B) drawn from the choices above."""
     seen: set[tuple[int, ...]] = set()
     workloads: list[dict[str, int]] = []
     capacity = len(LAYER_CHOICES) * len(HIDDEN_CHOICES) * len(SEQ_CHOICES) * len(BATCH_CHOICES)
@@ -199,7 +200,7 @@ def generate_synthetic_runs(
     truth = truth or GroundTruth()
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
-    for w_index, workload in enumerate(_draw_workloads(rng, n_workloads)):
+    for w_index, workload in enumerate(draw_workloads(rng, n_workloads)):
         plan: list[tuple[str, int]] = []
         if "single" in strategies:
             plan += [("single", 1)] * singles_per_workload

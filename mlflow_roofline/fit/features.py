@@ -1,0 +1,40 @@
+"""The fit's frame of law features: one row per run, logs of the proxies, energy and time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, present_strategies
+from mlflow_roofline.law.features import law_features
+
+
+def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The law's features of each run (:func:`law.features.law_features`), ``log_E``, ``log_t`` and ``log_Ld2``.
+
+    ``log_Ld2`` is the log model size ``num_layers * hidden_size^2`` the size-extrapolation
+    check splits on.
+
+    ``frame`` needs the train params, ``speedup``, ``energy_j`` (joules), ``time_s``
+    (seconds) and ``workload_hash``. ``strategy`` becomes a categorical of the
+    strategies present, ``single`` first.
+    """
+    feats = law_features(
+        num_layers=frame["num_layers"].to_numpy(),
+        hidden_size=frame["hidden_size"].to_numpy(),
+        seq_len=frame["seq_len"].to_numpy(),
+        batch_size=frame["batch_size"].to_numpy(),
+        num_steps=frame["num_steps"].to_numpy(),
+        num_devices=frame["num_devices"].to_numpy(),
+        speedup=frame["speedup"].to_numpy(),
+        strategy=frame["strategy"].to_numpy(),
+    )
+    out = pd.DataFrame({k: v for k, v in feats.items() if k != "strategy"}, index=frame.index)
+    out["strategy"] = pd.Categorical(frame["strategy"], categories=present_strategies(frame["strategy"]))
+    out["log_E"] = np.log(frame[M_ENERGY_J].to_numpy(dtype=float))
+    out["log_t"] = np.log(frame[M_TIME_S].to_numpy(dtype=float))
+    out["log_Ld2"] = np.log(frame["num_layers"].to_numpy(dtype=float) * frame["hidden_size"].to_numpy(dtype=float) ** 2)
+    out["workload_hash"] = frame["workload_hash"].to_numpy()
+    if "hardware" in frame:
+        out["hardware"] = frame["hardware"].to_numpy()
+    return out

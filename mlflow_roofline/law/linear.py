@@ -1,0 +1,108 @@
+"""A linear law in logs as plain data, evaluated with numpy (no statsmodels object is pickled).
+
+A :class:`LinearLaw` holds its design-matrix column names as statsmodels/patsy names them
+(``Intercept``, ``log_C``, ``strategy[T.fsdp]``, ``strategy[T.tp]:log_eta``) and rebuilds
+the design matrix from a mapping of features (:mod:`law.features`) by those names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+INTERVAL_LEVEL = 0.95
+
+# A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
+# coding) or C(strategy, Treatment('single'))[T.fsdp].
+_CATEGORICAL_TERM = re.compile(
+    r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(probability: float, df: float) -> float:
+    """Student t quantile, cached: a served law asks for the same one on every request."""
+    return float(stats.t.ppf(probability, df))
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearLaw:
+    """A linear law in logs, y = X b + e, e ~ N(0, resid_var), fitted by OLS.
+
+    Attributes:
+        formula: the statsmodels formula it was fitted with (for people; not parsed).
+        terms: design-matrix column names, in coefficient order.
+        coef: the coefficients b.
+        cov: covariance of b (robust HC3 where the fit used it).
+        resid_var: residual variance sigma^2 (log units squared).
+        df_resid: residual degrees of freedom (for the t quantile of intervals).
+    """
+
+    formula: str
+    terms: list[str]
+    coef: list[float]
+    cov: list[list[float]]
+    resid_var: float
+    df_resid: float
+
+    def design(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The design matrix X (rows x terms) of ``features`` by term name."""
+        n_rows = len(next(iter(features.values())))
+        columns = [self._term_column(term, features, n_rows) for term in self.terms]
+        return np.column_stack(columns) if columns else np.empty((n_rows, 0))
+
+    @staticmethod
+    def _term_column(term: str, features: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
+        column = np.ones(n_rows)
+        if term == "Intercept":
+            return column
+        for factor in term.split(":"):
+            match = _CATEGORICAL_TERM.match(factor)
+            if match:
+                values = np.asarray(features[match["cname"] or match["name"]], dtype=object)
+                column = column * (values == match["level"]).astype(float)
+            else:
+                column = column * np.asarray(features[factor], dtype=float)
+        return column
+
+    def predict(
+        self, features: Mapping[str, np.ndarray], level: float = INTERVAL_LEVEL
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean and prediction interval of y (log units) for new observations.
+
+        The interval is mean -/+ t(df_resid) * sqrt(x' cov x + resid_var): the uncertainty
+        of the coefficients plus the scatter of a single new run.
+        """
+        x = self.design(features)
+        mean = x @ np.asarray(self.coef)
+        se = np.sqrt(np.einsum("ij,jk,ik->i", x, np.asarray(self.cov), x) + self.resid_var)
+        half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
+        return mean, mean - half, mean + half
+
+    def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Mean of y (log units) for new observations, without an interval."""
+        return self.design(features) @ np.asarray(self.coef)
+
+    def coefficient(self, term: str) -> float:
+        """The coefficient of ``term``; 0.0 when the law has no such term."""
+        return self.coef[self.terms.index(term)] if term in self.terms else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LinearLaw:
+        return cls(
+            formula=str(data["formula"]),
+            terms=[str(t) for t in data["terms"]],
+            coef=[float(v) for v in data["coef"]],
+            cov=[[float(v) for v in row] for row in data["cov"]],
+            resid_var=float(data["resid_var"]),
+            df_resid=float(data["df_resid"]),
+        )

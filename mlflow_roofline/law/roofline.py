@@ -1,0 +1,104 @@
+"""The roofline x efficiency energy law as plain data, evaluated with numpy.
+
+``E = (eps_c*C + eps_m*M + e_0*T) * eta^alpha_eta * exp(psi[strategy])`` (joules), with
+``C`` the job's FLOP proxy, ``M`` its memory-traffic proxy (elements), ``T`` its tokens
+and ``eps_c >= 0`` (J/FLOP), ``eps_m >= 0`` (J/element), ``e_0 >= 0`` (J/token: the
+fixed cost per token of a device that is busy but not saturated). ``psi`` is 0 for the
+reference strategy (the first one the fit saw, ``single`` where present).
+
+Prediction intervals (log joules) come from the delta method: with ``g`` the gradient
+of log E with respect to the coefficients at the new point and ``cov`` the coefficients'
+covariance from the fit's Jacobian (``resid_var * (J'J)^-1``), the interval is
+``mean -/+ t(df_resid) * sqrt(g' cov g + resid_var)``: the uncertainty of the law plus
+the scatter of one new run, as for the linear laws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlflow_roofline.law.linear import INTERVAL_LEVEL, t_quantile
+
+COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
+COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
+ALPHA_ETA = "alpha_eta"
+STRATEGY_PREFIX = "strategy[T."
+
+
+@dataclasses.dataclass(frozen=True)
+class RooflineLaw:
+    """The roofline x efficiency law (see the module docstring).
+
+    Attributes:
+        formula: the law in words (for people; not parsed).
+        terms: coefficient names: ``eps_c``, ``eps_m``, ``e0``, then ``alpha_eta`` and
+            ``strategy[T.<name>]`` where the fit estimated them.
+        coef: the coefficients (J/FLOP, J/element, J/token, dimensionless, log factors).
+        cov: their covariance (from the Jacobian at the optimum).
+        resid_var: residual variance of log E (log units squared).
+        df_resid: residual degrees of freedom (runs minus coefficients).
+    """
+
+    KIND: ClassVar[str] = "roofline_eff"
+
+    formula: str
+    terms: list[str]
+    coef: list[float]
+    cov: list[list[float]]
+    resid_var: float
+    df_resid: float
+
+    def coefficient(self, term: str) -> float:
+        """The coefficient of ``term``; 0.0 when the law has no such term."""
+        return self.coef[self.terms.index(term)] if term in self.terms else 0.0
+
+    def _parts(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """log E of each row and the gradient of log E with respect to the coefficients (rows x terms)."""
+        costs = {t: np.exp(np.asarray(features[COST_FEATURES[t]], dtype=float)) for t in COST_TERMS}
+        total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
+        log_eta = np.asarray(features["log_eta"], dtype=float)
+        strategy = np.asarray(features["strategy"], dtype=object)
+        with np.errstate(divide="ignore"):
+            mean = np.log(total) + self.coefficient(ALPHA_ETA) * log_eta
+        columns = []
+        for term in self.terms:
+            if term in COST_TERMS:
+                columns.append(costs[term] / total)
+            elif term == ALPHA_ETA:
+                columns.append(log_eta)
+            else:
+                is_level = (strategy == term[len(STRATEGY_PREFIX):-1]).astype(float)
+                mean = mean + self.coefficient(term) * is_level
+                columns.append(is_level)
+        return mean, np.column_stack(columns)
+
+    def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Mean log E (log joules) for new observations, without an interval."""
+        return self._parts(features)[0]
+
+    def predict(
+        self, features: Mapping[str, np.ndarray], level: float = INTERVAL_LEVEL
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean and prediction interval of log E (log joules) for new observations."""
+        mean, grad = self._parts(features)
+        se = np.sqrt(np.einsum("ij,jk,ik->i", grad, np.asarray(self.cov), grad) + self.resid_var)
+        half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
+        return mean, mean - half, mean + half
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.KIND, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RooflineLaw:
+        return cls(
+            formula=str(data["formula"]),
+            terms=[str(t) for t in data["terms"]],
+            coef=[float(v) for v in data["coef"]],
+            cov=[[float(v) for v in row] for row in data["cov"]],
+            resid_var=float(data["resid_var"]),
+            df_resid=float(data["df_resid"]),
+        )
