@@ -16,7 +16,7 @@ import pandas as pd
 import statsmodels.formula.api as smf
 
 from mlflow_roofline.law.fitted import FittedLaw, LinearLaw
-from mlflow_roofline.serve.predictor import INPUT_COLUMNS
+from mlflow_roofline.serve.validate import INPUT_COLUMNS
 from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
 

@@ -14,7 +14,8 @@ from mlflow.exceptions import MlflowException
 from law_factory import make_law, query
 from mlflow_roofline.cli import main
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.predictor import predict_frame, recommend_frame
+from mlflow_roofline.serve.predict import predict_frame
+from mlflow_roofline.serve.recommend import recommend_frame
 from mlflow_roofline.serve.pyfunc_model import LAW_FILE, log_law_model
 
 MODEL_NAME = "roofline-energy-test"

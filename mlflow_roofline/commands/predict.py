@@ -17,7 +17,7 @@ import click
 import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
-from mlflow_roofline.serve.predictor import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"

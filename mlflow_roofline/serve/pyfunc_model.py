@@ -4,7 +4,7 @@ The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` 
 (coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
 builds a :class:`RooflineEnergyModel` when MLflow loads it). Predictions are those of
-:mod:`mlflow_roofline.serve.predictor`.
+:mod:`mlflow_roofline.serve.predict` and :mod:`mlflow_roofline.serve.recommend`.
 
 Inference params (declared in the signature, so the scoring server accepts them):
 
@@ -34,19 +34,11 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.predictor import (
-    DEFAULT_MAX_DEVICES,
-    DEFAULT_MODE,
-    DEFAULT_OBJECTIVE,
-    PREDICT_OUTPUT_COLUMNS,
-    RECOMMEND_OUTPUT_COLUMNS,
-    SIZE_COLUMNS,
-    SPEEDUP_COLUMN,
-    check_params,
-    invalid,
-    predict_frame,
-    recommend_frame,
-)
+from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, check_params
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
+from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
+from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
 
 LAW_ARTIFACT = "law"
 LAW_FILE = "fitted_law.json"
@@ -129,7 +121,7 @@ class RooflineEnergyModel(PythonModel):
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        """One output row per input row; see :mod:`mlflow_roofline.serve.predictor` for columns.
+        """One output row per input row; see :mod:`mlflow_roofline.serve.predict` for columns.
 
         Raises:
             MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param.
