@@ -141,3 +141,11 @@ def test_predict_cli_errors_are_one_line(registered: str, capsys: pytest.Capture
     code, _, err = _cli(capsys, "--model", "models:/no-such-model@champion")
     assert code == 2
     assert err.startswith("Error: cannot load model models:/no-such-model@champion") and err.count("\n") == 1
+
+
+def test_predict_cli_says_when_a_given_speedup_is_implausible(registered: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "3.0")
+    assert code == 0
+    assert "implausible" in out and "exceeds the device count" in out
+    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "1.9")
+    assert code == 0 and "implausible" not in out

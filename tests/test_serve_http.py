@@ -127,6 +127,63 @@ def test_bad_input_is_a_400_naming_the_field(served, payload: dict[str, Any], fi
     assert "Traceback" not in response.text
 
 
+# Sent as JSON; MLflow would cast a column declared long (2.9 -> 2, true -> 1), so these reach the model as sent.
+NOT_INTEGERS = [
+    ("num_layers", 2.9, "num_layers (row 0): must be an integer, got 2.9"),
+    ("num_steps", 20.99, "num_steps (row 0): must be an integer, got 20.99"),
+    ("num_devices", 2.5, "num_devices (row 0): must be an integer, got 2.5"),
+    ("num_heads", True, "num_heads (row 0): must be a number, got True"),
+    ("batch_size", 2**63, "batch_size (row 0): must be at most 2**53 = 9007199254740992, got 9223372036854775808"),
+    ("num_steps", 2**70 + 1, "num_steps (row 0): must be at most 2**53 = 9007199254740992, got 1180591620717411303425"),
+    ("seq_len", -(2**64) - 1, "seq_len (row 0): must be a positive integer, got -18446744073709551617"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), NOT_INTEGERS, ids=[f"{f}={v}" for f, v, _ in NOT_INTEGERS])
+def test_served_integers_are_integers(served, field: str, value: object, message: str) -> None:
+    server, _ = served
+    response = server.invocations({"dataframe_records": [query(**{field: value})]})
+    assert response.status_code == 400, response.text
+    assert response.json()["message"] == message
+
+
+def test_integral_floats_are_accepted_over_http(served) -> None:
+    server, _ = served
+    as_floats = server.invocations({"dataframe_records": [query(num_layers=4.0, num_steps=20.0, num_devices=2.0)]})
+    as_ints = server.invocations({"dataframe_records": [query()]})
+    assert as_floats.status_code == 200, as_floats.text
+    assert as_floats.json() == as_ints.json()
+
+
+LEADS_WITH_FIELD = [
+    ({"dataframe_records": [query(), query(hidden_size=500)]}, "hidden_size (row 1): must be divisible by num_heads"),
+    ({"dataframe_records": [query(strategy="pipeline")]}, "strategy (row 0): must be one of single, ddp, fsdp, tp"),
+    ({"dataframe_records": [query(num_layers="twelve")]}, "num_layers (row 0): must be a number, got 'twelve'"),
+    ({"dataframe_records": [_without("strategy")]}, "strategy: missing column"),
+    ({"dataframe_records": [query(speedup="fast")]}, "speedup (row 0): must be a number, got 'fast'"),
+    ({"dataframe_records": [query()], "params": {"mode": "forecast"}}, "mode: must be one of"),
+]
+
+
+@pytest.mark.parametrize(("payload", "start"), LEADS_WITH_FIELD, ids=[s.split(":")[0] for _, s in LEADS_WITH_FIELD])
+def test_a_400_leads_with_the_field_and_the_rule_not_the_input_frame(served, payload, start: str) -> None:
+    server, _ = served
+    response = server.invocations(payload)
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert message.startswith(start), message
+    assert "Failed to predict data" not in message and "num_layers  hidden_size" not in message
+    assert "\n" not in message
+
+
+def test_speedup_above_the_device_count_is_flagged_over_http(served) -> None:
+    server, _ = served
+    rows = [query(speedup=1.9), query(speedup=3.0), query()]
+    response = server.invocations({"dataframe_records": rows})
+    assert response.status_code == 200, response.text
+    assert [p["speedup_implausible"] for p in response.json()["predictions"]] == [False, True, False]
+
+
 def test_server_stops_by_its_pid(served) -> None:
     server, _ = served
     pgid = server.pid

@@ -57,6 +57,11 @@ def format_prediction(record: dict[str, Any]) -> str:
             ("speedup", f"{record['speedup']:.3g}x  (efficiency eta = {record['eta']:.3g})"),
             ("extrapolated", "yes: outside the fitted ranges" if record["extrapolated"] else "no"),
         ]
+        + (
+            [("implausible", "yes: the speedup exceeds the device count beyond measurement noise")]
+            if record.get("speedup_implausible")
+            else []
+        )
     )
 
 

@@ -4,6 +4,11 @@ Units: energies in joules (``energy_kwh`` in kilowatt-hours), times in seconds, 
 and efficiency dimensionless. ``energy_j`` and ``time_s`` are the exponentials of the
 laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_upper`` are
 the 95 % prediction interval of a single new run, transformed to joules.
+
+A speedup above the device count (efficiency ``eta = S/N`` above 1) is physically
+implausible beyond measurement noise: two time measurements with a few percent of
+run-to-run scatter each. Rows whose eta exceeds ``1 + ETA_TOLERANCE`` (10 %) are
+predicted as asked and flagged ``speedup_implausible``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.validate import validate_jobs
 
+ETA_TOLERANCE = 0.10
+"""How far eta = S/N may exceed 1 before a speedup is flagged implausible (relative)."""
+
 PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     "energy_j",
     "energy_j_lower",
@@ -26,6 +34,7 @@ PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     "speedup",
     "eta",
     "extrapolated",
+    "speedup_implausible",
 )
 
 
@@ -62,7 +71,7 @@ def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) 
 def evaluate(
     law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Energy (with interval), time, speedup, eta and the extrapolation flag of each row."""
+    """Energy (with interval), time, speedup, eta and the two flags of each row."""
     features = law_features(
         num_layers=sizes["num_layers"],
         hidden_size=sizes["hidden_size"],
@@ -89,6 +98,7 @@ def evaluate(
         "speedup": speedup,
         "eta": eta,
         "extrapolated": _extrapolated(law, known, len(n)),
+        "speedup_implausible": eta > 1.0 + ETA_TOLERANCE,
     }
 
 

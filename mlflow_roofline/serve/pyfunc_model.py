@@ -31,6 +31,7 @@ from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+from mlflow.types.schema import AnyType
 
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
@@ -72,13 +73,16 @@ def model_signature() -> ModelSignature:
 
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional.
+    The numeric inputs are typed ``Any``: MLflow would cast them to the declared type
+    before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
+    numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
     """
     inputs = Schema(
-        [ColSpec(DataType.long, name) for name in SIZE_COLUMNS]
+        [ColSpec(AnyType(), name) for name in SIZE_COLUMNS]
         + [
             ColSpec(DataType.string, "strategy", required=False),
-            ColSpec(DataType.long, "num_devices", required=False),
-            ColSpec(DataType.double, SPEEDUP_COLUMN, required=False),
+            ColSpec(AnyType(), "num_devices", required=False),
+            ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
         ]
     )
     output_types = {
@@ -87,6 +91,7 @@ def model_signature() -> ModelSignature:
         "energy_optimal_strategy": DataType.string,
         "time_optimal_strategy": DataType.string,
         "extrapolated": DataType.boolean,
+        "speedup_implausible": DataType.boolean,
         "num_devices": DataType.long,
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,

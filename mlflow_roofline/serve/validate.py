@@ -108,6 +108,7 @@ def integer_column(frame: pd.DataFrame, name: str) -> np.ndarray:
         (~np.isfinite(values), "must be a finite integer"),
         (values != np.round(values), "must be an integer"),
         (values > MAX_EXACT_INT, f"must be at most 2**53 = {MAX_EXACT_INT}"),
+        (values < -MAX_EXACT_INT, "must be a positive integer"),  # the rules would quote it inexactly
     )
     for bad, rule in checks:
         if bad.any():
@@ -121,7 +122,7 @@ def integer_columns(frame: pd.DataFrame, names: tuple[str, ...]) -> dict[str, np
     raw = [frame[name].to_numpy() for name in names]
     if all(values.dtype.kind in "iu" for values in raw):  # the common case: plain integers
         block = np.stack(raw).astype(float)
-        if block.max() <= MAX_EXACT_INT:
+        if np.abs(block).max() <= MAX_EXACT_INT:
             return dict(zip(names, block))
     return {name: integer_column(frame, name) for name in names}
 
