@@ -18,7 +18,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
+from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.validate import validate_jobs
 
@@ -115,7 +117,7 @@ def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) 
         )
 
 
-def predict_frame(law: FittedLaw, frame: pd.DataFrame) -> pd.DataFrame:
+def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | None = None) -> pd.DataFrame:
     """Predict each row's energy, interval, time, speedup and efficiency.
 
     Args:
@@ -123,9 +125,11 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame) -> pd.DataFrame:
         frame: one row per job, with :data:`~mlflow_roofline.serve.validate.INPUT_COLUMNS`
             and optionally ``speedup`` (a measured S(N); NaN or absent means: use the
             strategy's speedup law).
+        carbon: how to turn joules into CO2e and cost (None: joules only).
 
     Returns:
-        A frame with :data:`PREDICT_OUTPUT_COLUMNS`, one row per input row.
+        A frame with :data:`PREDICT_OUTPUT_COLUMNS`, one row per input row, then the
+        emission columns of :mod:`~mlflow_roofline.serve.emissions` that ``carbon`` allows.
 
     Raises:
         InputError: INVALID_PARAMETER_VALUE naming the field and row of bad input.
@@ -137,7 +141,7 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame) -> pd.DataFrame:
         speedup[use_law] = law_speedup(law, jobs.strategy[use_law], jobs.num_devices[use_law])
     out = evaluate(law, jobs.sizes, jobs.strategy, jobs.num_devices, speedup)
     check_finite(out)
-    return as_frame(out, PREDICT_OUTPUT_COLUMNS)
+    return add_emissions(as_frame(out, PREDICT_OUTPUT_COLUMNS), carbon)
 
 
 def as_frame(out: Mapping[str, np.ndarray], columns: tuple[str, ...]) -> pd.DataFrame:

@@ -3,15 +3,19 @@
 The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` as JSON
 (coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
-builds a :class:`RooflineEnergyModel` when MLflow loads it). Predictions are those of
-:mod:`mlflow_roofline.serve.predict` and :mod:`mlflow_roofline.serve.recommend`.
+builds a :class:`RooflineEnergyModel` when MLflow loads it). Answers are those of
+:mod:`~mlflow_roofline.serve.predict`, :mod:`~mlflow_roofline.serve.recommend` and
+:mod:`~mlflow_roofline.serve.pareto`.
 
 Inference params (declared in the signature, so the scoring server accepts them):
 
-- ``mode``: ``predict`` (default) or ``recommend``;
-- ``max_devices``: largest device count recommend mode considers (default 8);
-- ``objective``: what recommend mode minimises: ``energy`` (default), ``time`` or
-  ``edp`` (energy x time).
+- ``mode``: ``predict`` (default), ``recommend`` or ``pareto``;
+- ``max_devices``: largest device count recommend and pareto mode consider (default 8);
+- ``objective``: what recommend mode minimises: ``energy`` (default), ``time``, ``edp``
+  (energy x time), ``carbon`` (g CO2e) or ``cost``;
+- ``carbon_intensity`` (g CO2e/kWh), ``region`` (ISO country code or cloud region),
+  ``pue``, ``price_per_kwh``: add ``co2e_g`` (with interval) and ``cost`` to the output
+  (see :mod:`mlflow_roofline.serve.params` for the order they are resolved in).
 
 The model needs the ``mlflow-roofline`` package where it is loaded: serve it with
 ``--env-manager local`` from the environment the package is installed in (the
@@ -36,7 +40,9 @@ from mlflow.types.schema import AnyType
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, check_params
+from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
+from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
@@ -96,11 +102,13 @@ def model_signature() -> ModelSignature:
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,
         "time_optimal_num_devices": DataType.long,
+        "row": DataType.long,
     }
+    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS)
     outputs = Schema(
         [
             ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)
-            for name in RECOMMEND_OUTPUT_COLUMNS
+            for name in names
         ]
     )
     params = ParamSchema(
@@ -108,6 +116,10 @@ def model_signature() -> ModelSignature:
             ParamSpec("mode", DataType.string, DEFAULT_MODE),
             ParamSpec("max_devices", DataType.long, DEFAULT_MAX_DEVICES),
             ParamSpec("objective", DataType.string, DEFAULT_OBJECTIVE),
+            ParamSpec("carbon_intensity", DataType.double, None),
+            ParamSpec("region", DataType.string, None),
+            ParamSpec("pue", DataType.double, None),
+            ParamSpec("price_per_kwh", DataType.double, None),
         ]
     )
     return ModelSignature(inputs=inputs, outputs=outputs, params=params)
@@ -126,26 +138,23 @@ class RooflineEnergyModel(PythonModel):
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        """One output row per input row; see :mod:`mlflow_roofline.serve.predict` for columns.
+        """One output row per input row (pareto mode: per frontier point); columns in the mode's module.
 
         Raises:
             MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param.
         """
         if self.law is None:
             self.load_context(context)
-        params = params or {}
-        mode, max_devices, objective = check_params(
-            params.get("mode", DEFAULT_MODE),
-            params.get("max_devices", DEFAULT_MAX_DEVICES),
-            params.get("objective", DEFAULT_OBJECTIVE),
-        )
+        request = read_request(params)
         if isinstance(model_input, (dict, list)):
             model_input = pd.DataFrame(model_input)
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
-        if mode == "recommend":
-            return recommend_frame(self.law, model_input, max_devices, objective)
-        return predict_frame(self.law, model_input)
+        if request.mode == "recommend":
+            return recommend_frame(self.law, model_input, request.max_devices, request.objective, request.carbon)
+        if request.mode == "pareto":
+            return pareto_frame(self.law, model_input, request.max_devices, request.carbon)
+        return predict_frame(self.law, model_input, request.carbon)
 
 
 def pip_requirements() -> list[str]:

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.candidates import Candidates, by_chunks, candidates, evaluate_candidates
+from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
 from mlflow_roofline.serve.validate import validate_sizes
@@ -25,13 +27,25 @@ RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def objective_scores(grid: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """What each objective minimises, per (row, candidate): joules, seconds, joule-seconds."""
-    return {"energy": grid["energy_j"], "time": grid["time_s"], "edp": grid["energy_j"] * grid["time_s"]}
+def objective_scores(grid: Mapping[str, np.ndarray], carbon: CarbonSettings | None = None) -> dict[str, np.ndarray]:
+    """What each objective minimises, per (row, candidate).
+
+    Joules, seconds, joule-seconds, and where known grams CO2e and cost. One request has
+    one carbon intensity, PUE and price, so carbon and cost rank the choices as energy
+    does; they say it in the unit the user pays in.
+    """
+    scores = {"energy": grid["energy_j"], "time": grid["time_s"], "edp": grid["energy_j"] * grid["time_s"]}
+    for objective, per_joule in (unit_factors(carbon) if carbon is not None else {}).items():
+        scores[objective] = grid["energy_j"] * per_joule
+    return scores
 
 
 def recommend_frame(
-    law: FittedLaw, frame: pd.DataFrame, max_devices: int = DEFAULT_MAX_DEVICES, objective: str = DEFAULT_OBJECTIVE
+    law: FittedLaw,
+    frame: pd.DataFrame,
+    max_devices: int = DEFAULT_MAX_DEVICES,
+    objective: str = DEFAULT_OBJECTIVE,
+    carbon: CarbonSettings | None = None,
 ) -> pd.DataFrame:
     """For each row's job, the best strategy and device count for ``objective``.
 
@@ -43,21 +57,28 @@ def recommend_frame(
         :data:`PREDICT_OUTPUT_COLUMNS`, the ``objective``, the number of ``candidates``
         evaluated, and the energy-optimal and time-optimal choices side by side
         (``energy_optimal_*``, ``time_optimal_*``: strategy, num_devices, energy_j, time_s).
+        With ``carbon`` known, the chosen row's ``co2e_g`` (interval) and ``cost`` follow.
 
     Raises:
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
     """
-    _, max_devices, objective = check_params("recommend", max_devices, objective)
+    _, max_devices, objective = check_params("recommend", max_devices, objective, carbon)
     sizes = validate_sizes(frame)
     cands = candidates(law, max_devices)
-    return by_chunks(sizes, len(cands), lambda chunk, first: _recommend_rows(law, chunk, cands, objective, first))
+    out = by_chunks(sizes, len(cands), lambda chunk, first: _recommend_rows(law, chunk, cands, objective, carbon, first))
+    return add_emissions(out, carbon)
 
 
 def _recommend_rows(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, objective: str, first_row: int
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    cands: Candidates,
+    objective: str,
+    carbon: CarbonSettings | None,
+    first_row: int,
 ) -> pd.DataFrame:
     valid, grid = evaluate_candidates(law, sizes, cands, first_row)
-    scores = objective_scores(grid)
+    scores = objective_scores(grid, carbon)
 
     def best(score: np.ndarray) -> np.ndarray:
         return np.argmin(np.where(valid, score, np.inf), axis=1)
