@@ -17,12 +17,16 @@ from mlflow_roofline.core.carbon import CarbonSettings, emissions
 EMISSION_COLUMNS: tuple[str, ...] = ("co2e_g", "co2e_g_lower", "co2e_g_upper", "cost")
 
 
-def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None) -> pd.DataFrame:
-    """``frame`` with the emission columns of its ``energy_j`` (and interval) appended where known."""
+def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None, interval: bool = True) -> pd.DataFrame:
+    """``frame`` with the emission columns of its ``energy_j`` (and interval) appended where known.
+
+    ``interval=False`` leaves out ``co2e_g_lower``/``co2e_g_upper`` (the energy interval
+    times the same factor), for answers whose size matters.
+    """
     if carbon is None:
         return frame
     columns: dict[str, np.ndarray] = {}
-    for suffix in ("", "_lower", "_upper"):
+    for suffix in ("", "_lower", "_upper") if interval else ("",):
         out = emissions(frame[f"energy_j{suffix}"].to_numpy(dtype=float), carbon)
         if "co2e_g" in out:
             columns[f"co2e_g{suffix}"] = out["co2e_g"]

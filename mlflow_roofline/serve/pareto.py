@@ -66,8 +66,10 @@ def pareto_frame(
 
     Returns:
         :data:`PARETO_OUTPUT_COLUMNS` (energies in joules with their 95 % interval, time
-        in seconds), one row per frontier point, then ``co2e_g`` (interval) and ``cost``
-        where ``carbon`` knows them.
+        in seconds), one row per frontier point, then ``co2e_g`` and ``cost`` where
+        ``carbon`` knows them (the co2e interval is the energy interval times the same
+        factor; it is left out to keep large answers small: the scoring server's JSON
+        encoding is most of a pareto request's time).
 
     Raises:
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
@@ -76,7 +78,7 @@ def pareto_frame(
     sizes = validate_sizes(frame)
     cands = candidates(law, max_devices)
     out = by_chunks(sizes, len(cands), lambda chunk, first: _frontier_rows(law, chunk, cands, first))
-    return add_emissions(out, carbon)
+    return add_emissions(out, carbon, interval=False)
 
 
 def _frontier_rows(law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int) -> pd.DataFrame:
