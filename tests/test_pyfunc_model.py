@@ -145,7 +145,9 @@ def test_predict_cli_errors_are_one_line(registered: str, capsys: pytest.Capture
     assert err.startswith("Error: cannot load model models:/no-such-model@champion") and err.count("\n") == 1
 
 
-def test_predict_cli_says_when_a_given_speedup_is_implausible(registered: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_cli_says_when_a_given_speedup_is_implausible(
+    registered: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "3.0")
     assert code == 0
     assert "implausible" in out and "exceeds the device count" in out
@@ -167,7 +169,9 @@ def test_carbon_comes_from_the_environment_where_the_model_runs(
     assert out.loc[0, "co2e_g"] == pytest.approx(out.loc[0, "energy_j"] / 3.6e6 * 1.5 * 100, rel=1e-12)
 
 
-def test_predict_cli_carbon_cost_and_pareto(registered: str, law: FittedLaw, capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_cli_carbon_cost_and_pareto(
+    registered: str, law: FittedLaw, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2",
                         "--carbon-intensity", "400", "--price-per-kwh", "0.3", "--json")
     assert code == 0

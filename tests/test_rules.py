@@ -9,12 +9,18 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from law_factory import make_law
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.rules import INT_FIELDS, PLACEMENT_RULES, RULES, first_broken, first_broken_rows
+from mlflow_roofline.core.rules import (
+    INT_FIELDS,
+    PLACEMENT_RULES,
+    RULES,
+    first_broken,
+    first_broken_rows,
+)
 from mlflow_roofline.core.schema import DEVICES, PRECISIONS, STRATEGIES
 from mlflow_roofline.serve.candidates import candidates, evaluate_candidates
 from mlflow_roofline.serve.predict import predict_frame
@@ -105,10 +111,11 @@ def test_served_validation_says_what_the_train_config_says(changes: dict[str, ob
 
 def test_recommender_candidates_are_exactly_the_configs_train_accepts() -> None:
     jobs = [
-        dict(num_layers=4, hidden_size=512, num_heads=8, ffn_size=2048, seq_len=128, batch_size=16, num_steps=20),
-        dict(num_layers=2, hidden_size=96, num_heads=6, ffn_size=390, seq_len=64, batch_size=9, num_steps=20),
-        dict(num_layers=2, hidden_size=120, num_heads=12, ffn_size=480, seq_len=64, batch_size=30, num_steps=20),
+        {"num_layers": 4, "hidden_size": 512, "num_heads": 8, "ffn_size": 2048, "seq_len": 128, "batch_size": 16},
+        {"num_layers": 2, "hidden_size": 96, "num_heads": 6, "ffn_size": 390, "seq_len": 64, "batch_size": 9},
+        {"num_layers": 2, "hidden_size": 120, "num_heads": 12, "ffn_size": 480, "seq_len": 64, "batch_size": 30},
     ]
+    jobs = [{**job, "num_steps": 20} for job in jobs]
     cands = candidates(LAW, 8)
     sizes = {k: np.array([j[k] for j in jobs], dtype=float) for k in jobs[0]}
     valid, _ = evaluate_candidates(LAW, sizes, cands, 0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law, query
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.serve.params import carbon_settings, read_request
 from mlflow_roofline.serve.pareto import pareto_frame
@@ -25,7 +25,8 @@ def test_predict_adds_co2e_with_its_interval_and_cost() -> None:
     pd.testing.assert_frame_equal(out[list(plain.columns)], plain)
     assert list(out.columns[len(plain.columns):]) == ["co2e_g", "co2e_g_lower", "co2e_g_upper", "cost"]
     kwh = plain[["energy_j", "energy_j_lower", "energy_j_upper"]].to_numpy() / 3.6e6
-    np.testing.assert_allclose(out[["co2e_g", "co2e_g_lower", "co2e_g_upper"]].to_numpy(), kwh * 1.25 * 420.0, rtol=1e-12)
+    co2e = out[["co2e_g", "co2e_g_lower", "co2e_g_upper"]].to_numpy()
+    np.testing.assert_allclose(co2e, kwh * 1.25 * 420.0, rtol=1e-12)
     np.testing.assert_allclose(out["cost"], kwh[:, 0] * 1.25 * 0.31, rtol=1e-12)
 
 
@@ -66,8 +67,10 @@ def test_resolution_order_param_then_env_then_region_table(params, env, intensit
         ({"carbon_intensity": float("nan")}, "carbon_intensity: expected a finite number >= 0"),
         ({"pue": 0.8}, "pue: expected a finite number >= 1"),
         ({"price_per_kwh": float("inf")}, "price_per_kwh: expected a finite number >= 0"),
-        ({"mode": "recommend", "objective": "carbon"}, "objective: must be one of energy, time, edp, got 'carbon' "
-                                                       "(carbon needs carbon_intensity or region)"),
+        (
+            {"mode": "recommend", "objective": "carbon"},
+            "objective: must be one of energy, time, edp, got 'carbon' (carbon needs carbon_intensity or region)",
+        ),
         ({"mode": "recommend", "objective": "cost", "region": "DE"},
          "objective: must be one of energy, time, edp, carbon, got 'cost' (cost needs price_per_kwh)"),
     ],
@@ -82,7 +85,8 @@ def test_bad_carbon_params_are_a_400_naming_the_param(params, start: str) -> Non
 @pytest.mark.parametrize("objective", ["carbon", "cost"])
 def test_carbon_and_cost_objectives_rank_as_energy_and_report_their_figure(objective: str) -> None:
     request = read_request(
-        {"mode": "recommend", "objective": objective, "carbon_intensity": 300.0, "price_per_kwh": 0.25, "pue": 1.4}, env={}
+        {"mode": "recommend", "objective": objective, "carbon_intensity": 300.0, "price_per_kwh": 0.25, "pue": 1.4},
+        env={},
     )
     out = recommend_frame(LAW, FRAME, 8, request.objective, request.carbon)
     by_energy = recommend_frame(LAW, FRAME, 8, "energy")

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law, query
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, frontier, pareto_frame
@@ -92,7 +92,7 @@ def test_frontier_of_a_hand_made_grid_with_ties_and_invalid_choices() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(JOBS), min_size=1, max_size=30), st.integers(10, 200))
 def test_chunks_do_not_change_the_answer(jobs: list[dict], chunk: int) -> None:
-    import mlflow_roofline.serve.candidates as candidates
+    from mlflow_roofline.serve import candidates
 
     frame = pd.DataFrame(jobs)
     whole = pareto_frame(LAW, frame)

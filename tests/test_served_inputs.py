@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law, query
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.predict import ETA_TOLERANCE, predict_frame
 from mlflow_roofline.serve.pyfunc_model import model_signature
 from mlflow_roofline.serve.recommend import recommend_frame
+
+LIMIT = "2**53 = 9007199254740992"
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,8 @@ def _column(values: list[object], dtype: object = None) -> pd.DataFrame:
         ([2.5, 20], None, "num_steps (row 0): must be an integer, got 2.5"),
         ([True, False], None, "num_steps (row 0 and 1 more): must be a number, got True"),
         ([20, True], object, "num_steps (row 1): must be a number, got True"),
-        ([20, 2**70 + 1], object, "num_steps (row 1): must be at most 2**53 = 9007199254740992, got 1180591620717411303425"),
-        ([20, 2**63 + 5], "uint64", "num_steps (row 1): must be at most 2**53 = 9007199254740992, got 9223372036854775813"),
+        ([20, 2**70 + 1], object, f"num_steps (row 1): must be at most {LIMIT}, got 1180591620717411303425"),
+        ([20, 2**63 + 5], "uint64", f"num_steps (row 1): must be at most {LIMIT}, got 9223372036854775813"),
         ([20, -(2**64) - 1], object, "num_steps (row 1): must be a positive integer, got -18446744073709551617"),
         ([-3, 20], None, "num_steps (row 0): must be a positive integer, got -3"),
         ([20, 10**400], object, "num_steps (row 1): must be a finite integer, got " + str(10**400)),

@@ -24,6 +24,9 @@ from mlflow_roofline.serve.params import CARBON_PARAMS, DEFAULT_MAX_DEVICES, DEF
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
+JOB_OPTIONS: tuple[str, ...] = (
+    "num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps"
+)  # fmt: skip
 
 
 def _energy(joules: float) -> str:
@@ -163,7 +166,7 @@ def _carbon_options(command: Any) -> Any:
     """The options that turn joules into emissions and cost (the served model's request params)."""
     options = [
         click.option("--carbon-intensity", type=float, default=None, help="Grid intensity, g CO2e per kWh."),
-        click.option("--region", default=None, help="ISO country code or cloud region, looked up in the shipped table."),
+        click.option("--region", default=None, help="ISO country code or cloud region (shipped table)."),
         click.option("--pue", type=float, default=None, help="Power usage effectiveness (>= 1; default 1)."),
         click.option("--price-per-kwh", type=float, default=None, help="Price of one kWh, for the cost column."),
     ]
@@ -186,8 +189,12 @@ def _carbon_options(command: Any) -> Any:
 @click.option("--speedup", type=float, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
 @click.option("--pareto", is_flag=True, help="Ignore --strategy/--num-devices; list the energy-time frontier.")
-@click.option("--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend/--pareto.")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend.")
+@click.option(
+    "--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend/--pareto."
+)
+@click.option(
+    "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend."
+)
 @_carbon_options
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
 def predict_command(model_uri: str, as_json: bool, **options: Any) -> None:
@@ -195,7 +202,7 @@ def predict_command(model_uri: str, as_json: bool, **options: Any) -> None:
     from mlflow.exceptions import MlflowException
 
     mode = _mode(options)
-    job = {k: options[k] for k in ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps")}
+    job = {k: options[k] for k in JOB_OPTIONS}
     row: dict[str, Any] = dict(job)
     if mode == "predict":
         row.update(strategy=options["strategy"], num_devices=options["num_devices"])
@@ -229,14 +236,21 @@ def _mode(options: Mapping[str, Any]) -> str:
 
 
 def _echo(
-    model: Any, model_uri: str, mode: str, job: Mapping[str, int], options: Mapping[str, Any], records: list[dict[str, Any]]
+    model: Any,
+    model_uri: str,
+    mode: str,
+    job: Mapping[str, int],
+    options: Mapping[str, Any],
+    records: list[dict[str, Any]],
 ) -> None:
+    """The answer as tables, under a header naming the model and the job."""
     meta = model.metadata.metadata or {}
     shape = (
         f"L={job['num_layers']} d={job['hidden_size']} h={job['num_heads']} ff={job['ffn_size']} "
         f"S={job['seq_len']} B={job['batch_size']} steps={job['num_steps']}"
     )
-    click.echo(f"model   {model_uri}  (hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')})")
+    source = f"hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')}"
+    click.echo(f"model   {model_uri}  ({source})")
     if mode == "predict":
         click.echo(f"job     {shape}, {options['strategy']} x{options['num_devices']}\n")
         click.echo(format_prediction(records[0]))

@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, DEVICES, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.schema import (
+    DATA_PARALLEL_STRATEGIES,
+    DEVICES,
+    PRECISIONS,
+    STRATEGIES,
+)
 
 INT_FIELDS: tuple[str, ...] = (
     "num_layers",

@@ -38,7 +38,7 @@ class Request:
     mode: str = DEFAULT_MODE
     max_devices: int = DEFAULT_MAX_DEVICES
     objective: str = DEFAULT_OBJECTIVE
-    carbon: CarbonSettings = CarbonSettings()
+    carbon: CarbonSettings = dataclasses.field(default_factory=CarbonSettings)
 
 
 def available_objectives(carbon: CarbonSettings) -> tuple[str, ...]:

@@ -18,9 +18,18 @@ import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.candidates import Candidates, by_chunks, candidates, evaluate_candidates
+from mlflow_roofline.serve.candidates import (
+    Candidates,
+    by_chunks,
+    candidates,
+    evaluate_candidates,
+)
 from mlflow_roofline.serve.emissions import add_emissions
-from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
+from mlflow_roofline.serve.params import (
+    DEFAULT_MAX_DEVICES,
+    DEFAULT_OBJECTIVE,
+    check_params,
+)
 from mlflow_roofline.serve.validate import validate_sizes
 
 PARETO_OUTPUT_COLUMNS: tuple[str, ...] = (

@@ -9,9 +9,18 @@ import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.candidates import Candidates, by_chunks, candidates, evaluate_candidates
+from mlflow_roofline.serve.candidates import (
+    Candidates,
+    by_chunks,
+    candidates,
+    evaluate_candidates,
+)
 from mlflow_roofline.serve.emissions import add_emissions, unit_factors
-from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
+from mlflow_roofline.serve.params import (
+    DEFAULT_MAX_DEVICES,
+    DEFAULT_OBJECTIVE,
+    check_params,
+)
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
 from mlflow_roofline.serve.validate import validate_sizes
 
@@ -65,7 +74,9 @@ def recommend_frame(
     _, max_devices, objective = check_params("recommend", max_devices, objective, carbon)
     sizes = validate_sizes(frame)
     cands = candidates(law, max_devices)
-    out = by_chunks(sizes, len(cands), lambda chunk, first: _recommend_rows(law, chunk, cands, objective, carbon, first))
+    out = by_chunks(
+        sizes, len(cands), lambda chunk, first: _recommend_rows(law, chunk, cands, objective, carbon, first)
+    )
     return add_emissions(out, carbon)
 
 

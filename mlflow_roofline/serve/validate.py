@@ -14,7 +14,12 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.rules import INT_FIELDS, first_broken_rows, row_values, rules_over
+from mlflow_roofline.core.rules import (
+    INT_FIELDS,
+    first_broken_rows,
+    row_values,
+    rules_over,
+)
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 
@@ -154,10 +159,12 @@ def measured_speedup(frame: pd.DataFrame, strategy: np.ndarray) -> np.ndarray:
     given = ~np.isnan(speedup)
     bad = np.flatnonzero(given & (~np.isfinite(speedup) | (speedup <= 0)))
     if len(bad):
-        raise invalid(SPEEDUP_COLUMN, f"must be a positive finite number, got {_sent(frame, SPEEDUP_COLUMN, bad[0])}", bad)
+        sent = _sent(frame, SPEEDUP_COLUMN, bad[0])
+        raise invalid(SPEEDUP_COLUMN, f"must be a positive finite number, got {sent}", bad)
     bad = np.flatnonzero(given & (strategy == "single") & (speedup != 1.0))
     if len(bad):
-        raise invalid(SPEEDUP_COLUMN, f"must be 1 under strategy single, got {_sent(frame, SPEEDUP_COLUMN, bad[0])}", bad)
+        sent = _sent(frame, SPEEDUP_COLUMN, bad[0])
+        raise invalid(SPEEDUP_COLUMN, f"must be 1 under strategy single, got {sent}", bad)
     return speedup
 
 
