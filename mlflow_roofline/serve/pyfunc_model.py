@@ -35,7 +35,7 @@ from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
-from mlflow.types.schema import AnyType
+from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
@@ -83,14 +83,13 @@ def model_signature() -> ModelSignature:
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
     """
-    inputs = Schema(
-        [ColSpec(AnyType(), name) for name in SIZE_COLUMNS]
-        + [
-            ColSpec(DataType.string, "strategy", required=False),
-            ColSpec(AnyType(), "num_devices", required=False),
-            ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
-        ]
-    )
+    columns: list[ColSpec | TensorSpec] = [ColSpec(AnyType(), name) for name in SIZE_COLUMNS]
+    columns += [
+        ColSpec(DataType.string, "strategy", required=False),
+        ColSpec(AnyType(), "num_devices", required=False),
+        ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
+    ]
+    inputs = Schema(columns)
     output_types = {
         "strategy": DataType.string,
         "objective": DataType.string,
@@ -145,16 +144,18 @@ class RooflineEnergyModel(PythonModel):
         """
         if self.law is None:
             self.load_context(context)
+        law = self.law
+        assert law is not None  # load_context sets it
         request = read_request(params)
         if isinstance(model_input, (dict, list)):
             model_input = pd.DataFrame(model_input)
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
         if request.mode == "recommend":
-            return recommend_frame(self.law, model_input, request.max_devices, request.objective, request.carbon)
+            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
         if request.mode == "pareto":
-            return pareto_frame(self.law, model_input, request.max_devices, request.carbon)
-        return predict_frame(self.law, model_input, request.carbon)
+            return pareto_frame(law, model_input, request.max_devices, request.carbon)
+        return predict_frame(law, model_input, request.carbon)
 
 
 def pip_requirements() -> list[str]:
