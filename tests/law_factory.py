@@ -17,7 +17,7 @@ import statsmodels.formula.api as smf
 
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.serve.predictor import INPUT_COLUMNS
+from mlflow_roofline.serve.validate import INPUT_COLUMNS
 from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
 

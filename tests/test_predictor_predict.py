@@ -8,7 +8,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 
 from law_factory import fit_law, make_law, query
-from mlflow_roofline.serve.predictor import PREDICT_OUTPUT_COLUMNS, predict_frame
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 
 

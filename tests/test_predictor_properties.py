@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from mlflow.exceptions import MlflowException
 
 from law_factory import make_law
-from mlflow_roofline.serve.predictor import predict_frame, recommend_frame
+from mlflow_roofline.serve.predict import predict_frame
+from mlflow_roofline.serve.recommend import recommend_frame
 
 LAW = make_law()
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

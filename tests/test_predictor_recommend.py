@@ -10,7 +10,8 @@ from mlflow.exceptions import MlflowException
 from law_factory import make_law, query
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.serve.predictor import RECOMMEND_OUTPUT_COLUMNS, predict_frame, recommend_frame
+from mlflow_roofline.serve.predict import predict_frame
+from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_energy_optimal_and_time_optimal_side_by_side(law) -> None:
 
 
 def test_large_batches_are_chunked_consistently(law, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mlflow_roofline.serve.predictor as predictor
+    import mlflow_roofline.serve.candidates as predictor
 
     frame = pd.DataFrame(JOBS * 7)
     whole = recommend_frame(law, frame, objective="edp")

@@ -14,7 +14,9 @@ from mlflow.exceptions import MlflowException
 from law_factory import make_law, query
 from mlflow_roofline.cli import main
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.predictor import predict_frame, recommend_frame
+from mlflow_roofline.serve.pareto import pareto_frame
+from mlflow_roofline.serve.predict import predict_frame
+from mlflow_roofline.serve.recommend import recommend_frame
 from mlflow_roofline.serve.pyfunc_model import LAW_FILE, log_law_model
 
 MODEL_NAME = "roofline-energy-test"
@@ -60,7 +62,8 @@ def test_signature_params_and_input_example(registered: str, law: FittedLaw) -> 
     model = mlflow.pyfunc.load_model(registered)
     meta = model.metadata
     params = {p.name: p.default for p in meta.get_params_schema().params}
-    assert params == {"mode": "predict", "max_devices": 8, "objective": "energy"}
+    assert params == {"mode": "predict", "max_devices": 8, "objective": "energy",
+                      "carbon_intensity": None, "region": None, "pue": None, "price_per_kwh": None}
     inputs = {c.name: c.required for c in meta.get_input_schema().inputs}
     assert inputs["num_layers"] and not inputs["speedup"]
     assert set(inputs) == set(query()) | {"speedup"}
@@ -140,3 +143,57 @@ def test_predict_cli_errors_are_one_line(registered: str, capsys: pytest.Capture
     code, _, err = _cli(capsys, "--model", "models:/no-such-model@champion")
     assert code == 2
     assert err.startswith("Error: cannot load model models:/no-such-model@champion") and err.count("\n") == 1
+
+
+def test_predict_cli_says_when_a_given_speedup_is_implausible(
+    registered: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "3.0")
+    assert code == 0
+    assert "implausible" in out and "exceeds the device count" in out
+    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "1.9")
+    assert code == 0 and "implausible" not in out
+
+
+def test_carbon_comes_from_the_environment_where_the_model_runs(
+    registered: str, law: FittedLaw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = mlflow.pyfunc.load_model(registered)
+    frame = pd.DataFrame([query()])
+    assert "co2e_g" not in model.predict(frame)
+    monkeypatch.setenv("ROOFLINE_CARBON_INTENSITY", "250")
+    monkeypatch.setenv("ROOFLINE_PUE", "1.5")
+    out = model.predict(frame)
+    assert out.loc[0, "co2e_g"] == pytest.approx(out.loc[0, "energy_j"] / 3.6e6 * 1.5 * 250, rel=1e-12)
+    out = model.predict(frame, params={"carbon_intensity": 100.0})  # the request's figure beats the env's
+    assert out.loc[0, "co2e_g"] == pytest.approx(out.loc[0, "energy_j"] / 3.6e6 * 1.5 * 100, rel=1e-12)
+
+
+def test_predict_cli_carbon_cost_and_pareto(
+    registered: str, law: FittedLaw, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2",
+                        "--carbon-intensity", "400", "--price-per-kwh", "0.3", "--json")
+    assert code == 0
+    record = json.loads(out)
+    assert record["co2e_g"] == pytest.approx(record["energy_j"] / 3.6e6 * 400, rel=1e-12)
+    assert record["cost"] == pytest.approx(record["energy_j"] / 3.6e6 * 0.3, rel=1e-12)
+
+    code, out, _ = _cli(capsys, "--model", registered, "--region", "FR", "--strategy", "fsdp", "--num-devices", "2")
+    assert code == 0 and "co2e" in out and "g CO2e" in out
+
+    code, out, _ = _cli(capsys, "--model", registered, "--pareto", "--max-devices", "4", "--region", "FR", "--json")
+    expected = pareto_frame(law, pd.DataFrame([query()]), 4)
+    points = json.loads(out)
+    assert code == 0
+    assert [(p["strategy"], p["num_devices"]) for p in points] == list(zip(expected.strategy, expected.num_devices))
+
+    code, out, _ = _cli(capsys, "--model", registered, "--pareto", "--max-devices", "4")
+    assert code == 0 and f"{len(expected)} choices no other beats in both energy and time" in out
+
+    code, _, err = _cli(capsys, "--model", registered, "--recommend", "--objective", "cost")
+    assert code == 2 and err.startswith("Error: objective: must be one of energy, time, edp, got 'cost'")
+    code, _, err = _cli(capsys, "--model", registered, "--region", "Atlantis")
+    assert code == 2 and err.startswith("Error: region: 'Atlantis' is not in the carbon-intensity table")
+    code, _, err = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "nan")
+    assert code == 2 and err.strip() == "Error: speedup: must be a positive finite number, got nan"

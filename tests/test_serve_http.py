@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from law_factory import query
+from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.fit.job import run_fit
@@ -125,6 +126,133 @@ def test_bad_input_is_a_400_naming_the_field(served, payload: dict[str, Any], fi
     assert body["error_code"] in ("INVALID_PARAMETER_VALUE", "BAD_REQUEST")
     assert field in body["message"]
     assert "Traceback" not in response.text
+
+
+# Sent as JSON; MLflow would cast a column declared long (2.9 -> 2, true -> 1), so these reach the model as sent.
+NOT_INTEGERS = [
+    ("num_layers", 2.9, "num_layers (row 0): must be an integer, got 2.9"),
+    ("num_steps", 20.99, "num_steps (row 0): must be an integer, got 20.99"),
+    ("num_devices", 2.5, "num_devices (row 0): must be an integer, got 2.5"),
+    ("num_heads", True, "num_heads (row 0): must be a number, got True"),
+    ("batch_size", 2**63, "batch_size (row 0): must be at most 2**53 = 9007199254740992, got 9223372036854775808"),
+    ("num_steps", 2**70 + 1, "num_steps (row 0): must be at most 2**53 = 9007199254740992, got 1180591620717411303425"),
+    ("seq_len", -(2**64) - 1, "seq_len (row 0): must be a positive integer, got -18446744073709551617"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), NOT_INTEGERS, ids=[f"{f}={v}" for f, v, _ in NOT_INTEGERS])
+def test_served_integers_are_integers(served, field: str, value: object, message: str) -> None:
+    server, _ = served
+    response = server.invocations({"dataframe_records": [query(**{field: value})]})
+    assert response.status_code == 400, response.text
+    assert response.json()["message"] == message
+
+
+def test_integral_floats_are_accepted_over_http(served) -> None:
+    server, _ = served
+    as_floats = server.invocations({"dataframe_records": [query(num_layers=4.0, num_steps=20.0, num_devices=2.0)]})
+    as_ints = server.invocations({"dataframe_records": [query()]})
+    assert as_floats.status_code == 200, as_floats.text
+    assert as_floats.json() == as_ints.json()
+
+
+LEADS_WITH_FIELD = [
+    ({"dataframe_records": [query(), query(hidden_size=500)]}, "hidden_size (row 1): must be divisible by num_heads"),
+    ({"dataframe_records": [query(strategy="pipeline")]}, "strategy (row 0): must be one of single, ddp, fsdp, tp"),
+    ({"dataframe_records": [query(num_layers="twelve")]}, "num_layers (row 0): must be a number, got 'twelve'"),
+    ({"dataframe_records": [_without("strategy")]}, "strategy: missing column"),
+    ({"dataframe_records": [query(speedup="fast")]}, "speedup (row 0): must be a number, got 'fast'"),
+    ({"dataframe_records": [query()], "params": {"mode": "forecast"}}, "mode: must be one of"),
+]
+
+
+@pytest.mark.parametrize(("payload", "start"), LEADS_WITH_FIELD, ids=[s.split(":")[0] for _, s in LEADS_WITH_FIELD])
+def test_a_400_leads_with_the_field_and_the_rule_not_the_input_frame(served, payload, start: str) -> None:
+    server, _ = served
+    response = server.invocations(payload)
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert message.startswith(start), message
+    assert "Failed to predict data" not in message and "num_layers  hidden_size" not in message
+    assert "\n" not in message
+
+
+def test_speedup_above_the_device_count_is_flagged_over_http(served) -> None:
+    server, _ = served
+    rows = [query(speedup=1.9), query(speedup=3.0), query()]
+    response = server.invocations({"dataframe_records": rows})
+    assert response.status_code == 200, response.text
+    assert [p["speedup_implausible"] for p in response.json()["predictions"]] == [False, True, False]
+
+
+def _valid_grid(job: dict[str, Any], max_devices: int = 8) -> list[dict[str, Any]]:
+    """Every (strategy, N <= max_devices) TrainConfig accepts for ``job``."""
+    grid = []
+    for strategy in ("single", "ddp", "fsdp", "tp"):
+        for n in range(1, max_devices + 1):
+            try:
+                TrainConfig(**{**job, "strategy": strategy, "num_devices": n}).validate()
+            except ConfigError:
+                continue
+            grid.append({**job, "strategy": strategy, "num_devices": n})
+    return grid
+
+
+def test_pareto_mode_over_http_is_the_frontier_of_the_valid_grid(served) -> None:
+    server, model = served
+    jobs = [query(), query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24)]
+    params = {"mode": "pareto", "max_devices": 8, "carbon_intensity": 380.0}
+    response = server.invocations({"dataframe_records": jobs, "params": params})
+    assert response.status_code == 200, response.text
+    points = pd.DataFrame(response.json()["predictions"])
+    assert sorted(set(points["row"])) == [0, 1]
+    for i, job in enumerate(jobs):
+        grid = pd.DataFrame(_valid_grid(job))
+        predicted = pd.concat([grid[["strategy", "num_devices"]], model.predict(grid)], axis=1)
+        e, t = predicted["energy_j"].to_numpy(), predicted["time_s"].to_numpy()
+        front = predicted[[not ((e <= e[k]) & (t <= t[k]) & ((e < e[k]) | (t < t[k]))).any() for k in range(len(e))]]
+        front = front.sort_values("time_s")
+        got = points[points["row"] == i]
+        assert list(zip(got.strategy, got.num_devices)) == list(zip(front.strategy, front.num_devices))
+        assert got["energy_j_upper"].to_numpy() == pytest.approx(front["energy_j_upper"].to_numpy(), rel=1e-12)
+        assert got["co2e_g"].to_numpy() == pytest.approx(got["energy_j"].to_numpy() / 3.6e6 * 380.0, rel=1e-12)
+
+
+def test_carbon_and_cost_params_over_http(served) -> None:
+    server, _ = served
+    params = {"region": "DE", "pue": 1.2, "price_per_kwh": 0.3}
+    response = server.invocations({"dataframe_records": ROWS[:3], "params": params})
+    assert response.status_code == 200, response.text
+    germany = region_table()["de"].g_co2e_per_kwh
+    for p in response.json()["predictions"]:
+        kwh = p["energy_j"] / 3.6e6
+        assert p["co2e_g"] == pytest.approx(kwh * 1.2 * germany, rel=1e-12)
+        assert p["co2e_g_lower"] == pytest.approx(p["energy_j_lower"] / 3.6e6 * 1.2 * germany, rel=1e-12)
+        assert p["cost"] == pytest.approx(kwh * 1.2 * 0.3, rel=1e-12)
+    plain = server.invocations({"dataframe_records": ROWS[:3]}).json()["predictions"]
+    assert not {"co2e_g", "cost"} & set(plain[0])
+
+    recommend = {"mode": "recommend", "objective": "carbon", "region": "DE"}
+    response = server.invocations({"dataframe_records": [query()], "params": recommend})
+    assert response.status_code == 200, response.text
+    best = response.json()["predictions"][0]
+    assert best["objective"] == "carbon" and best["co2e_g"] == pytest.approx(best["energy_j"] / 3.6e6 * germany)
+
+
+BAD_CARBON = [
+    ({"region": "Atlantis"}, "region: 'Atlantis' is not in the carbon-intensity table"),
+    ({"pue": 0.5}, "pue: expected a finite number >= 1, got 0.5"),
+    ({"carbon_intensity": -1.0}, "carbon_intensity: expected a finite number >= 0"),
+    ({"mode": "recommend", "objective": "cost"}, "objective: must be one of energy, time, edp, got 'cost'"),
+]
+
+
+@pytest.mark.parametrize(("params", "start"), BAD_CARBON, ids=[s.split(":")[0] for _, s in BAD_CARBON])
+def test_bad_carbon_params_over_http(served, params: dict[str, Any], start: str) -> None:
+    server, _ = served
+    response = server.invocations({"dataframe_records": [query()], "params": params})
+    assert response.status_code == 400, response.text
+    assert response.json()["message"].startswith(start), response.text
 
 
 def test_server_stops_by_its_pid(served) -> None:

@@ -3,24 +3,30 @@
 Loads the pyfunc model (by default ``models:/roofline-energy@champion`` from the
 tracking server in ``MLFLOW_TRACKING_URI``), predicts the job's energy (joules, with its
 95 % prediction interval), time (seconds), speedup and efficiency, or with
-``--recommend`` the best strategy and device count, and prints a table (``--json``:
-the model's output records).
+``--recommend`` the best strategy and device count, or with ``--pareto`` every
+non-dominated (strategy, device count), and prints a table (``--json``: the model's
+output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
+add emissions (g CO2e) and cost; they are the served model's request params.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import click
 import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
-from mlflow_roofline.serve.predictor import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
+from mlflow_roofline.serve.params import CARBON_PARAMS, DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
+JOB_OPTIONS: tuple[str, ...] = (
+    "num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps"
+)  # fmt: skip
 
 
 def _energy(joules: float) -> str:
@@ -57,7 +63,34 @@ def format_prediction(record: dict[str, Any]) -> str:
             ("speedup", f"{record['speedup']:.3g}x  (efficiency eta = {record['eta']:.3g})"),
             ("extrapolated", "yes: outside the fitted ranges" if record["extrapolated"] else "no"),
         ]
+        + (
+            [("implausible", "yes: the speedup exceeds the device count beyond measurement noise")]
+            if record.get("speedup_implausible")
+            else []
+        )
+        + _emission_lines(record)
     )
+
+
+def _emission_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``co2e`` (with interval) and ``cost`` rows where the record has them."""
+    lines = []
+    if "co2e_g" in record:
+        lines.append(
+            ("co2e", f"{_grams(record['co2e_g'])}  (95%: {_grams(record['co2e_g_lower'])} .. "
+                     f"{_grams(record['co2e_g_upper'])})")
+        )
+    if "cost" in record:
+        lines.append(("cost", f"{record['cost']:.3g} (currency of --price-per-kwh)"))
+    return lines
+
+
+def _grams(grams: float) -> str:
+    """Grams CO2e with a unit that keeps the number readable."""
+    for unit, scale in (("t", 1e6), ("kg", 1e3)):
+        if abs(grams) >= scale:
+            return f"{grams / scale:.3g} {unit} CO2e"
+    return f"{grams:.3g} g CO2e"
 
 
 def format_recommendation(record: dict[str, Any]) -> str:
@@ -94,7 +127,29 @@ def format_recommendation(record: dict[str, Any]) -> str:
         record["time_optimal_num_devices"],
     ):
         notes.append(f"faster is not greener here: the fastest choice uses {t_opt / e_opt:.2f}x the energy")
+    notes += [f"best: {name} {value}" for name, value in _emission_lines(record)]
     return table + "\n" + "\n".join(notes)
+
+
+def format_pareto(records: list[dict[str, Any]]) -> str:
+    """A pareto answer (one job's frontier, fastest first) as a table."""
+    header = ["strategy", "devices", "energy", "95% interval", "time"] + (["co2e"] if "co2e_g" in records[0] else [])
+    cells = [header]
+    for r in records:
+        row = [
+            str(r["strategy"]),
+            str(r["num_devices"]),
+            _energy(r["energy_j"]),
+            f"{_energy(r['energy_j_lower'])} .. {_energy(r['energy_j_upper'])}",
+            _seconds(r["time_s"]) + (" *" if r["extrapolated"] else ""),
+        ]
+        cells.append(row + ([_grams(r["co2e_g"])] if "co2e_g" in r else []))
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+    note = f"{len(records)} choices no other beats in both energy and time, fastest first"
+    if any(r["extrapolated"] for r in records):
+        note += "; * outside the fitted ranges"
+    return table + "\n" + note
 
 
 def _load(model_uri: str) -> Any:
@@ -105,6 +160,19 @@ def _load(model_uri: str) -> Any:
         return mlflow.pyfunc.load_model(model_uri)
     except MlflowException as exc:
         raise RooflineError(f"cannot load model {model_uri}: {exc.message}") from exc
+
+
+def _carbon_options(command: Any) -> Any:
+    """The options that turn joules into emissions and cost (the served model's request params)."""
+    options = [
+        click.option("--carbon-intensity", type=float, default=None, help="Grid intensity, g CO2e per kWh."),
+        click.option("--region", default=None, help="ISO country code or cloud region (shipped table)."),
+        click.option("--pue", type=float, default=None, help="Power usage effectiveness (>= 1; default 1)."),
+        click.option("--price-per-kwh", type=float, default=None, help="Price of one kWh, for the cost column."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.command("predict")
@@ -120,61 +188,72 @@ def _load(model_uri: str) -> Any:
 @click.option("--num-devices", type=int, default=1, show_default=True, help="N, devices.")
 @click.option("--speedup", type=float, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
-@click.option("--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend.")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend.")
+@click.option("--pareto", is_flag=True, help="Ignore --strategy/--num-devices; list the energy-time frontier.")
+@click.option(
+    "--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend/--pareto."
+)
+@click.option(
+    "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend."
+)
+@_carbon_options
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
-def predict_command(
-    model_uri: str,
-    num_layers: int,
-    hidden_size: int,
-    num_heads: int,
-    ffn_size: int,
-    seq_len: int,
-    batch_size: int,
-    num_steps: int,
-    strategy: str,
-    num_devices: int,
-    speedup: float | None,
-    recommend: bool,
-    max_devices: int,
-    objective: str,
-    as_json: bool,
-) -> None:
+def predict_command(model_uri: str, as_json: bool, **options: Any) -> None:
     """Predict a fine-tuning job's energy and time, or recommend its strategy and device count."""
     from mlflow.exceptions import MlflowException
 
-    row: dict[str, Any] = dict(
-        num_layers=num_layers,
-        hidden_size=hidden_size,
-        num_heads=num_heads,
-        ffn_size=ffn_size,
-        seq_len=seq_len,
-        batch_size=batch_size,
-        num_steps=num_steps,
-    )
-    if not recommend:
-        row.update(strategy=strategy, num_devices=num_devices)
-        if speedup is not None:
-            row["speedup"] = speedup
-    params = {"mode": "recommend" if recommend else "predict", "max_devices": max_devices, "objective": objective}
+    mode = _mode(options)
+    job = {k: options[k] for k in JOB_OPTIONS}
+    row: dict[str, Any] = dict(job)
+    if mode == "predict":
+        row.update(strategy=options["strategy"], num_devices=options["num_devices"])
+        if options["speedup"] is not None:
+            row["speedup"] = options["speedup"]
+    params = {"mode": mode, "max_devices": options["max_devices"], "objective": options["objective"]}
+    params.update({k: options[k] for k in CARBON_PARAMS if options[k] is not None})
     model = _load(model_uri)
     try:
         output = model.predict(pd.DataFrame([row]), params=params)
     except MlflowException as exc:
         raise RooflineError(exc.message) from exc
-    record = {k: (v.item() if hasattr(v, "item") else v) for k, v in output.iloc[0].to_dict().items()}
+    records = [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()} for record in output.to_dict("records")
+    ]
     if as_json:
-        click.echo(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}))
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in records]
+        click.echo(json.dumps(clean if mode == "pareto" else clean[0]))
         return
+    _echo(model, model_uri, mode, job, options, records)
+
+
+def _mode(options: Mapping[str, Any]) -> str:
+    """``predict``, ``recommend`` or ``pareto``; refuses what makes no sense together."""
+    if options["recommend"] and options["pareto"]:
+        raise RooflineError("--recommend and --pareto: choose one")
+    speedup = options["speedup"]
+    if speedup is not None and not math.isfinite(speedup):
+        raise RooflineError(f"speedup: must be a positive finite number, got {speedup}")
+    return "recommend" if options["recommend"] else "pareto" if options["pareto"] else "predict"
+
+
+def _echo(
+    model: Any,
+    model_uri: str,
+    mode: str,
+    job: Mapping[str, int],
+    options: Mapping[str, Any],
+    records: list[dict[str, Any]],
+) -> None:
+    """The answer as tables, under a header naming the model and the job."""
     meta = model.metadata.metadata or {}
-    job = (
-        f"L={num_layers} d={hidden_size} h={num_heads} ff={ffn_size} S={seq_len} "
-        f"B={batch_size} steps={num_steps}"
+    shape = (
+        f"L={job['num_layers']} d={job['hidden_size']} h={job['num_heads']} ff={job['ffn_size']} "
+        f"S={job['seq_len']} B={job['batch_size']} steps={job['num_steps']}"
     )
-    click.echo(f"model   {model_uri}  (hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')})")
-    if recommend:
-        click.echo(f"job     {job}, up to {max_devices} devices\n")
-        click.echo(format_recommendation(record))
-    else:
-        click.echo(f"job     {job}, {strategy} x{num_devices}\n")
-        click.echo(format_prediction(record))
+    source = f"hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')}"
+    click.echo(f"model   {model_uri}  ({source})")
+    if mode == "predict":
+        click.echo(f"job     {shape}, {options['strategy']} x{options['num_devices']}\n")
+        click.echo(format_prediction(records[0]))
+        return
+    click.echo(f"job     {shape}, up to {options['max_devices']} devices\n")
+    click.echo(format_recommendation(records[0]) if mode == "recommend" else format_pareto(records))

@@ -1,4 +1,6 @@
-"""One fine-tuning configuration: its fields, its validation rules, its hashes and name.
+"""One fine-tuning configuration: its fields, its validation, its hashes and name.
+
+The rules it is validated against are those of :mod:`mlflow_roofline.core.rules`.
 
 A :class:`TrainConfig` is what a train run measures and what a sweep plans. It knows
 nothing of MLflow or torch; the MLflow params of a train run are exactly
@@ -15,26 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import (
-    DATA_PARALLEL_STRATEGIES,
-    DEVICES,
-    PARAM_NAMES,
-    PRECISIONS,
-    STRATEGIES,
-    WORKLOAD_PARAM_NAMES,
-)
+from mlflow_roofline.core.rules import INT_FIELDS, first_broken, integer_kind
+from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, PARAM_NAMES, WORKLOAD_PARAM_NAMES
 
-INT_FIELDS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "warmup_steps",
-    "num_devices",
-)
+__all__ = ["INT_FIELDS", "TrainConfig"]
 
 INT64_MAX = 2**63 - 1
 """Largest value of an integer field (MLflow and the served model's columns hold int64)."""
@@ -139,6 +125,9 @@ class TrainConfig:
     def validate(self) -> None:
         """Check every rule a configuration must satisfy before any process starts.
 
+        The integer fields must hold ints; then every rule of
+        :data:`mlflow_roofline.core.rules.RULES`, in order.
+
         Raises:
             ConfigError: naming the first field that breaks a rule, and the rule.
         """
@@ -146,39 +135,10 @@ class TrainConfig:
             problem = int_field_problem(name, getattr(self, name))
             if problem is not None:
                 raise ConfigError(name, problem)
-        if self.strategy not in STRATEGIES:
-            raise ConfigError("strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.device not in DEVICES:
-            raise ConfigError("device", f"must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError("precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.hidden_size % self.num_heads:
-            raise ConfigError(
-                "hidden_size",
-                f"must be divisible by num_heads ({self.hidden_size} % {self.num_heads} != 0)",
-            )
-        if self.strategy == "single" and self.num_devices != 1:
-            raise ConfigError("num_devices", f"must be 1 under strategy single, got {self.num_devices}")
-        if self.strategy != "single" and self.num_devices < 2:
-            raise ConfigError(
-                "num_devices", f"must be at least 2 under strategy {self.strategy}, got {self.num_devices}"
-            )
-        if self.strategy == "tp" and self.num_heads % self.num_devices:
-            raise ConfigError(
-                "num_heads",
-                f"must be divisible by num_devices under tp ({self.num_heads} % {self.num_devices} != 0)",
-            )
-        if self.strategy == "tp" and self.ffn_size % self.num_devices:
-            raise ConfigError(
-                "ffn_size",
-                f"must be divisible by num_devices under tp ({self.ffn_size} % {self.num_devices} != 0)",
-            )
-        if self.strategy in DATA_PARALLEL_STRATEGIES and self.batch_size % self.num_devices:
-            raise ConfigError(
-                "batch_size",
-                f"must be divisible by num_devices under {self.strategy} "
-                f"({self.batch_size} % {self.num_devices} != 0)",
-            )
+        values = {name: getattr(self, name) for name in PARAM_NAMES}
+        rule = first_broken(values)
+        if rule is not None:
+            raise ConfigError(rule.field, rule.describe(values))
 
     def to_params(self) -> dict[str, str]:
         """The MLflow params of a train run: every schema param, as strings."""

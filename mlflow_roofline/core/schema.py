@@ -63,6 +63,10 @@ M_ENERGY_CPU_J = "energy_cpu_j"  # whole node: CPU packages, joules
 M_ENERGY_DRAM_J = "energy_dram_j"  # whole node: DRAM, joules
 M_ENERGY_NODE_J = "energy_node_j"  # whole node: accelerators + CPU + DRAM, joules
 M_LOSS = "loss"  # per-step history (step = index of the measured step) of the global-batch loss
+# Emissions and cost of energy_j (core/carbon.py): kWh, grams CO2e (x PUE x intensity), price x PUE x kWh.
+M_ENERGY_KWH = "energy_kwh"
+M_CO2E_G = "co2e_g"
+M_COST = "cost"
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
@@ -117,6 +121,13 @@ M_CONFIGS_FAILED = "configs_failed"
 M_CONFIGS_DONE_ELSEWHERE = "configs_done_elsewhere"  # finished meanwhile by a run this sweep did not start
 M_CONFIGS_FAILED_ELSEWHERE = "configs_failed_elsewhere"  # failed meanwhile in a run this sweep did not start
 M_CONFIGS_REMAINING = "configs_remaining"
+
+# Where co2e_g came from; TAG_CARBON_UNKNOWN (saying how to give the figure) when it could not be computed.
+TAG_CARBON_INTENSITY = "roofline.carbon_intensity_g_per_kwh"
+TAG_CARBON_SOURCE = "roofline.carbon_source"  # option, env or table:<region>
+TAG_PUE = "roofline.pue"
+TAG_PRICE_PER_KWH = "roofline.price_per_kwh"
+TAG_CARBON_UNKNOWN = "roofline.carbon_unknown"
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""

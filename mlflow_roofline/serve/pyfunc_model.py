@@ -3,15 +3,19 @@
 The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` as JSON
 (coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
-builds a :class:`RooflineEnergyModel` when MLflow loads it). Predictions are those of
-:mod:`mlflow_roofline.serve.predictor`.
+builds a :class:`RooflineEnergyModel` when MLflow loads it). Answers are those of
+:mod:`~mlflow_roofline.serve.predict`, :mod:`~mlflow_roofline.serve.recommend` and
+:mod:`~mlflow_roofline.serve.pareto`.
 
 Inference params (declared in the signature, so the scoring server accepts them):
 
-- ``mode``: ``predict`` (default) or ``recommend``;
-- ``max_devices``: largest device count recommend mode considers (default 8);
-- ``objective``: what recommend mode minimises: ``energy`` (default), ``time`` or
-  ``edp`` (energy x time).
+- ``mode``: ``predict`` (default), ``recommend`` or ``pareto``;
+- ``max_devices``: largest device count recommend and pareto mode consider (default 8);
+- ``objective``: what recommend mode minimises: ``energy`` (default), ``time``, ``edp``
+  (energy x time), ``carbon`` (g CO2e) or ``cost``;
+- ``carbon_intensity`` (g CO2e/kWh), ``region`` (ISO country code or cloud region),
+  ``pue``, ``price_per_kwh``: add ``co2e_g`` (with interval) and ``cost`` to the output
+  (see :mod:`mlflow_roofline.serve.params` for the order they are resolved in).
 
 The model carries the serve-time part of this package as MLflow ``code_paths``
 (:mod:`mlflow_roofline.serve.model_code`), and its requirements name only mlflow,
@@ -31,23 +35,18 @@ from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.model_code import copy_serving_code
-from mlflow_roofline.serve.predictor import (
-    DEFAULT_MAX_DEVICES,
-    DEFAULT_MODE,
-    DEFAULT_OBJECTIVE,
-    PREDICT_OUTPUT_COLUMNS,
-    RECOMMEND_OUTPUT_COLUMNS,
-    SIZE_COLUMNS,
-    SPEEDUP_COLUMN,
-    check_params,
-    invalid,
-    predict_frame,
-    recommend_frame,
-)
+from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
+from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
+from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
+from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
 
 LAW_ARTIFACT = "law"
 LAW_FILE = "fitted_law.json"
@@ -81,30 +80,35 @@ def model_signature() -> ModelSignature:
 
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional.
+    The numeric inputs are typed ``Any``: MLflow would cast them to the declared type
+    before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
+    numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
     """
-    inputs = Schema(
-        [ColSpec(DataType.long, name) for name in SIZE_COLUMNS]
-        + [
-            ColSpec(DataType.string, "strategy", required=False),
-            ColSpec(DataType.long, "num_devices", required=False),
-            ColSpec(DataType.double, SPEEDUP_COLUMN, required=False),
-        ]
-    )
+    columns: list[ColSpec | TensorSpec] = [ColSpec(AnyType(), name) for name in SIZE_COLUMNS]
+    columns += [
+        ColSpec(DataType.string, "strategy", required=False),
+        ColSpec(AnyType(), "num_devices", required=False),
+        ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
+    ]
+    inputs = Schema(columns)
     output_types = {
         "strategy": DataType.string,
         "objective": DataType.string,
         "energy_optimal_strategy": DataType.string,
         "time_optimal_strategy": DataType.string,
         "extrapolated": DataType.boolean,
+        "speedup_implausible": DataType.boolean,
         "num_devices": DataType.long,
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,
         "time_optimal_num_devices": DataType.long,
+        "row": DataType.long,
     }
+    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS)
     outputs = Schema(
         [
             ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)
-            for name in RECOMMEND_OUTPUT_COLUMNS
+            for name in names
         ]
     )
     params = ParamSchema(
@@ -112,6 +116,10 @@ def model_signature() -> ModelSignature:
             ParamSpec("mode", DataType.string, DEFAULT_MODE),
             ParamSpec("max_devices", DataType.long, DEFAULT_MAX_DEVICES),
             ParamSpec("objective", DataType.string, DEFAULT_OBJECTIVE),
+            ParamSpec("carbon_intensity", DataType.double, None),
+            ParamSpec("region", DataType.string, None),
+            ParamSpec("pue", DataType.double, None),
+            ParamSpec("price_per_kwh", DataType.double, None),
         ]
     )
     return ModelSignature(inputs=inputs, outputs=outputs, params=params)
@@ -130,26 +138,25 @@ class RooflineEnergyModel(PythonModel):
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        """One output row per input row; see :mod:`mlflow_roofline.serve.predictor` for columns.
+        """One output row per input row (pareto mode: per frontier point); columns in the mode's module.
 
         Raises:
             MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param.
         """
         if self.law is None:
             self.load_context(context)
-        params = params or {}
-        mode, max_devices, objective = check_params(
-            params.get("mode", DEFAULT_MODE),
-            params.get("max_devices", DEFAULT_MAX_DEVICES),
-            params.get("objective", DEFAULT_OBJECTIVE),
-        )
+        law = self.law
+        assert law is not None  # load_context sets it
+        request = read_request(params)
         if isinstance(model_input, (dict, list)):
             model_input = pd.DataFrame(model_input)
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
-        if mode == "recommend":
-            return recommend_frame(self.law, model_input, max_devices, objective)
-        return predict_frame(self.law, model_input)
+        if request.mode == "recommend":
+            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
+        if request.mode == "pareto":
+            return pareto_frame(law, model_input, request.max_devices, request.carbon)
+        return predict_frame(law, model_input, request.carbon)
 
 
 def pip_requirements() -> list[str]:

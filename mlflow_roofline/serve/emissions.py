@@ -1,0 +1,48 @@
+"""Emissions and cost columns of a prediction: its energy in grams CO2e and in money.
+
+``co2e_g`` (and its interval ``co2e_g_lower``/``co2e_g_upper``) is
+``energy_j / 3.6e6 * pue * carbon_intensity``: grams CO2-equivalent of the energy drawn
+from the grid; ``cost`` is ``energy_j / 3.6e6 * pue * price_per_kwh`` in the price's
+currency. Computed by :func:`mlflow_roofline.core.carbon.emissions`; absent when the
+intensity (or the price) is unknown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.carbon import CarbonSettings, emissions
+
+EMISSION_COLUMNS: tuple[str, ...] = ("co2e_g", "co2e_g_lower", "co2e_g_upper", "cost")
+
+
+def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None, interval: bool = True) -> pd.DataFrame:
+    """``frame`` with the emission columns of its ``energy_j`` (and interval) appended where known.
+
+    ``interval=False`` leaves out ``co2e_g_lower``/``co2e_g_upper`` (the energy interval
+    times the same factor), for answers whose size matters.
+    """
+    if carbon is None:
+        return frame
+    columns: dict[str, np.ndarray] = {}
+    for suffix in ("", "_lower", "_upper") if interval else ("",):
+        out = emissions(frame[f"energy_j{suffix}"].to_numpy(dtype=float), carbon)
+        if "co2e_g" in out:
+            columns[f"co2e_g{suffix}"] = out["co2e_g"]
+    cost = emissions(frame["energy_j"].to_numpy(dtype=float), carbon).get("cost")
+    if cost is not None:
+        columns["cost"] = cost
+    if not columns:
+        return frame
+    return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
+
+
+def unit_factors(carbon: CarbonSettings) -> dict[str, float]:
+    """What one joule weighs for the ``carbon`` (g CO2e) and ``cost`` objectives, where known."""
+    factors: dict[str, float] = {}
+    one = emissions(1.0, carbon)
+    for objective, key in (("carbon", "co2e_g"), ("cost", "cost")):
+        if key in one:
+            factors[objective] = float(one[key])
+    return factors

@@ -1,0 +1,149 @@
+"""Energy and time of each row's job from a :class:`FittedLaw`: pure numpy over whole columns.
+
+Units: energies in joules (``energy_kwh`` in kilowatt-hours), times in seconds, speedup
+and efficiency dimensionless. ``energy_j`` and ``time_s`` are the exponentials of the
+laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_upper`` are
+the 95 % prediction interval of a single new run, transformed to joules.
+
+A speedup above the device count (efficiency ``eta = S/N`` above 1) is physically
+implausible beyond measurement noise: two time measurements with a few percent of
+run-to-run scatter each. Rows whose eta exceeds ``1 + ETA_TOLERANCE`` (10 %) are
+predicted as asked and flagged ``speedup_implausible``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
+from mlflow_roofline.serve.emissions import add_emissions
+from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.validate import validate_jobs
+
+ETA_TOLERANCE = 0.10
+"""How far eta = S/N may exceed 1 before a speedup is flagged implausible (relative)."""
+
+PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
+    "energy_j",
+    "energy_j_lower",
+    "energy_j_upper",
+    "energy_kwh",
+    "time_s",
+    "speedup",
+    "eta",
+    "extrapolated",
+    "speedup_implausible",
+)
+
+
+def law_speedup(law: FittedLaw, strategy: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """S(N) from each strategy's speedup law (one vectorised call per strategy)."""
+    speedup = np.full(len(n), np.nan)
+    for name, speedup_law in law.speedup_laws.items():
+        mask = strategy == name
+        if mask.any():
+            speedup[mask] = speedup_law(n[mask])
+    bad = np.flatnonzero(~np.isfinite(speedup) | (speedup <= 0))
+    if len(bad):
+        i = bad[0]
+        raise invalid(
+            "num_devices",
+            f"the fitted {strategy[i]} speedup law gives no positive speedup at {n[i]:.0f} devices",
+            bad,
+        )
+    return speedup
+
+
+def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
+    """True where any input or feature lies outside the range the law was fitted on."""
+    extrapolated = np.zeros(n_rows, dtype=bool)
+    for key, (lo, hi) in law.ranges.items():
+        values = known.get(key)
+        if values is None or isinstance(values, np.ndarray) and values.dtype == object:
+            continue
+        tol = 1e-9 * max(1.0, abs(lo), abs(hi))
+        extrapolated |= (values < lo - tol) | (values > hi + tol)
+    return extrapolated
+
+
+def evaluate(
+    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Energy (with interval), time, speedup, eta and the two flags of each row."""
+    features = law_features(
+        num_layers=sizes["num_layers"],
+        hidden_size=sizes["hidden_size"],
+        seq_len=sizes["seq_len"],
+        batch_size=sizes["batch_size"],
+        num_steps=sizes["num_steps"],
+        num_devices=n,
+        speedup=speedup,
+        strategy=strategy,
+    )
+    log_e, log_e_lo, log_e_hi = law.energy_law.predict(features)
+    log_t1 = law.time_law.mean(features)
+    with np.errstate(over="ignore"):
+        energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
+        time_s = np.exp(log_t1) / speedup
+    eta = speedup / n
+    known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features}
+    return {
+        "energy_j": energy,
+        "energy_j_lower": lower,
+        "energy_j_upper": upper,
+        "energy_kwh": energy / JOULES_PER_KWH,
+        "time_s": time_s,
+        "speedup": speedup,
+        "eta": eta,
+        "extrapolated": _extrapolated(law, known, len(n)),
+        "speedup_implausible": eta > 1.0 + ETA_TOLERANCE,
+    }
+
+
+def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) -> None:
+    """Refuse rows whose energy or time overflows float64 (far outside the fitted ranges)."""
+    finite = np.isfinite(out["energy_j_upper"]) & (out["energy_j_lower"] > 0) & np.isfinite(out["time_s"])
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise invalid(
+            "model_input",
+            "the predicted energy or time overflows float64: the configuration lies far "
+            "outside the ranges the law was fitted on",
+            bad if rows is None else rows[bad],
+        )
+
+
+def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | None = None) -> pd.DataFrame:
+    """Predict each row's energy, interval, time, speedup and efficiency.
+
+    Args:
+        law: the fitted law.
+        frame: one row per job, with :data:`~mlflow_roofline.serve.validate.INPUT_COLUMNS`
+            and optionally ``speedup`` (a measured S(N); NaN or absent means: use the
+            strategy's speedup law).
+        carbon: how to turn joules into CO2e and cost (None: joules only).
+
+    Returns:
+        A frame with :data:`PREDICT_OUTPUT_COLUMNS`, one row per input row, then the
+        emission columns of :mod:`~mlflow_roofline.serve.emissions` that ``carbon`` allows.
+
+    Raises:
+        InputError: INVALID_PARAMETER_VALUE naming the field and row of bad input.
+    """
+    jobs = validate_jobs(frame, law)
+    speedup = jobs.speedup
+    use_law = np.isnan(speedup)
+    if use_law.any():
+        speedup[use_law] = law_speedup(law, jobs.strategy[use_law], jobs.num_devices[use_law])
+    out = evaluate(law, jobs.sizes, jobs.strategy, jobs.num_devices, speedup)
+    check_finite(out)
+    return add_emissions(as_frame(out, PREDICT_OUTPUT_COLUMNS), carbon)
+
+
+def as_frame(out: Mapping[str, np.ndarray], columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of ``out`` as a frame, in that order, without copying the arrays."""
+    return pd.DataFrame({c: out[c] for c in columns}, copy=False)
