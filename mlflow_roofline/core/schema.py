@@ -60,6 +60,10 @@ M_SAMPLES_PER_S = "samples_per_s"
 M_AVG_POWER_W = "avg_power_w"
 M_FINAL_LOSS = "final_loss"
 M_LOSS = "loss"  # per-step history (step = index of the measured step) of the global-batch loss
+# Emissions and cost of energy_j (core/carbon.py): kWh, grams CO2e (x PUE x intensity), price x PUE x kWh.
+M_ENERGY_KWH = "energy_kwh"
+M_CO2E_G = "co2e_g"
+M_COST = "cost"
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
@@ -82,6 +86,12 @@ TAG_FORM = "roofline.form"  # the energy-law form registered
 TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it
 TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
+# Where co2e_g came from; TAG_CARBON_UNKNOWN (saying how to give the figure) when it could not be computed.
+TAG_CARBON_INTENSITY = "roofline.carbon_intensity_g_per_kwh"
+TAG_CARBON_SOURCE = "roofline.carbon_source"  # option, env or table:<region>
+TAG_PUE = "roofline.pue"
+TAG_PRICE_PER_KWH = "roofline.price_per_kwh"
+TAG_CARBON_UNKNOWN = "roofline.carbon_unknown"
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""

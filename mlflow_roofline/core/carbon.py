@@ -1,0 +1,225 @@
+"""Emissions and cost of a measured energy: carbon intensity, PUE and price, and where they came from.
+
+The carbon intensity (grams CO2-equivalent per kWh) comes from, in order: an explicit
+option, the env var ``ROOFLINE_CARBON_INTENSITY``, or a region (option, else env
+``ROOFLINE_REGION``) looked up in the table shipped as package data
+(``mlflow_roofline/data/carbon_intensity.csv``: yearly country averages from Our World in
+Data / Ember, whose header names the source, licence and year of every figure). With none
+of them the intensity stays unknown: no default region is ever assumed. Nothing here makes
+a network call.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import math
+import os
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import (
+    TAG_CARBON_INTENSITY,
+    TAG_CARBON_SOURCE,
+    TAG_CARBON_UNKNOWN,
+    TAG_PRICE_PER_KWH,
+    TAG_PUE,
+)
+
+ENV_CARBON_INTENSITY = "ROOFLINE_CARBON_INTENSITY"
+ENV_REGION = "ROOFLINE_REGION"
+ENV_PUE = "ROOFLINE_PUE"
+ENV_PRICE_PER_KWH = "ROOFLINE_PRICE_PER_KWH"
+
+SOURCE_OPTION = "option"
+SOURCE_ENV = "env"
+SOURCE_TABLE_PREFIX = "table:"
+
+J_PER_KWH = 3.6e6
+"""Joules in one kilowatt-hour."""
+
+TABLE_RESOURCE = "carbon_intensity.csv"
+
+
+@dataclasses.dataclass(frozen=True)
+class CarbonSettings:
+    """How to turn joules into emissions and cost.
+
+    Attributes:
+        intensity_g_per_kwh: grid carbon intensity, grams CO2e per kWh; None when unknown.
+        source: where the intensity came from: ``option``, ``env`` or ``table:<region>``;
+            None when unknown.
+        pue: power usage effectiveness of the facility (>= 1), multiplies the measured energy.
+        price_per_kwh: price of one kWh drawn from the grid (any currency); None when unknown.
+    """
+
+    intensity_g_per_kwh: float | None = None
+    source: str | None = None
+    pue: float = 1.0
+    price_per_kwh: float | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether the carbon intensity is known, so that ``co2e_g`` can be computed."""
+        return self.intensity_g_per_kwh is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionFigure:
+    """One row of the table: a region, the grid (country) it draws from and that grid's figure."""
+
+    region: str
+    grid: str
+    g_co2e_per_kwh: float
+    year: int
+    name: str
+
+
+@functools.lru_cache(maxsize=1)
+def region_table() -> dict[str, RegionFigure]:
+    """The shipped table, keyed by lower-case region (country code or cloud region name).
+
+    A cloud region's row names its country in ``grid`` and takes that country's figure.
+    """
+    text = (
+        resources.files("mlflow_roofline")
+        .joinpath("data", TABLE_RESOURCE)
+        .read_text(encoding="utf-8")
+    )
+    rows = list(
+        csv.DictReader(
+            line for line in text.splitlines() if line and not line.startswith("#")
+        )
+    )
+    countries = {r["region"]: r for r in rows if r["g_co2e_per_kwh"]}
+    table: dict[str, RegionFigure] = {}
+    for row in rows:
+        grid = countries[row["grid"]]
+        table[row["region"].lower()] = RegionFigure(
+            region=row["region"],
+            grid=row["grid"],
+            g_co2e_per_kwh=float(grid["g_co2e_per_kwh"]),
+            year=int(grid["year"]),
+            name=row["name"],
+        )
+    return table
+
+
+def lookup_region(region: str) -> RegionFigure:
+    """The table's figure for ``region`` (case-insensitive); ConfigError naming ``region`` if absent."""
+    figure = region_table().get(region.strip().lower())
+    if figure is None:
+        raise ConfigError(
+            "region",
+            f"{region!r} is not in the carbon-intensity table (ISO 3166 country codes such as DE, US "
+            "and AWS/GCP/Azure region names such as us-east-1, europe-west4, eastus); give the figure "
+            f"instead with --carbon-intensity G (g CO2e/kWh) or {ENV_CARBON_INTENSITY}",
+        )
+    return figure
+
+
+def _number(field: str, raw: Any, minimum: float) -> float:
+    """``raw`` as a finite float >= ``minimum``; ConfigError naming ``field`` otherwise."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            field, f"expected a number >= {minimum:g}, got {raw!r}"
+        ) from None
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(
+            field, f"expected a finite number >= {minimum:g}, got {raw!r}"
+        )
+    return value
+
+
+def _given(option: Any, env: Mapping[str, str], name: str) -> tuple[Any, str | None]:
+    """The option if set, else the env var if set and not blank, with which of the two it was."""
+    if option is not None:
+        return option, SOURCE_OPTION
+    raw = env.get(name)
+    if raw is not None and raw.strip():
+        return raw.strip(), SOURCE_ENV
+    return None, None
+
+
+def resolve_carbon(
+    carbon_intensity: float | str | None = None,
+    region: str | None = None,
+    pue: float | str | None = None,
+    price_per_kwh: float | str | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> CarbonSettings:
+    """Resolve the emission settings from options, then env vars, then the region table.
+
+    Raises:
+        ConfigError: naming ``carbon_intensity``, ``region``, ``pue`` or ``price_per_kwh``
+            for a value that is not a finite number in range (PUE >= 1, the others >= 0)
+            or a region absent from the table.
+    """
+    raw, source = _given(carbon_intensity, env, ENV_CARBON_INTENSITY)
+    intensity = None if raw is None else _number("carbon_intensity", raw, 0.0)
+    if intensity is None:
+        where, _ = _given(region, env, ENV_REGION)
+        if where is not None:
+            figure = lookup_region(str(where))
+            intensity, source = (
+                figure.g_co2e_per_kwh,
+                SOURCE_TABLE_PREFIX + figure.region,
+            )
+    raw_pue, _ = _given(pue, env, ENV_PUE)
+    raw_price, _ = _given(price_per_kwh, env, ENV_PRICE_PER_KWH)
+    return CarbonSettings(
+        intensity_g_per_kwh=intensity,
+        source=source if intensity is not None else None,
+        pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0),
+        price_per_kwh=None
+        if raw_price is None
+        else _number("price_per_kwh", raw_price, 0.0),
+    )
+
+
+def emissions(energy_j: float | np.ndarray, settings: CarbonSettings) -> dict[str, Any]:
+    """Energy in kWh, and emissions and cost where known, of ``energy_j`` joules.
+
+    ``energy_j`` is a number or a numpy array (the result has the same shape).
+
+    Returns:
+        ``energy_kwh`` always (measured energy / 3.6e6, without PUE); ``co2e_g``
+        (energy_kwh x PUE x intensity, grams CO2e) when the intensity is known; ``cost``
+        (energy_kwh x PUE x price) when a price is known.
+    """
+    energy_kwh = np.asarray(energy_j, dtype=float) / J_PER_KWH
+    scalar = np.ndim(energy_j) == 0
+    out: dict[str, Any] = {"energy_kwh": energy_kwh}
+    if settings.intensity_g_per_kwh is not None:
+        out["co2e_g"] = energy_kwh * settings.pue * settings.intensity_g_per_kwh
+    if settings.price_per_kwh is not None:
+        out["cost"] = energy_kwh * settings.pue * settings.price_per_kwh
+    if scalar:
+        return {k: float(v) for k, v in out.items()}
+    return out
+
+
+CARBON_UNKNOWN_NOTE = (
+    f"carbon intensity unknown: give --carbon-intensity G (g CO2e/kWh), --region CODE, "
+    f"{ENV_CARBON_INTENSITY} or {ENV_REGION}"
+)
+
+
+def carbon_tags(settings: CarbonSettings) -> dict[str, str]:
+    """The run tags that say where ``co2e_g`` and ``cost`` came from, or that emissions are unknown."""
+    tags = {TAG_PUE: f"{settings.pue:g}"}
+    if settings.intensity_g_per_kwh is None:
+        tags[TAG_CARBON_UNKNOWN] = CARBON_UNKNOWN_NOTE
+    else:
+        tags[TAG_CARBON_INTENSITY] = f"{settings.intensity_g_per_kwh:g}"
+        tags[TAG_CARBON_SOURCE] = str(settings.source)
+    if settings.price_per_kwh is not None:
+        tags[TAG_PRICE_PER_KWH] = f"{settings.price_per_kwh:g}"
+    return tags
