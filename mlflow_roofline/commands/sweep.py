@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mlflow_roofline.commands.options import parse_bool
+from mlflow_roofline.commands.options import carbon_options, parse_bool, pop_carbon_options
 from mlflow_roofline.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,13 +32,19 @@ if TYPE_CHECKING:
 )
 @click.option("--experiment", default=None, help="Experiment for the runs (default: the spec's `experiment`).")
 @click.option("--no-progress", is_flag=True, help="No progress bar (log lines only).")
-def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str | None, no_progress: bool) -> None:
+@carbon_options
+def sweep_command(
+    spec: str, dry_run: bool, retry_failed: str, experiment: str | None, no_progress: bool, **carbon: str | None
+) -> None:
     """Run the grid of train runs in SPEC (a shipped name, see `specs`, or a YAML path).
 
     Resumable: configurations that already have a FINISHED run with the same
     roofline.config_hash in the experiment are skipped. Exits 1 if a configuration
-    failed, 128+signal when interrupted.
+    failed, 128+signal when interrupted. The carbon options (over the spec's keys of the
+    same names) are passed to every train run.
     """
+    import dataclasses
+
     from mlflow.tracking import MlflowClient
 
     from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
@@ -46,9 +52,12 @@ def sweep_command(spec: str, dry_run: bool, retry_failed: str, experiment: str |
     from mlflow_roofline.sweep.plan import counts_line, expand, plan_counts, plan_table, reconcile, store_statuses
     from mlflow_roofline.sweep.runner import run_sweep
     from mlflow_roofline.sweep.spec import load_spec
+    from mlflow_roofline.core.carbon import resolve_carbon
 
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
+    checked = dataclasses.replace(checked, carbon={**checked.carbon, **pop_carbon_options(carbon)})
+    resolve_carbon(**checked.carbon)  # a bad value fails here, before any run
     experiment_name = experiment.strip() if experiment and experiment.strip() else checked.experiment
     try:
         device = resolve_device(checked.device)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,10 @@ class Outcome:
     summary: str = ""
 
 
-def train_command(config: TrainConfig, meter: str = "auto") -> list[str]:
+def train_command(config: TrainConfig, meter: str = "auto", extra_args: Sequence[str] = ()) -> list[str]:
     """The train CLI invocation measuring ``config`` (one process; it launches its own ranks)."""
     options = [arg for name, value in config.to_params().items() for arg in (f"--{name.replace('_', '-')}", value)]
-    return [sys.executable, "-m", "mlflow_roofline.cli", "train", *options, "--meter", meter]
+    return [sys.executable, "-m", "mlflow_roofline.cli", "train", *options, "--meter", meter, *extra_args]
 
 
 def create_child_run(
@@ -133,6 +133,7 @@ def run_configuration(
     timeout_s: float | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     client: Any = None,
+    extra_args: Sequence[str] = (),
 ) -> Outcome:
     """Measure one configuration as a child run of ``parent_run_id``, in its own process.
 
@@ -147,6 +148,7 @@ def run_configuration(
         log_dir: where the process's output is kept (a temp dir, removed afterwards, if
             None); it is logged as the run's artifact ``sweep/<run id>.log`` on failure.
         client: an ``MlflowClient`` (a new one if None).
+        extra_args: more train options (the sweep's carbon options).
 
     Returns:
         the run's final status. Raises :class:`SweepInterrupted` (after marking the run
@@ -173,7 +175,7 @@ def run_configuration(
             # A session of its own: a Ctrl-C at the terminal reaches the sweep, which then
             # stops this process group itself, in order, and marks the run.
             proc = subprocess.Popen(
-                train_command(config, meter),
+                train_command(config, meter, extra_args),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -471,6 +473,7 @@ def _run_entries(
                 timeout_s=spec.timeout_s,
                 log_dir=log_dir,
                 client=client,
+                extra_args=spec.carbon_args,
             )
             entry.outcome = outcome
             if outcome.status == "FINISHED":

@@ -10,7 +10,9 @@ Beyond DESIGN.md's keys a spec may use:
 - a single value in place of a one-element list;
 - any grid key at the top level: it then applies to every grid that does not set it;
 - ``meter`` (energy meter passed to every train run, default ``auto``) and ``timeout_s``
-  (wall-clock limit of one configuration, seconds; the run is FAILED past it).
+  (wall-clock limit of one configuration, seconds; the run is FAILED past it);
+- ``carbon_intensity`` (g CO2e/kWh), ``region``, ``pue`` and ``price_per_kwh``: passed to
+  every train run as its carbon options (``--carbon-intensity`` ...).
 
 Every error is a :class:`~mlflow_roofline.core.errors.ConfigError` naming the key and what is
 allowed. This module reads YAML and nothing else: no MLflow, no torch.
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, PRECISIONS, STRATEGIES
@@ -50,7 +53,10 @@ INT_GRID_KEYS: tuple[str, ...] = (
 GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
 """Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
 
-SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description")
+CARBON_KEYS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
+"""Top-level keys passed to every train run as its carbon options."""
+
+SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description") + CARBON_KEYS
 """Top-level keys that are settings of the sweep, not grid values."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -89,6 +95,7 @@ class SweepSpec:
             and defaults filled, so every grid holds every key it needs.
         text: the spec's YAML text as read (logged as an artifact of the sweep run).
         description: free text from the spec, or "".
+        carbon: the carbon settings given (keys of :data:`CARBON_KEYS`), passed to every train run.
     """
 
     name: str
@@ -100,6 +107,12 @@ class SweepSpec:
     grids: tuple[dict[str, tuple[Any, ...]], ...]
     text: str
     description: str = ""
+    carbon: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def carbon_args(self) -> list[str]:
+        """The carbon options of every train run: ``["--region", "DE", ...]``."""
+        return [arg for key, value in self.carbon.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
 
     @property
     def spec_hash(self) -> str:
@@ -200,6 +213,8 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
     if not raw_grids:
         raise ConfigError("grid", "is empty; give at least one mapping of train fields to values")
     grids = tuple(_check_grid(label, g, top) for label, g in zip(labels, raw_grids))
+    carbon = {key: data[key] for key in CARBON_KEYS if data.get(key) is not None}
+    resolve_carbon(**carbon, env={})  # a bad value or unknown region: ConfigError naming the key
     return SweepSpec(
         name=name,
         source=source,
@@ -210,6 +225,7 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
         grids=grids,
         text=text,
         description=description,
+        carbon=carbon,
     )
 
 

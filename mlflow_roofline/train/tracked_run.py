@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
@@ -144,8 +145,8 @@ def _same_param(name: str, logged: str, value: str) -> bool:
     return False
 
 
-def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
-    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy tags.
+def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None) -> None:
+    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy and carbon tags.
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
     otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).
@@ -157,7 +158,7 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
     )
     samples = config.batch_size * config.num_steps
     metrics: dict[str, float] = {
-        **measurement_metrics(window),
+        **measurement_metrics(window, carbon),
         M_FLOPS_COUNTED: float(result.flops_per_step * config.num_steps),
         M_STEP_TIME_S: result.step_time_s,
         M_SAMPLES_PER_S: samples / result.time_s,
@@ -167,7 +168,7 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
         metrics[f"{M_TIME_S}_rank_{rank.rank}"] = rank.time_s
         if rank.read and rank.energy_j is not None:
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
-    tags = {**measurement_tags(window), TAG_ENERGY_SCOPE: result.energy_scope}
+    tags = {**measurement_tags(window, carbon=carbon), TAG_ENERGY_SCOPE: result.energy_scope}
     now = _now_ms()
     history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
     MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))
