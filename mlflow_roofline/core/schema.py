@@ -64,6 +64,15 @@ M_LOSS = "loss"  # per-step history (step = index of the measured step) of the g
 M_ENERGY_KWH = "energy_kwh"
 M_CO2E_G = "co2e_g"
 M_COST = "cost"
+# Beyond energy_j (train runs): the warm-up window, the node's CPU and DRAM (RAPL beside a GPU meter),
+# their sum with energy_j, the NVML counter/power-integral cross-check (relative difference), power history.
+M_WARMUP_ENERGY_J = "warmup_energy_j"
+M_ENERGY_CPU_J = "energy_cpu_j"
+M_ENERGY_DRAM_J = "energy_dram_j"
+M_ENERGY_NODE_J = "energy_node_j"
+M_ENERGY_METER_DISAGREEMENT = "energy_meter_disagreement"
+M_POWER_W = "power_w"  # history: one point per (downsampled) meter sample, timestamp = sample time
+POWER_PLOT_ARTIFACT = "power_timeline.png"
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
@@ -92,6 +101,9 @@ TAG_CARBON_SOURCE = "roofline.carbon_source"  # option, env or table:<region>
 TAG_PUE = "roofline.pue"
 TAG_PRICE_PER_KWH = "roofline.price_per_kwh"
 TAG_CARBON_UNKNOWN = "roofline.carbon_unknown"
+TAG_WARMUP_ENERGY_ERROR = "roofline.warmup_energy_error"  # why warmup_energy_j is missing
+TAG_ENERGY_NODE_ERROR = "roofline.energy_node_error"  # why energy_cpu_j / _dram_j / _node_j are missing or partial
+TAG_METER_CHECK = "roofline.energy_meter_check"  # which meter cross-checked energy_j, or why none could
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""

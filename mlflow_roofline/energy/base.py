@@ -180,11 +180,20 @@ class EnergyMeter(abc.ABC):
     def power_timeline(self) -> list[tuple[float, float]]:
         """``(unix time s, watts)`` of the last session: the mean power between two readings, at the later one.
 
+        Readings closer than half the timeline interval to the one before are merged.
+
         Empty unless :meth:`enable_timeline` was called (sampled backends may keep their own samples).
         """
         with self._lock:
             points = list(self._timeline)
-        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in zip(points, points[1:]) if t1 > t0]
+        min_dt = self._timeline_sampler.interval_s / 2 if self._timeline_sampler is not None else 0.0
+        kept: list[tuple[float, float]] = []
+        for point in points:  # window-edge readings close to a periodic one would give a noisy power
+            if not kept or point[0] - kept[-1][0] >= min_dt:
+                kept.append(point)
+        if len(points) > 1 and kept[-1] is not points[-1]:
+            kept[-1] = points[-1]  # end on the last reading, so the timeline spans the whole session
+        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in zip(kept, kept[1:]) if t1 > t0]
 
     def _timeline_sample(self) -> None:
         with self._lock:
