@@ -16,11 +16,17 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
     M_CO2E_G,
     M_COST,
+    M_ENERGY_CPU_J,
     M_ENERGY_J,
     M_ENERGY_KWH,
+    M_ENERGY_NODE_J,
+    M_POWER_W,
+    M_WARMUP_ENERGY_J,
+    POWER_PLOT_ARTIFACT,
     TAG_CARBON_INTENSITY,
     TAG_CARBON_SOURCE,
     TAG_CARBON_UNKNOWN,
+    TAG_ENERGY_NODE_ERROR,
     TAG_ERROR,
     TAG_PRICE_PER_KWH,
     TAG_PUE,
@@ -184,18 +190,35 @@ def test_measure_bad_carbon_option_exits_2_before_any_run(
 
 
 @pytest.mark.slow
-def test_train_run_logs_emissions(tracking_uri: str) -> None:
+def test_train_run_logs_emissions_warmup_energy_and_power_timeline(
+    tracking_uri: str, tmp_path: Path
+) -> None:
     from mlflow_roofline.train.run import train
 
-    options = {**SHAPE, "num_steps": 2, "warmup_steps": 1, "device": "cpu"}
+    options = {**SHAPE, "num_steps": 6, "warmup_steps": 2, "device": "cpu"}
     carbon = {"region": "us-east-1", "pue": "1.1", "price_per_kwh": "0.15"}
     run_id, _ = train(
         options, meter="estimate", experiment="carbon-train", carbon=carbon
     )
-    run = MlflowClient().get_run(run_id)
+    client = MlflowClient()
+    run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
     assert run.data.tags[TAG_CARBON_SOURCE] == "table:us-east-1"
     _check_emissions(run.data.metrics, lookup_region("US").g_co2e_per_kwh, 1.1, 0.15)
+    # The warm-up is its own window; the estimate meter cannot see the node's CPU and DRAM, and says so.
+    assert run.data.metrics[M_WARMUP_ENERGY_J] > 0
+    assert "not measured" in run.data.tags[TAG_ENERGY_NODE_ERROR]
+    assert (
+        M_ENERGY_NODE_J not in run.data.metrics
+        and M_ENERGY_CPU_J not in run.data.metrics
+    )
+    history = client.get_metric_history(run_id, M_POWER_W)
+    assert 2 <= len(history) <= 1000
+    assert [m.step for m in history] == list(range(len(history)))
+    assert [m.timestamp for m in history] == sorted(m.timestamp for m in history)
+    assert all(m.value >= 0 for m in history)
+    png = Path(client.download_artifacts(run_id, POWER_PLOT_ARTIFACT, str(tmp_path)))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_train_bad_carbon_ends_the_run_failed_before_training(

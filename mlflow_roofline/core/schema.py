@@ -73,6 +73,8 @@ M_ENERGY_NODE_J = "energy_node_j"
 M_ENERGY_METER_DISAGREEMENT = "energy_meter_disagreement"
 M_POWER_W = "power_w"  # history: one point per (downsampled) meter sample, timestamp = sample time
 POWER_PLOT_ARTIFACT = "power_timeline.png"
+FIT_ENERGY_METRICS: dict[str, str] = {"gpu": M_ENERGY_J, "node": M_ENERGY_NODE_J}
+"""``fit --energy``: which metric the law learns (the meter's devices, or the whole node)."""
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"

@@ -58,6 +58,7 @@ from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.fit.run_data import RunData, load_train_runs
 from mlflow_roofline.core.schema import (
+    FIT_ENERGY_METRICS,
     MISSING_BASELINE_CHOICES,
     TAG_CV_MAPE,
     TAG_ENERGY_SOURCE,
@@ -368,6 +369,7 @@ def run_fit(
     register: bool = True,
     seed: int = 0,
     echo: Callable[[str], Any] = print,
+    energy: str = "gpu",
 ) -> FitOutcome:
     """Run the whole fit job (see the module docstring); returns what was fitted and logged.
 
@@ -383,7 +385,9 @@ def run_fit(
     client = MlflowClient()
     outcome_skipped: dict[str, str] = {}
     clock = time.perf_counter()
-    run_data = load_train_runs(client, experiments, hardware)
+    if energy not in FIT_ENERGY_METRICS:
+        raise ConfigError("energy", f"must be one of {', '.join(FIT_ENERGY_METRICS)}, got {energy!r}")
+    run_data = load_train_runs(client, experiments, hardware, FIT_ENERGY_METRICS[energy])
     timings = {"pull": time.perf_counter() - clock}
     clock = time.perf_counter()
     echo(run_data.summary())
@@ -412,6 +416,7 @@ def run_fit(
         "experiments": ",".join(experiments),
         "allow_estimate": str(bool(allow_estimate)).lower(),
         "missing_baseline": missing_baseline,
+        "energy": energy,
         "model_name": model_name if register else "",
         "alias": alias if register else "",
         "cv_folds": str(scaling.CV_FOLDS),
