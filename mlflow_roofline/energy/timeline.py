@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +25,7 @@ def downsample(points: Sequence[Sequence[float]], max_points: int) -> list[Point
     edges = np.linspace(0, len(array), max_points + 1).astype(int)
     return [
         (float(array[e - 1, 0]), float(array[s:e, 1].mean()))
-        for s, e in zip(edges[:-1], edges[1:])
+        for s, e in itertools.pairwise(edges)
         if e > s
     ]
 
