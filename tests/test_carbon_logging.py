@@ -304,3 +304,11 @@ def test_sweep_bad_carbon_option_exits_2_before_any_run(
     )
     assert proc.returncode == 2 and proc.stderr.startswith("Error: region:")
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
+
+
+def test_empty_carbon_options_count_as_not_given() -> None:
+    from mlflow_roofline.commands.options import pop_carbon_options
+
+    options = {"region": "", "pue": "1.2", "carbon_intensity": None, "price_per_kwh": "  ", "num_layers": "2"}
+    assert pop_carbon_options(options) == {"pue": "1.2"}
+    assert options == {"num_layers": "2"}

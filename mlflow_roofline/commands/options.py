@@ -62,5 +62,9 @@ def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pop_carbon_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Remove the carbon options from a click command's keyword arguments; return those given."""
-    return {name: value for name in CARBON_OPTION_NAMES if (value := options.pop(name, None)) is not None}
+    """Remove the carbon options from a click command's keyword arguments; return those given.
+
+    An empty value counts as not given (the MLproject passes ``--region ''`` for an unset param).
+    """
+    given = {name: options.pop(name, None) for name in CARBON_OPTION_NAMES}
+    return {name: value for name, value in given.items() if value is not None and str(value).strip()}
