@@ -9,7 +9,13 @@ from __future__ import annotations
 import click
 
 from mlflow_roofline.commands.options import parse_bool
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAULT_MODEL_NAME, MISSING_BASELINE_CHOICES
+from mlflow_roofline.core.schema import (
+    DEFAULT_ALIAS,
+    DEFAULT_EXPERIMENT,
+    DEFAULT_MODEL_NAME,
+    FIT_ENERGY_METRICS,
+    MISSING_BASELINE_CHOICES,
+)
 
 
 @click.command("fit")
@@ -40,6 +46,13 @@ from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_EXPERIMENT, DEFAU
     show_default=True,
     help="Parallel runs without a single-device run of their workload: eta from the speedup law, or drop them.",
 )
+@click.option(
+    "--energy",
+    type=click.Choice(tuple(FIT_ENERGY_METRICS)),
+    default="gpu",
+    show_default=True,
+    help="The energy the law learns: gpu = energy_j (the meter's devices), node = energy_node_j (plus CPU and DRAM).",
+)
 @click.option("--register/--no-register", default=True, show_default=True, help="Register the model.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the cross-validation folds.")
 def fit_command(
@@ -49,6 +62,7 @@ def fit_command(
     allow_estimate: str,
     hardware: str | None,
     missing_baseline: str,
+    energy: str,
     register: bool,
     seed: int,
 ) -> None:
@@ -63,6 +77,7 @@ def fit_command(
         allow_estimate=parse_bool("allow_estimate", allow_estimate),
         hardware=hardware or None,
         missing_baseline=missing_baseline,
+        energy=energy,
         register=register,
         seed=seed,
         echo=click.echo,

@@ -5,7 +5,8 @@ energy and wall time with an energy meter (``estimate`` counts the child's proce
 tree CPU time, not this wrapper's) and logs one MLflow run: tag
 ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``, ``avg_power_w``, tags
 ``roofline.energy_source``, ``roofline.hardware``, ``roofline.command`` and
-``roofline.exit_code``. Exits with the command's exit code (128+N when a signal N
+``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` / ``cost`` with the carbon tags
+(``--carbon-intensity``, ``--region``, ``--pue``, ``--price-per-kwh``). Exits with the command's exit code (128+N when a signal N
 killed it, 127 when it is not found, 126 when it cannot be started); the run ends FINISHED on exit code 0,
 KILLED on a signal, FAILED otherwise.
 
@@ -29,6 +30,8 @@ from typing import Any
 
 import click
 
+from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
+from mlflow_roofline.core.carbon import CarbonSettings, emissions, resolve_carbon
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
@@ -56,23 +59,32 @@ EXIT_CANNOT_RUN = 126
     metavar="WATTS",
     help="estimate meter: watts per busy core (default: $ROOFLINE_ESTIMATE_WATTS_PER_CORE, else 6 W).",
 )
+@carbon_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def measure_command(experiment: str | None, meter: str, watts_per_core: str | None, command: tuple[str, ...]) -> None:
+def measure_command(
+    experiment: str | None, meter: str, watts_per_core: str | None, command: tuple[str, ...], **carbon: str | None
+) -> None:
     """Run COMMAND, measure its energy and time, log them as an MLflow run."""
     if not command:
         raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
+    settings = resolve_carbon(**pop_carbon_options(carbon))
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
     try:
         if shutil.which(command[0]) is None:
             click.echo(f"Error: COMMAND: {command[0]!r} is not an executable on PATH", err=True)
             sys.exit(EXIT_NOT_FOUND)
-        sys.exit(measure(list(command), energy_meter, experiment))
+        sys.exit(measure(list(command), energy_meter, experiment, settings))
     finally:
         energy_meter.close()
 
 
-def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> int:
-    """Run ``command`` in an MLflow run measured by ``meter``; return the exit code for this process."""
+def measure(
+    command: list[str], meter: EnergyMeter, experiment: str | None, carbon: CarbonSettings | None = None
+) -> int:
+    """Run ``command`` in an MLflow run measured by ``meter``; return the exit code for this process.
+
+    ``carbon`` converts the energy to emissions and cost (None: from the ``ROOFLINE_*`` env vars).
+    """
     import mlflow
     from mlflow.entities import RunStatus
 
@@ -112,7 +124,7 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
         if measurement.error:
             click.echo(f"mlflow-roofline measure: energy not measured: {measurement.error}", err=True)
         click.echo(
-            f"mlflow-roofline measure: run {run_id}: {_summary(measurement)}, exit code {code}", err=True
+            f"mlflow-roofline measure: run {run_id}: {_summary(measurement, carbon)}, exit code {code}", err=True
         )
         return code
     except KeyboardInterrupt:
@@ -120,12 +132,14 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
         return code
     finally:
         if measurement is not None:
-            log_measurement(measurement, meter.hardware, run_id)
+            log_measurement(measurement, meter.hardware, run_id, carbon)
         client.set_terminated(run_id, RunStatus.to_string(status))
 
 
-def _summary(m: Measurement) -> str:
+def _summary(m: Measurement, carbon: CarbonSettings | None) -> str:
     energy = "energy n/a" if m.energy_j is None else f"{m.energy_j:.4g} J"
+    if m.energy_j is not None and carbon is not None and carbon.known:
+        energy += f", {emissions(m.energy_j, carbon)['co2e_g']:.4g} g CO2e"
     return f"{energy} ({m.source}) in {m.time_s:.3f} s"
 
 

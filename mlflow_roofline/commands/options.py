@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import click
+
 from mlflow_roofline.core.errors import ConfigError
 
 TRUE_WORDS = ("true", "1", "yes", "y", "on")
@@ -24,3 +29,42 @@ def parse_bool(field: str, value: str | bool) -> bool:
     if word in FALSE_WORDS:
         return False
     raise ConfigError(field, f"must be true or false, got {value!r}")
+
+
+CARBON_OPTION_NAMES: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
+"""The keyword names :func:`carbon_options` adds (those of :func:`~mlflow_roofline.core.carbon.resolve_carbon`)."""
+
+
+def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--carbon-intensity``, ``--region``, ``--pue`` and ``--price-per-kwh`` to a click command."""
+    options = (
+        click.option(
+            "--carbon-intensity",
+            metavar="G",
+            default=None,
+            help="Grid carbon intensity, g CO2e per kWh (default: $ROOFLINE_CARBON_INTENSITY, else --region).",
+        ),
+        click.option(
+            "--region",
+            metavar="CODE",
+            default=None,
+            help="ISO 3166 country code or cloud region (us-east-1, europe-west4, eastus) looked up in the "
+            "shipped yearly-average table (default: $ROOFLINE_REGION). Without a figure no co2e_g is logged.",
+        ),
+        click.option("--pue", metavar="X", default=None, help="Facility PUE >= 1 (default: $ROOFLINE_PUE, else 1.0)."),
+        click.option(
+            "--price-per-kwh", metavar="P", default=None, help="Price of a kWh, for `cost` (default: $ROOFLINE_PRICE_PER_KWH)."
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def pop_carbon_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Remove the carbon options from a click command's keyword arguments; return those given.
+
+    An empty value counts as not given (the MLproject passes ``--region ''`` for an unset param).
+    """
+    given = {name: options.pop(name, None) for name in CARBON_OPTION_NAMES}
+    return {name: value for name, value in given.items() if value is not None and str(value).strip()}

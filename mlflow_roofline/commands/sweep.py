@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mlflow_roofline.commands.executor_options import executor_options, executor_settings
-from mlflow_roofline.commands.options import parse_bool
+from mlflow_roofline.commands.options import carbon_options, parse_bool, pop_carbon_options
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.sweep.plan import MAX_GRID_POINTS
 
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     help="Most grid points a spec may hold; a larger grid is refused before it is expanded.",
 )
 @executor_options
+@carbon_options
 def sweep_command(
     spec: str,
     dry_run: bool,
@@ -56,21 +57,27 @@ def sweep_command(
     experiment: str | None,
     no_progress: bool,
     max_configs: int,
-    **executor: Any,
+    **options: Any,
 ) -> None:
     """Run the grid of train runs in SPEC (a shipped name, see `specs`, or a YAML path).
 
     Resumable: configurations that already have a FINISHED run with the same
     roofline.config_hash in the experiment are skipped. Exits 1 if a configuration
-    failed, 128+signal when interrupted.
+    failed, 128+signal when interrupted. The carbon options (over the spec's keys of the
+    same names) are passed to every train run.
     """
+    import dataclasses
+
     from mlflow.tracking import MlflowClient
 
     from mlflow_roofline.sweep.spec import load_spec
     from mlflow_roofline.tracking.experiments import get_or_create_experiment
+    from mlflow_roofline.core.carbon import resolve_carbon
 
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
+    checked = dataclasses.replace(checked, carbon={**checked.carbon, **pop_carbon_options(options)})
+    resolve_carbon(**checked.carbon)  # a bad value fails here, before any run
     experiment_name = experiment.strip() if experiment and experiment.strip() else checked.experiment
     plan = _plan(checked, dry_run, max_configs, show_progress=not no_progress)
     client = MlflowClient()
@@ -79,7 +86,7 @@ def sweep_command(
         return
     from mlflow_roofline.sweep.runner import run_sweep
 
-    settings = executor_settings(executor, checked.slurm)
+    settings = executor_settings(options, checked.slurm)
     remote = _remote_executor(settings, plan.device)
     experiment_id = get_or_create_experiment(client, experiment_name)
     try:

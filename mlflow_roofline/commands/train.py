@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
 from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.core.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
 
@@ -34,6 +35,7 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 @click.option("--experiment", default=None, help="Experiment of a new run [default: roofline-bert]; "
               "ignored when MLFLOW_RUN_ID names a run to log into.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the weights and the batches.")
+@carbon_options
 def train_command(meter: str, experiment: str | None, seed: int, **options: str | None) -> None:
     """Fine-tune one BERT configuration, measure its energy and time, log one MLflow run.
 
@@ -43,8 +45,9 @@ def train_command(meter: str, experiment: str | None, seed: int, **options: str 
     from mlflow_roofline.core.errors import Interrupted
     from mlflow_roofline.train.run import train
 
+    carbon = pop_carbon_options(options)
     try:
-        run_id, result = train(options, meter=meter, experiment=experiment, seed=seed)
+        run_id, result = train(options, meter=meter, experiment=experiment, seed=seed, carbon=carbon)
     except Interrupted as exc:  # SIGTERM/SIGINT: the run has ended KILLED, the job is stopped
         click.echo(f"Error: interrupted by {exc}; the run ended KILLED", err=True)
         sys.exit(128 + getattr(signal, str(exc), signal.SIGTERM))

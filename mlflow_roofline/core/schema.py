@@ -59,14 +59,22 @@ M_STEP_TIME_S = "step_time_s"
 M_SAMPLES_PER_S = "samples_per_s"
 M_AVG_POWER_W = "avg_power_w"
 M_FINAL_LOSS = "final_loss"
-M_ENERGY_CPU_J = "energy_cpu_j"  # whole node: CPU packages, joules
-M_ENERGY_DRAM_J = "energy_dram_j"  # whole node: DRAM, joules
-M_ENERGY_NODE_J = "energy_node_j"  # whole node: accelerators + CPU + DRAM, joules
 M_LOSS = "loss"  # per-step history (step = index of the measured step) of the global-batch loss
 # Emissions and cost of energy_j (core/carbon.py): kWh, grams CO2e (x PUE x intensity), price x PUE x kWh.
 M_ENERGY_KWH = "energy_kwh"
 M_CO2E_G = "co2e_g"
 M_COST = "cost"
+# Beyond energy_j (train runs): the warm-up window, the node's CPU and DRAM (RAPL beside a GPU meter),
+# their sum with energy_j, the NVML counter/power-integral cross-check (relative difference), power history.
+M_WARMUP_ENERGY_J = "warmup_energy_j"
+M_ENERGY_CPU_J = "energy_cpu_j"
+M_ENERGY_DRAM_J = "energy_dram_j"
+M_ENERGY_NODE_J = "energy_node_j"
+M_ENERGY_METER_DISAGREEMENT = "energy_meter_disagreement"
+M_POWER_W = "power_w"  # history: one point per (downsampled) meter sample, timestamp = sample time
+POWER_PLOT_ARTIFACT = "power_timeline.png"
+FIT_ENERGY_METRICS: dict[str, str] = {"gpu": M_ENERGY_J, "node": M_ENERGY_NODE_J}
+"""``fit --energy``: which metric the law learns (the meter's devices, or the whole node)."""
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
@@ -128,6 +136,9 @@ TAG_CARBON_SOURCE = "roofline.carbon_source"  # option, env or table:<region>
 TAG_PUE = "roofline.pue"
 TAG_PRICE_PER_KWH = "roofline.price_per_kwh"
 TAG_CARBON_UNKNOWN = "roofline.carbon_unknown"
+TAG_WARMUP_ENERGY_ERROR = "roofline.warmup_energy_error"  # why warmup_energy_j is missing
+TAG_ENERGY_NODE_ERROR = "roofline.energy_node_error"  # why energy_cpu_j / _dram_j / _node_j are missing or partial
+TAG_METER_CHECK = "roofline.energy_meter_check"  # which meter cross-checked energy_j, or why none could
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""

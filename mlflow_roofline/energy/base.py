@@ -1,9 +1,13 @@
-"""The meter interface: measurement windows that return a :class:`Measurement`.
+"""The meter interface: named, possibly overlapping windows that return a :class:`Measurement`.
 
-A meter opens a window with :meth:`EnergyMeter.begin` and closes it with
-:meth:`EnergyMeter.end` (or wraps a block with :meth:`EnergyMeter.window`). Backends only
-say how to start and stop one reading; the window logic that turns a reading into a
-measurement, and the failure rules, live here once:
+A meter opens a window with :meth:`EnergyMeter.begin_window` and closes it with
+:meth:`EnergyMeter.end_window` (like Zeus's ``ZeusMonitor``): a job can measure its
+warm-up, its training and its evaluation separately, or a whole job around them.
+:meth:`~EnergyMeter.begin` / :meth:`~EnergyMeter.end` and :meth:`~EnergyMeter.window`
+use one default window. Backends only say how to read a cumulative energy per device
+(:meth:`EnergyMeter._cumulative`) while a *session* is open (from the first window's
+begin to the last window's end); a window's energy is the difference of two readings.
+The window logic, and the failure rules, live here once:
 
 - a read that fails (at the start, mid-window or at the end) gives ``energy_j=None``
   and ``error`` set: never a silent zero;
@@ -16,80 +20,47 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from mlflow_roofline.core.errors import RooflineError
-
-SCOPES: tuple[str, ...] = ("device", "node", "process")
-"""What a meter's joules cover: the GPUs of this process, the whole machine, or this
-process tree. A ``node`` reading must be reported by one process per node only."""
-
-
-class MeterError(RooflineError):
-    """A meter that cannot be built or used here (unknown, unavailable, misused)."""
-
-
-class ReadError(Exception):
-    """A counter read failed; the window it belongs to reports it as ``error``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Measurement:
-    """The result of one measurement window.
-
-    Attributes:
-        energy_j: total energy over the window in joules; ``None`` when it could not be
-            measured (then ``error`` says why). Never a stand-in zero.
-        per_device_j: joules per measured device (``cuda:0``, ``package-0``, ``cpu``...).
-        time_s: wall time of the window in seconds (``time.perf_counter``).
-        source: the meter that measured it (``nvml``, ``nvml_power``, ``rapl``, ``estimate``).
-        error: why ``energy_j`` is ``None``; ``None`` when the reading is good.
-        warning: a caveat on a good reading (too short a window, a stalled device...).
-    """
-
-    energy_j: float | None
-    per_device_j: dict[str, float]
-    time_s: float
-    source: str
-    error: str | None = None
-    warning: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when ``energy_j`` holds a reading."""
-        return self.energy_j is not None
-
-    @property
-    def avg_power_w(self) -> float | None:
-        """Average power over the window in watts (``energy_j / time_s``), if measured."""
-        if self.energy_j is None or self.time_s <= 0:
-            return None
-        return self.energy_j / self.time_s
-
-
-@dataclasses.dataclass(frozen=True)
-class Reading:
-    """What a backend returns when it closes a window: joules per device and a caveat."""
-
-    per_device_j: dict[str, float]
-    warning: str | None = None
+from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the meter interface's types
+    SCOPES,
+    Measurement,
+    MeterError,
+    Reading,
+    ReadError,
+    Snapshot,
+    Window,
+)
 
 
 @dataclasses.dataclass
-class Window:
-    """Handle yielded by :meth:`EnergyMeter.window`; ``measurement`` is set after the block."""
+class _Open:
+    """An open window: when it opened (perf_counter and Unix seconds), its first snapshot or why none."""
 
-    measurement: Measurement | None = None
+    t0: float
+    started_at: float
+    start: Snapshot | None
+    error: str | None
+
+
+DEFAULT_WINDOW = "window"
+"""The name of the window :meth:`EnergyMeter.begin` / :meth:`EnergyMeter.end` use."""
+
+MAX_TIMELINE_POINTS = 100_000
+"""Points a session's timeline keeps; past it every other point is dropped (the rate halves)."""
 
 
 class EnergyMeter(abc.ABC):
-    """One energy source behind measurement windows; one window open at a time.
+    """One energy source behind named, possibly overlapping measurement windows.
 
     Subclasses set ``source`` and ``scope``, ``update_period_s`` (seconds between two
-    updates of the underlying counter) and implement :meth:`_start`, :meth:`_stop` and
-    :attr:`hardware`; they raise :class:`ReadError` when a read fails.
+    updates of the underlying counter) and implement :meth:`_cumulative` and
+    :attr:`hardware` (and :meth:`_open_session` / :meth:`_close_session` when a session
+    needs a sampler); they raise :class:`ReadError` when a read fails. Every
+    :meth:`_cumulative` call holds ``self._lock``; a backend's sampler takes it too.
     """
 
     source: ClassVar[str]
@@ -100,9 +71,12 @@ class EnergyMeter(abc.ABC):
     selection: str = ""
 
     def __init__(self) -> None:
-        self._t0: float | None = None
-        self._start_error: str | None = None
+        self._windows: dict[str, _Open] = {}
         self._closed = False
+        self._lock = threading.Lock()
+        self._session_error: str | None = None
+        self._timeline_sampler: Any = None
+        self._timeline: list[tuple[float, float]] = []
 
     # -- what backends implement -------------------------------------------------------
     @property
@@ -116,71 +90,161 @@ class EnergyMeter(abc.ABC):
         """The keys of ``Measurement.per_device_j`` this meter reports."""
 
     @abc.abstractmethod
-    def _start(self) -> None:
-        """Take the opening reading (raise :class:`ReadError` on failure)."""
+    def _cumulative(self) -> Snapshot:
+        """Read the cumulative joules per device now (raise :class:`ReadError` on failure)."""
 
-    @abc.abstractmethod
-    def _stop(self, time_s: float) -> Reading:
-        """Take the closing reading and return joules per device over the window."""
+    def _open_session(self) -> None:
+        """Prepare reading (start samplers) before the first window opens; default: nothing."""
 
-    def _abort(self) -> None:
-        """Drop an open window without reading (stop samplers); default: nothing."""
+    def _close_session(self) -> None:
+        """Stop what :meth:`_open_session` started, after the last window closed; default: nothing."""
+
+    def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:
+        """A caveat on one window from its two snapshots (sampled meters); default: none."""
+        return None
 
     def _close(self) -> None:
         """Release the backend's resources (library handles, threads)."""
 
-    # -- the window logic --------------------------------------------------------------
+    # -- windows -------------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
         """True while a window is open."""
-        return self._t0 is not None
+        return bool(self._windows)
 
-    def begin(self) -> None:
-        """Open a window. A failed opening read is reported by :meth:`end`, not raised."""
+    @property
+    def open_windows(self) -> list[str]:
+        """The names of the open windows, in the order they opened."""
+        return list(self._windows)
+
+    def begin_window(self, name: str) -> None:
+        """Open the window ``name``; others may be open. A failed read is reported by :meth:`end_window`."""
         if self._closed:
             raise MeterError(f"{self.source} meter is closed")
-        if self._t0 is not None:
-            raise MeterError(f"{self.source} meter: a window is already open; end() it first")
-        self._start_error = None
+        if name in self._windows:
+            what = "a window is already open; end() it first" if name == DEFAULT_WINDOW else (
+                f"window {name!r} is already open; end_window({name!r}) first"
+            )
+            raise MeterError(f"{self.source} meter: {what}")
+        if not self._windows:
+            self._start_session()
+        start, error = self._snapshot()
+        self._windows[name] = _Open(time.perf_counter(), time.time(), start, error)
+
+    def end_window(self, name: str) -> Measurement:
+        """Close the window ``name`` and return its measurement (failures are in ``error``)."""
+        window = self._windows.pop(name, None)
+        if window is None:
+            what = "end() without begin()" if name == DEFAULT_WINDOW else f"end_window({name!r}) without begin_window"
+            raise MeterError(f"{self.source} meter: {what}")
+        time_s = time.perf_counter() - window.t0
         try:
-            self._start()
-        except ReadError as exc:
-            self._start_error = str(exc)
-        self._t0 = time.perf_counter()
+            if window.start is None:
+                return self._failed(time_s, f"read failed at window start: {window.error}", window.started_at)
+            end, error = self._snapshot()
+            if end is None:
+                return self._failed(time_s, str(error), window.started_at)
+            per_device = {k: max(end.per_device_j[k] - v, 0.0) for k, v in window.start.per_device_j.items()}
+            reading = Reading(per_device, self._window_warning(window.start, end, time_s))
+            return self._measurement(reading, time_s, window.started_at)
+        finally:
+            if not self._windows:
+                self._stop_session()
+
+    def begin(self) -> None:
+        """Open the default window (one at a time)."""
+        self.begin_window(DEFAULT_WINDOW)
 
     def end(self) -> Measurement:
-        """Close the window and return its measurement (failures are in ``error``)."""
-        if self._t0 is None:
-            raise MeterError(f"{self.source} meter: end() without begin()")
-        time_s = time.perf_counter() - self._t0
-        self._t0 = None
-        if self._start_error is not None:
-            self._abort()
-            return self._failed(time_s, f"read failed at window start: {self._start_error}")
-        try:
-            reading = self._stop(time_s)
-        except ReadError as exc:
-            return self._failed(time_s, str(exc))
-        return self._measurement(reading, time_s)
+        """Close the default window and return its measurement."""
+        return self.end_window(DEFAULT_WINDOW)
 
     @contextlib.contextmanager
-    def window(self) -> Iterator[Window]:
+    def window(self, name: str = DEFAULT_WINDOW) -> Iterator[Window]:
         """Measure a block: ``with meter.window() as w: ...``; then ``w.measurement``."""
         handle = Window()
-        self.begin()
+        self.begin_window(name)
         try:
             yield handle
         finally:
-            handle.measurement = self.end()
+            handle.measurement = self.end_window(name)
+
+    # -- the power timeline ------------------------------------------------------------
+    def enable_timeline(self, interval_s: float) -> None:
+        """Record a reading every ``interval_s`` seconds while a session is open (see :meth:`power_timeline`)."""
+        from mlflow_roofline.energy.sampler import PeriodicSampler
+
+        if self._timeline_sampler is None:
+            self._timeline_sampler = PeriodicSampler(self._timeline_sample, interval_s, f"roofline-{self.source}-timeline")
+
+    def power_timeline(self) -> list[tuple[float, float]]:
+        """``(unix time s, watts)`` of the last session: the mean power between two readings, at the later one.
+
+        Readings closer than half the timeline interval to the one before are merged.
+
+        Empty unless :meth:`enable_timeline` was called (sampled backends may keep their own samples).
+        """
+        with self._lock:
+            points = list(self._timeline)
+        min_dt = self._timeline_sampler.interval_s / 2 if self._timeline_sampler is not None else 0.0
+        kept: list[tuple[float, float]] = []
+        for point in points:  # window-edge readings close to a periodic one would give a noisy power
+            if not kept or point[0] - kept[-1][0] >= min_dt:
+                kept.append(point)
+        if len(points) > 1 and kept[-1] is not points[-1]:
+            kept[-1] = points[-1]  # end on the last reading, so the timeline spans the whole session
+        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in zip(kept, kept[1:]) if t1 > t0]
+
+    def _timeline_sample(self) -> None:
+        with self._lock:
+            self._record(self._cumulative())
+
+    def _record(self, snapshot: Snapshot) -> None:
+        """Add a reading to the timeline (caller holds the lock)."""
+        if self._timeline_sampler is None:
+            return
+        self._timeline.append((time.time(), sum(snapshot.per_device_j.values())))
+        if len(self._timeline) > MAX_TIMELINE_POINTS:
+            del self._timeline[1::2]
+
+    # -- sessions ------------------------------------------------------------------------
+    def _start_session(self) -> None:
+        self._session_error = None
+        self._timeline = []
+        try:
+            self._open_session()
+        except ReadError as exc:
+            self._session_error = str(exc)
+        if self._timeline_sampler is not None and self._session_error is None:
+            self._timeline_sampler.start()
+
+    def _stop_session(self) -> None:
+        if self._timeline_sampler is not None:
+            self._timeline_sampler.stop()
+        self._close_session()
+
+    def _snapshot(self) -> tuple[Snapshot | None, str | None]:
+        """A snapshot now, or why there is none."""
+        if self._session_error is not None:
+            return None, self._session_error
+        try:
+            with self._lock:
+                snapshot = self._cumulative()
+                self._record(snapshot)
+        except ReadError as exc:
+            return None, str(exc)
+        return snapshot, None
 
     def close(self) -> None:
         """Drop any open window and release the backend. Idempotent."""
         if self._closed:
             return
-        if self._t0 is not None:
-            self._t0 = None
-            self._abort()
+        if self._windows:
+            self._windows.clear()
+            self._stop_session()
         self._closed = True
+        if self._timeline_sampler is not None:
+            self._timeline_sampler.close()
         self._close()
 
     def __enter__(self) -> EnergyMeter:
@@ -193,10 +257,10 @@ class EnergyMeter(abc.ABC):
         return f"<{type(self).__name__} source={self.source} scope={self.scope} hardware={self.hardware!r}>"
 
     # -- helpers -----------------------------------------------------------------------
-    def _failed(self, time_s: float, error: str) -> Measurement:
-        return Measurement(None, {}, time_s, self.source, error=error)
+    def _failed(self, time_s: float, error: str, started_at: float | None = None) -> Measurement:
+        return Measurement(None, {}, time_s, self.source, error=error, started_at=started_at)
 
-    def _measurement(self, reading: Reading, time_s: float) -> Measurement:
+    def _measurement(self, reading: Reading, time_s: float, started_at: float | None = None) -> Measurement:
         warnings = [reading.warning] if reading.warning else []
         short = self.update_period_s > 0 and time_s < self.update_period_s
         if short:
@@ -214,10 +278,12 @@ class EnergyMeter(abc.ABC):
                 self.source,
                 error=f"{self.source} counter did not advance during the {time_s:.3g} s window ({why})",
                 warning="; ".join(warnings) or None,
+                started_at=started_at,
             )
         stalled = sorted(k for k, v in reading.per_device_j.items() if v <= 0.0)
         if stalled:
             warnings.append(f"counter of {', '.join(stalled)} did not advance")
         return Measurement(
-            total, dict(reading.per_device_j), time_s, self.source, warning="; ".join(warnings) or None
+            total, dict(reading.per_device_j), time_s, self.source, warning="; ".join(warnings) or None,
+            started_at=started_at,
         )

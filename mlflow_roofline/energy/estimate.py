@@ -29,7 +29,7 @@ import time
 
 import psutil
 
-from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.core.hardware import hardware_name
 
 DEFAULT_WATTS_PER_CORE = 6.0
@@ -88,7 +88,6 @@ class EstimateMeter(EnergyMeter):
         self._me = psutil.Process()
         self._live: dict[int, psutil.Process] = {}
         self._scanned_at = float("-inf")
-        self._start_cpu_s = 0.0
 
     @property
     def hardware(self) -> str:
@@ -125,9 +124,6 @@ class EstimateMeter(EnergyMeter):
             total += t.user + t.system + t.children_user + t.children_system
         return total
 
-    def _start(self) -> None:
-        self._start_cpu_s = self.cpu_seconds()
-
-    def _stop(self, time_s: float) -> Reading:
-        cpu_s = self.cpu_seconds()
-        return Reading({"cpu": max(cpu_s - self._start_cpu_s, 0.0) * self.watts_per_core})
+    def _cumulative(self) -> Snapshot:
+        """CPU seconds of the process tree so far times watts per core (a timeline of it is CPU utilisation)."""
+        return Snapshot({"cpu": self.cpu_seconds() * self.watts_per_core})

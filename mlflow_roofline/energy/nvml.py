@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
 
 MJ_PER_J = 1000.0
@@ -44,7 +44,7 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
                 f"nvml: {device.key} ({device.name}) has no energy counter ({type(exc).__name__}: {exc}); "
                 "use meter nvml_power"
             ) from exc
-        self._start_mj: list[int] = []
+        self._last_mj: list[int] = []
 
     def _read(self) -> list[int]:
         values = []
@@ -57,17 +57,17 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
                 ) from exc
         return values
 
-    def _start(self) -> None:
-        self._start_mj = self._read()
+    def _open_session(self) -> None:
+        self._last_mj = []
 
-    def _stop(self, time_s: float) -> Reading:
-        end_mj = self._read()
-        per_device = {}
-        for device, start, end in zip(self._devices, self._start_mj, end_mj):
-            if end < start:
-                raise ReadError(f"energy counter of {device.key} went backwards ({start} -> {end} mJ): driver reloaded?")
-            per_device[device.key] = (end - start) / MJ_PER_J
-        return Reading(per_device)
+    def _cumulative(self) -> Snapshot:
+        """The counters themselves, in joules since the driver loaded (checked never to go back)."""
+        now_mj = self._read()
+        for device, last, now in zip(self._devices, self._last_mj, now_mj):
+            if now < last:
+                raise ReadError(f"energy counter of {device.key} went backwards ({last} -> {now} mJ): driver reloaded?")
+        self._last_mj = now_mj
+        return Snapshot({device.key: mj / MJ_PER_J for device, mj in zip(self._devices, now_mj)})
 
     def _close(self) -> None:
         self._nvml.nvmlShutdown()

@@ -1,8 +1,10 @@
 """``nvml_power``: GPU energy by integrating sampled power, for GPUs without the counter.
 
 A background thread reads ``nvmlDeviceGetPowerUsage`` (milliwatts) of every measured GPU
-at ``sample_hz`` (default 20 Hz, at least 10 Hz) while a window is open; the window
-adds a sample at each end and integrates power over time with the trapezoid rule.
+at ``sample_hz`` (default 20 Hz, at least 10 Hz) while a window is open; each window
+adds a sample at each end, and power is integrated over time with the trapezoid rule
+as the samples come (a running integral per GPU, so windows may overlap). The samples
+are kept as the meter's power timeline.
 NVML's power reading is itself an average over a short period (up to 1 s on recent
 GPUs), so the integral smooths fast swings; windows shorter than two sampling intervals
 rest on their end samples only and are flagged.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.base import MAX_TIMELINE_POINTS, EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
 from mlflow_roofline.energy.sampler import PeriodicSampler
 
@@ -58,42 +60,72 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         except self._nvml.NVMLError as exc:
             self._nvml.nvmlShutdown()
             raise MeterError(f"nvml_power: {device.key} ({device.name}) has no power reading ({type(exc).__name__}: {exc})") from exc
-        self._samples: list[tuple[float, list[float]]] = []
-        self._sampler = PeriodicSampler(self._sample, 1.0 / self.sample_hz, "roofline-nvml-power")
+        self._count = 0  # samples this session
+        self._last: tuple[float, list[float]] | None = None  # (perf_counter s, watts per GPU)
+        self._joules: list[float] = [0.0] * len(self._devices)  # running trapezoid integral per GPU
+        self._kept: list[tuple[float, float]] = []  # (unix s, total watts): the timeline
+        self._fresh = False
+        self._sampler = PeriodicSampler(self._sample_locked, 1.0 / self.sample_hz, "roofline-nvml-power")
 
     @property
     def samples_taken(self) -> int:
-        """Samples in the last window (its two end samples included)."""
-        return len(self._samples)
+        """Samples in the last session (its windows' end samples included)."""
+        return self._count
+
+    def enable_timeline(self, interval_s: float) -> None:
+        """The power samples are the timeline already: nothing more to record."""
+
+    def power_timeline(self) -> list[tuple[float, float]]:
+        """``(unix time s, watts summed over the GPUs)`` of every power sample of the last session."""
+        with self._lock:
+            return list(self._kept)
 
     def _sample(self) -> None:
+        """Read every GPU's power and add the trapezoid since the previous sample (caller holds the lock)."""
         watts = []
         for device in self._devices:
             try:
                 watts.append(self._nvml.nvmlDeviceGetPowerUsage(device.handle) / MW_PER_W)
             except self._nvml.NVMLError as exc:
                 raise ReadError(f"nvmlDeviceGetPowerUsage({device.key}) failed: {type(exc).__name__}: {exc}") from exc
-        self._samples.append((time.perf_counter(), watts))
+        now = time.perf_counter()
+        if self._last is not None:
+            t0, w0 = self._last
+            for i, w in enumerate(watts):
+                self._joules[i] += trapezoid_j([(t0, w0[i]), (now, w)])
+        self._last = (now, watts)
+        self._count += 1
+        self._kept.append((time.time(), sum(watts)))
+        if len(self._kept) > MAX_TIMELINE_POINTS:
+            del self._kept[1::2]
 
-    def _start(self) -> None:
-        self._samples = []
-        self._sample()
+    def _sample_locked(self) -> None:
+        with self._lock:
+            self._sample()
+
+    def _open_session(self) -> None:
+        with self._lock:
+            self._count, self._last, self._kept = 0, None, []
+            self._joules = [0.0] * len(self._devices)
+            self._sample()
+            self._fresh = True  # the first window's opening snapshot uses this sample
         self._sampler.start()
 
-    def _stop(self, time_s: float) -> Reading:
-        self._sampler.stop()
+    def _cumulative(self) -> Snapshot:
+        """Joules per GPU integrated since the session opened, up to a sample taken now."""
         if self._sampler.error is not None:
             raise ReadError(f"power sampling failed mid-window: {self._sampler.error}")
-        self._sample()
-        per_device = {
-            device.key: trapezoid_j([(t, w[i]) for t, w in self._samples]) for i, device in enumerate(self._devices)
-        }
-        warning = None
-        if len(self._samples) < 3 and time_s >= self.update_period_s:
-            warning = f"the sampler missed the {time_s:.3g} s window: only its two end samples were taken"
-        return Reading(per_device, warning)
+        if not self._fresh:
+            self._sample()
+        self._fresh = False
+        return Snapshot({d.key: j for d, j in zip(self._devices, self._joules)}, samples=self._count)
 
-    def _abort(self) -> None:
+    def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:
+        if end.samples - start.samples < 2 and time_s >= self.update_period_s:
+            return f"the sampler missed the {time_s:.3g} s window: only its two end samples were taken"
+        return None
+
+    def _close_session(self) -> None:
         self._sampler.stop()
 
     def _close(self) -> None:

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from mlflow_roofline.energy.base import EnergyMeter, MeterError, Reading, ReadError
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.sampler import PeriodicSampler
 from mlflow_roofline.core.hardware import hardware_name
 
@@ -109,7 +109,7 @@ class RaplMeter(EnergyMeter):
         if wrap_check_s is None:
             shortest = min(z.max_range_uj for z in self._zones) / UJ_PER_J / ASSUMED_MAX_ZONE_W
             wrap_check_s = min(max(shortest, 0.05), 60.0)
-        self._sampler = PeriodicSampler(self._accumulate, wrap_check_s, "roofline-rapl")
+        self._sampler = PeriodicSampler(self._accumulate_locked, wrap_check_s, "roofline-rapl")
 
     @property
     def hardware(self) -> str:
@@ -135,20 +135,25 @@ class RaplMeter(EnergyMeter):
             zone.total_uj += delta
             zone.last_uj = now
 
-    def _start(self) -> None:
-        for zone in self._zones:
-            zone.last_uj = self._read(zone)
-            zone.total_uj = 0
+    def _accumulate_locked(self) -> None:
+        with self._lock:
+            self._accumulate()
+
+    def _open_session(self) -> None:
+        with self._lock:
+            for zone in self._zones:
+                zone.last_uj = self._read(zone)
+                zone.total_uj = 0
         self._sampler.start()
 
-    def _stop(self, time_s: float) -> Reading:
-        self._sampler.stop()
+    def _cumulative(self) -> Snapshot:
+        """Joules per zone since the session opened, wraparounds included."""
         if self._sampler.error is not None:
             raise ReadError(f"RAPL read failed mid-window: {self._sampler.error}")
         self._accumulate()
-        return Reading({z.key: z.total_uj / UJ_PER_J for z in self._zones})
+        return Snapshot({z.key: z.total_uj / UJ_PER_J for z in self._zones})
 
-    def _abort(self) -> None:
+    def _close_session(self) -> None:
         self._sampler.stop()
 
     def _close(self) -> None:

@@ -33,7 +33,7 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
-from mlflow_roofline.core.schema import TAG_HARDWARE, TAG_RUN_TYPE, present_strategies
+from mlflow_roofline.core.schema import FIT_ENERGY_METRICS, TAG_HARDWARE, TAG_RUN_TYPE, present_strategies
 from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.fit.diagnostics import compare_hardware_slopes
 from mlflow_roofline.fit.failure import record_failure
@@ -192,6 +192,7 @@ def run_fit(
     register: bool = True,
     seed: int = 0,
     echo: Callable[[str], Any] = print,
+    energy: str = "gpu",
 ) -> FitOutcome:
     """Run the whole fit job (see the module docstring); returns what was fitted and logged.
 
@@ -204,7 +205,9 @@ def run_fit(
     try:
         _check_arguments(experiments, model_name, alias, register)
         clock = time.perf_counter()
-        run_data = load_train_runs(MlflowClient(), experiments, hardware)
+        if energy not in FIT_ENERGY_METRICS:
+            raise ConfigError("energy", f"must be one of {', '.join(FIT_ENERGY_METRICS)}, got {energy!r}")
+        run_data = load_train_runs(MlflowClient(), experiments, hardware, FIT_ENERGY_METRICS[energy])
         timings = {"pull": time.perf_counter() - clock}
         echo(run_data.summary())
         clock = time.perf_counter()
@@ -217,7 +220,7 @@ def run_fit(
         timings["fit"] = time.perf_counter() - clock
         clock = time.perf_counter()
         outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped)
-        params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed)
+        params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = {"run_id": env_run} if env_run else {"experiment_id": run_data.experiment_ids[0], "run_name": "fit"}
         _log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
         timings["log"] = time.perf_counter() - clock
@@ -230,13 +233,14 @@ def run_fit(
 
 def _params(
     experiments: Sequence[str], allow_estimate: bool, missing_baseline: str, model_name: str, alias: str,
-    register: bool, seed: int,
+    register: bool, seed: int, energy: str,
 ) -> dict[str, str]:
     """The fit run's params."""
     return {
         "experiments": ",".join(experiments),
         "allow_estimate": str(bool(allow_estimate)).lower(),
         "missing_baseline": missing_baseline,
+        "energy": energy,
         "model_name": model_name if register else "",
         "alias": alias if register else "",
         "cv_folds": str(CV_FOLDS),

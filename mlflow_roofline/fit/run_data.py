@@ -137,8 +137,11 @@ def search_train_runs(client: Any, experiment_ids: Sequence[str], hardware: str 
             return runs
 
 
-def runs_to_frame(runs: Sequence[Any]) -> RunData:
-    """Turn run entities into a :class:`RunData`, dropping what a fit cannot use."""
+def runs_to_frame(runs: Sequence[Any], energy_metric: str = M_ENERGY_J) -> RunData:
+    """Turn run entities into a :class:`RunData`, dropping what a fit cannot use.
+
+    The frame's ``energy_j`` column holds the metric ``energy_metric`` (``energy_node_j``: fit the node).
+    """
     rows: list[dict[str, Any]] = []
     dropped: collections.Counter[str] = collections.Counter()
     beyond: collections.Counter[str] = collections.Counter()
@@ -157,7 +160,7 @@ def runs_to_frame(runs: Sequence[Any]) -> RunData:
         if reason is None:
             reason = _read_params(params, row, tags.get(TAG_DEVICE))
         if reason is None:
-            reason = _read_metrics(metrics, tags, row)
+            reason = _read_metrics(metrics, tags, row, energy_metric)
         if reason is not None:
             dropped[reason] += 1
             continue
@@ -218,17 +221,22 @@ def _read_params(params: dict[str, str], row: dict[str, Any], device: str | None
     return None
 
 
-def _read_metrics(metrics: dict[str, float], tags: dict[str, str], row: dict[str, Any]) -> str | None:
-    """Read ``time_s`` and ``energy_j`` into ``row`` (after the params); the reason to drop the run, or None."""
+def _read_metrics(
+    metrics: dict[str, float], tags: dict[str, str], row: dict[str, Any], energy_metric: str = M_ENERGY_J
+) -> str | None:
+    """Read ``time_s`` and the energy metric into ``row`` (after the params); the reason to drop the run, or None.
+
+    ``energy_metric`` is read as the row's ``energy_j`` (``energy_node_j``: fit the whole node).
+    """
     time_s = metrics.get(M_TIME_S)
     if time_s is None:
         return f"without metric {M_TIME_S}"
     problem = time_problem(time_s)
     if problem is not None:
         return problem
-    energy = metrics.get(M_ENERGY_J)
+    energy = metrics.get(energy_metric)
     if energy is None:
-        return f"without metric {M_ENERGY_J}" + (" (meter failed)" if TAG_ENERGY_ERROR in tags else "")
+        return f"without metric {energy_metric}" + (" (meter failed)" if TAG_ENERGY_ERROR in tags else "")
     problem = energy_problem(energy, time_s, int(row["num_devices"]))
     if problem is not None:
         return problem
@@ -238,9 +246,11 @@ def _read_metrics(metrics: dict[str, float], tags: dict[str, str], row: dict[str
 
 
 def load_train_runs(
-    client: Any, experiments: Sequence[str], hardware: str | None = None
+    client: Any, experiments: Sequence[str], hardware: str | None = None, energy_metric: str = M_ENERGY_J
 ) -> RunData:
     """Pull the FINISHED train runs of ``experiments`` (names or ids) into a :class:`RunData`.
+
+    ``energy_metric`` is the metric read as the runs' ``energy_j`` (``energy_node_j``: fit the node).
 
     Raises:
         RooflineError: an unknown experiment, or no finished train run at all.
@@ -253,4 +263,4 @@ def load_train_runs(
             f"runs: no FINISHED train runs (tag {TAG_RUN_TYPE}=train) in experiment(s) "
             f"{', '.join(experiments)}{where}; run `mlflow-roofline sweep` first"
         )
-    return dataclasses.replace(runs_to_frame(runs), experiment_ids=experiment_ids)
+    return dataclasses.replace(runs_to_frame(runs, energy_metric), experiment_ids=experiment_ids)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,13 @@ KILL_GRACE_S = 15.0
 """Seconds a train process gets to end its run after SIGTERM before SIGKILL."""
 
 
-def train_command(config: TrainConfig, meter: str = "auto") -> list[str]:
-    """The train CLI invocation measuring ``config`` (one process; it launches its own ranks)."""
+def train_command(config: TrainConfig, meter: str = "auto", extra_args: Sequence[str] = ()) -> list[str]:
+    """The train CLI invocation measuring ``config`` (one process; it launches its own ranks).
+
+    ``extra_args``: more train options (the sweep's carbon options).
+    """
     options = [arg for name, value in config.to_params().items() for arg in (f"--{name.replace('_', '-')}", value)]
-    return [sys.executable, "-m", "mlflow_roofline.cli", "train", *options, "--meter", meter]
+    return [sys.executable, "-m", "mlflow_roofline.cli", "train", *options, "--meter", meter, *extra_args]
 
 
 def create_child_run(
@@ -129,6 +133,7 @@ def run_child(
     log_dir: str | os.PathLike[str] | None = None,
     client: Any,
     die_with_parent: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> Outcome:
     """Measure ``config`` into the existing RUNNING run ``run_id`` (see :func:`run_configuration`).
 
@@ -141,7 +146,7 @@ def run_child(
     own_dir = None if log_dir is not None else tempfile.mkdtemp(prefix="roofline-sweep-")
     log_path = Path(own_dir if own_dir is not None else log_dir) / f"{run_id}.log"  # type: ignore[arg-type]
     try:
-        proc = start_train(config, meter, run_id, experiment_id, log_path, die_with_parent)
+        proc = start_train(config, meter, run_id, experiment_id, log_path, die_with_parent, extra_args)
         _log_tags(client, run_id, process_tags(proc.pid))
         timed_out = _wait(proc, timeout_s)
         return settle(client, run_id, proc.returncode, timed_out, timeout_s, log_path, time.monotonic() - started)
@@ -154,7 +159,13 @@ def run_child(
 
 
 def start_train(
-    config: TrainConfig, meter: str, run_id: str, experiment_id: str, log_path: Path, die_with_parent: bool = False
+    config: TrainConfig,
+    meter: str,
+    run_id: str,
+    experiment_id: str,
+    log_path: Path,
+    die_with_parent: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``mlflow-roofline train`` for ``config`` logging into ``run_id``, output to ``log_path``.
 
@@ -170,7 +181,7 @@ def start_train(
     env.pop("MLFLOW_EXPERIMENT_NAME", None)
     with open(log_path, "wb") as log:
         return subprocess.Popen(
-            train_command(config, meter),
+            train_command(config, meter, extra_args),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

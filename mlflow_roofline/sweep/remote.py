@@ -39,6 +39,7 @@ class RemoteTask:
         executor: ``ray`` or ``slurm`` (tag ``roofline.executor``).
         meter: the energy meter the train process asks for.
         timeout_s: wall-clock limit of the train process, seconds (None: none).
+        extra_args: more train options (the sweep's carbon options).
     """
 
     run_id: str
@@ -48,6 +49,7 @@ class RemoteTask:
     executor: str
     meter: str = "auto"
     timeout_s: float | None = None
+    extra_args: tuple[str, ...] = ()
 
 
 class WorkerUnreachable(RooflineError):
@@ -87,7 +89,7 @@ def measure_claimed(task: RemoteTask) -> Any:
     with heartbeat(client, task.run_id):
         return run_child(
             task.run_id, task.config, task.experiment_id, meter=task.meter, timeout_s=task.timeout_s,
-            client=client, die_with_parent=True,
+            client=client, die_with_parent=True, extra_args=task.extra_args,
         )
 
 

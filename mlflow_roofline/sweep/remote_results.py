@@ -33,7 +33,7 @@ def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
     executor = sweep.executor
     executor.submit(
         RemoteTask(run_id, config, sweep.experiment_id, tracking_uri(), executor.name, sweep.spec.meter,
-                   sweep.spec.timeout_s)
+                   sweep.spec.timeout_s, tuple(sweep.spec.carbon_args))
     )
 
 

@@ -325,6 +325,7 @@ def _claim_and_run(
         timeout_s=sweep.spec.timeout_s,
         log_dir=sweep.log_dir,
         client=client,
+        extra_args=sweep.spec.carbon_args,
     )
 
 

@@ -10,7 +10,9 @@ Beyond DESIGN.md's keys a spec may use:
 - a single value in place of a one-element list;
 - any grid key at the top level: it then applies to every grid that does not set it;
 - ``meter`` (energy meter passed to every train run, default ``auto``) and ``timeout_s``
-  (wall-clock limit of one configuration, seconds; the run is FAILED past it).
+  (wall-clock limit of one configuration, seconds; the run is FAILED past it);
+- ``carbon_intensity`` (g CO2e/kWh), ``region``, ``pue`` and ``price_per_kwh``: passed to
+  every train run as its carbon options (``--carbon-intensity`` ...).
 
 Every error is a :class:`~mlflow_roofline.core.errors.ConfigError` naming the key and what is
 allowed. This module reads YAML and nothing else: no MLflow, no torch.
@@ -30,6 +32,7 @@ from typing import Any
 import yaml
 
 from mlflow_roofline.core.config import int_field_problem
+from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
     DEFAULT_EXPERIMENT,
@@ -56,7 +59,10 @@ INT_GRID_KEYS: tuple[str, ...] = (
 GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
 """Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
 
-SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description", "slurm")
+CARBON_KEYS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
+"""Top-level keys passed to every train run as its carbon options."""
+
+SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description", "slurm") + CARBON_KEYS
 """Top-level keys that are settings of the sweep, not grid values."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -97,6 +103,7 @@ class SweepSpec:
         description: free text from the spec, or "".
         slurm: the ``slurm`` section for ``--executor slurm``: ``partition``, ``account``
             (names) and ``time_min`` (minutes per configuration); the command's options win.
+        carbon: the carbon settings given (keys of :data:`CARBON_KEYS`), passed to every train run.
     """
 
     name: str
@@ -109,6 +116,12 @@ class SweepSpec:
     text: str
     description: str = ""
     slurm: dict[str, Any] = dataclasses.field(default_factory=dict)
+    carbon: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def carbon_args(self) -> list[str]:
+        """The carbon options of every train run: ``["--region", "DE", ...]``."""
+        return [arg for key, value in self.carbon.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
 
     @property
     def spec_hash(self) -> str:
@@ -216,7 +229,15 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
         "timeout_s": float(timeout_s) if timeout_s is not None else None,
         "description": description,
         "slurm": _slurm(data.get("slurm")),
+        "carbon": _carbon(data),
     }
+
+
+def _carbon(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's carbon keys that are set, checked (a bad value or unknown region names its key)."""
+    carbon = {key: data[key] for key in CARBON_KEYS if data.get(key) is not None}
+    resolve_carbon(**carbon, env={})
+    return carbon
 
 
 SLURM_KEYS: tuple[str, ...] = ("partition", "account", "time_min")

@@ -6,8 +6,10 @@
 ...         train()
 ...     w.measurement.energy_j
 
-Metrics: ``energy_j`` (joules), ``time_s`` (seconds), ``avg_power_w`` (watts); tags
-``roofline.energy_source``, ``roofline.hardware`` and, when there is one,
+Metrics: ``energy_j`` (joules), ``time_s`` (seconds), ``avg_power_w`` (watts), and
+``energy_kwh``, ``co2e_g`` (grams CO2e, when the carbon intensity is known) and ``cost``
+(when a price is known); tags ``roofline.energy_source``, ``roofline.hardware``, the
+carbon tags of :func:`~mlflow_roofline.core.carbon.carbon_tags` and, when there is one,
 ``roofline.energy_error`` / ``roofline.energy_warning``. A failed reading logs no
 ``energy_j`` (never a zero) and says why in ``roofline.energy_error``.
 """
@@ -18,6 +20,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from mlflow_roofline.core.carbon import CarbonSettings, carbon_tags, emissions, resolve_carbon
 from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
 from mlflow_roofline.energy.select import make_meter
 from mlflow_roofline.core.schema import (
@@ -33,20 +36,29 @@ from mlflow_roofline.core.schema import (
 )
 
 
+def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None = None) -> dict[str, float]:
+    """The metrics of a measurement: ``time_s`` always, energy and power when measured.
 
-def measurement_metrics(measurement: Measurement) -> dict[str, float]:
-    """The metrics of a measurement: ``time_s`` always, energy and power when measured."""
+    With ``carbon``, a measured energy also gives ``energy_kwh`` and, where known,
+    ``co2e_g`` (grams) and ``cost`` (see :func:`~mlflow_roofline.core.carbon.emissions`).
+    """
     metrics = {M_TIME_S: measurement.time_s}
     if measurement.energy_j is not None:
         metrics[M_ENERGY_J] = measurement.energy_j
         if measurement.avg_power_w is not None:
             metrics[M_AVG_POWER_W] = measurement.avg_power_w
+        if carbon is not None:
+            metrics.update(emissions(measurement.energy_j, carbon))
     return metrics
 
 
-def measurement_tags(measurement: Measurement, hardware: str | None = None) -> dict[str, str]:
-    """The tags of a measurement: its source, the hardware (when given), any error or warning."""
+def measurement_tags(
+    measurement: Measurement, hardware: str | None = None, carbon: CarbonSettings | None = None
+) -> dict[str, str]:
+    """The tags of a measurement: its source, the hardware (when given), the carbon tags, any error or warning."""
     tags = {TAG_ENERGY_SOURCE: measurement.source}
+    if carbon is not None:
+        tags.update(carbon_tags(carbon))
     if hardware is not None:
         tags[TAG_HARDWARE] = hardware
     if measurement.error:
@@ -56,8 +68,14 @@ def measurement_tags(measurement: Measurement, hardware: str | None = None) -> d
     return tags
 
 
-def log_measurement(measurement: Measurement, hardware: str, run_id: str | None = None) -> None:
-    """Log a measurement's metrics and tags to ``run_id`` (default: the active run)."""
+def log_measurement(
+    measurement: Measurement, hardware: str, run_id: str | None = None, carbon: CarbonSettings | None = None
+) -> None:
+    """Log a measurement's metrics and tags to ``run_id`` (default: the active run).
+
+    ``carbon`` converts the energy to emissions and cost; None resolves it from the
+    ``ROOFLINE_*`` env vars (:func:`~mlflow_roofline.core.carbon.resolve_carbon`).
+    """
     import mlflow
     from mlflow.entities import Metric, RunTag
     from mlflow.utils.time import get_current_time_millis
@@ -67,17 +85,23 @@ def log_measurement(measurement: Measurement, hardware: str, run_id: str | None 
         if run is None:
             raise RuntimeError("log_measurement: no active MLflow run and no run_id given")
         run_id = run.info.run_id
+    carbon = resolve_carbon() if carbon is None else carbon
     now = get_current_time_millis()
     mlflow.MlflowClient().log_batch(
         run_id,
-        metrics=[Metric(k, float(v), now, 0) for k, v in measurement_metrics(measurement).items()],
-        tags=[RunTag(k, v) for k, v in measurement_tags(measurement, hardware).items()],
+        metrics=[Metric(k, float(v), now, 0) for k, v in measurement_metrics(measurement, carbon).items()],
+        tags=[RunTag(k, v) for k, v in measurement_tags(measurement, hardware, carbon).items()],
     )
 
 
 @contextlib.contextmanager
 def track_energy(
-    meter: str | EnergyMeter = "auto", *, device: str = "auto", gpu_indices: list[int] | None = None, **options: Any
+    meter: str | EnergyMeter = "auto",
+    *,
+    device: str = "auto",
+    gpu_indices: list[int] | None = None,
+    carbon: CarbonSettings | None = None,
+    **options: Any,
 ) -> Iterator[Window]:
     """Measure the energy of a block and log it to the active MLflow run.
 
@@ -86,6 +110,8 @@ def track_energy(
             meter you built (left open for reuse); a named one is closed afterwards.
         device: where the block's work runs (``auto``, ``cuda``, ``cpu``), for ``auto``.
         gpu_indices: CUDA ordinals to read with the NVML meters.
+        carbon: how to convert the energy to ``co2e_g`` and ``cost``; None resolves it from
+            the ``ROOFLINE_*`` env vars (before the block runs, so a bad value fails early).
         options: passed to :func:`~mlflow_roofline.energy.make_meter`.
     Yields:
         a :class:`~mlflow_roofline.energy.Window` whose ``measurement`` is set after the block.
@@ -97,6 +123,7 @@ def track_energy(
     """
     import mlflow
 
+    carbon = resolve_carbon() if carbon is None else carbon
     own_meter = isinstance(meter, str)
     built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter
     own_run = mlflow.active_run() is None
@@ -116,7 +143,7 @@ def track_energy(
         finally:
             handle.measurement = built.end()
             try:
-                log_measurement(handle.measurement, built.hardware, run.info.run_id)
+                log_measurement(handle.measurement, built.hardware, run.info.run_id, carbon)
             finally:
                 if own_run:
                     mlflow.end_run(status)

@@ -7,14 +7,17 @@ writes its traceback to ``JOB_DIR/error-rank<i>.txt`` and exits non-zero. A ``si
 job is one such process; a multi-device job N of them under torchrun
 (:mod:`mlflow_roofline.train.launch`). :func:`run_job` also runs in-process.
 
-The measured window (issue 3): warm-up steps; a barrier; the energy window and the timer
-open; ``num_steps`` optimizer steps; a barrier (which waits for the device too); the
-window closes. Each rank's energy reading is gathered to rank 0. Nothing here talks to
-MLflow: the launching process logs what rank 0 reports.
+The measured window: the ``warmup`` energy window opens; warm-up steps; a barrier; it
+closes and the ``train`` window and the timer open; ``num_steps`` optimizer steps; a
+barrier (which waits for the device too); the window closes. Both are named windows of
+the meters of :mod:`mlflow_roofline.train.job_energy` (the main meter, its cross-check,
+RAPL beside a GPU meter). Each rank's readings are gathered to rank 0. Nothing here
+talks to MLflow: the launching process logs what rank 0 reports.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -27,6 +30,7 @@ import torch.distributed as dist
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.train.flop_count import count_step_flops
+from mlflow_roofline.train.job_energy import JOB, TRAIN, WARMUP, JobMeters, combine
 from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec, RankEnergy
 from mlflow_roofline.train.parallel import strategy
 from mlflow_roofline.train.parallel.dist import DistEnv, setup, teardown
@@ -71,24 +75,26 @@ def run_job(spec: JobSpec) -> JobResult | None:
 
 
 def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobResult | None:
-    from mlflow_roofline.energy import make_meter
-
     flops_per_step = count_step_flops(config) if env.is_main else 0
     parallel = strategy(config.strategy)
     model = parallel.wrap(build_model(config, env.device, spec.seed), env)
     trainer = Trainer(model, build_optimizer(model), config.precision, env.device.type)
     data = batches(config, parallel.rows(config.batch_size, env), seed=spec.seed, device=env.device)
     gpus = [env.device.index] if env.device.type == "cuda" else None
-    meter = make_meter(spec.meter, device=env.device.type, gpu_indices=gpus)
-    reads_meter = meter.scope != "node" or env.local_rank == 0  # one reader per node for node-wide meters
+    meters = JobMeters(spec.meter, env.device.type, gpus, env.local_rank)
+    reads_meter = meters.reads  # one reader per node for node-wide meters
     try:
+        meters.begin(JOB)  # spans both windows: one power timeline for the whole job
+        if config.warmup_steps:
+            meters.begin(WARMUP)
         for _ in range(config.warmup_steps):
             trainer.step(*next(data))
         window = [next(data) for _ in range(config.num_steps)]  # the measured steps' batches, on the device
 
         env.barrier()
-        if reads_meter:
-            meter.begin()
+        if config.warmup_steps:
+            meters.end(WARMUP)
+        meters.begin(TRAIN)
         timer = StepTimer(env.device)
         t0 = time.perf_counter()
         timer.mark()
@@ -98,9 +104,12 @@ def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobR
             timer.mark()
         env.barrier()  # every rank done, the device drained
         time_s = time.perf_counter() - t0
-        measurement = meter.end() if reads_meter else None
+        measurement = meters.end(TRAIN)
+        meters.end(JOB)
+        windows = meters.finish() if reads_meter else None
     finally:
-        meter.close()
+        meters.close()
+    meter = meters.main
 
     own = RankEnergy(
         rank=env.rank,
@@ -109,6 +118,7 @@ def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobR
         time_s=time_s,
         error=measurement.error if measurement else None,
         warning=measurement.warning if measurement else None,
+        windows=windows,
     )
     loss_by_step = torch.stack(losses)
     ranks = [own]
@@ -131,17 +141,19 @@ def _report(
     failed = [r for r in readers if r.energy_j is None]
     prefix = len(ranks) > 1
     warnings = [f"rank {r.rank}: {r.warning}" if prefix else r.warning for r in readers if r.warning]
+    energy_j = None if failed else sum(r.energy_j for r in readers)  # type: ignore[misc]
     return JobResult(
         flops_per_step=flops_per_step,
         losses=losses,
         time_s=max(r.time_s for r in ranks),
         step_times_s=step_times_s,
-        energy_j=None if failed else sum(r.energy_j for r in readers),  # type: ignore[misc]
+        energy_j=energy_j,
         energy_source=source,
         energy_scope=scope,
         energy_error="; ".join(f"rank {r.rank}: {r.error}" if prefix else str(r.error) for r in failed) or None,
         energy_warning="; ".join(warnings) or None,
-        ranks=ranks,
+        ranks=[dataclasses.replace(r, windows=None) for r in ranks],  # their windows are in extras
+        extras=combine([(r.rank, r.windows) for r in readers if r.windows is not None], energy_j, scope),
     )
 
 

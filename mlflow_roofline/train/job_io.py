@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.train.job_energy import JobExtras, RankWindows
 
 SPEC_FILE = "job.json"
 RESULT_FILE = "result.json"
@@ -49,6 +50,7 @@ class RankEnergy:
     time_s: float
     error: str | None = None
     warning: str | None = None
+    windows: RankWindows | None = None  # warm-up, companions and timeline (ranks that read a meter)
 
 
 @dataclasses.dataclass
@@ -66,6 +68,7 @@ class JobResult:
         energy_error: why ``energy_j`` is ``None``.
         energy_warning: caveats on the readings.
         ranks: each rank's own window.
+        extras: warm-up energy, node energy, the meter cross-check and the power timeline.
     """
 
     flops_per_step: int
@@ -78,6 +81,7 @@ class JobResult:
     energy_error: str | None
     energy_warning: str | None
     ranks: list[RankEnergy]
+    extras: JobExtras = dataclasses.field(default_factory=JobExtras)
 
     @property
     def step_time_s(self) -> float:
@@ -90,7 +94,11 @@ class JobResult:
     @classmethod
     def read(cls, job_dir: Path) -> JobResult:
         raw = json.loads((job_dir / RESULT_FILE).read_text())
-        raw["ranks"] = [RankEnergy(**r) for r in raw["ranks"]]
+        raw["ranks"] = [
+            RankEnergy(**{**r, "windows": RankWindows(**r["windows"]) if r.get("windows") else None})
+            for r in raw["ranks"]
+        ]
+        raw["extras"] = JobExtras(**raw.get("extras", {}))
         return cls(**raw)
 
 

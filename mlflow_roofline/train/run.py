@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
@@ -52,7 +53,11 @@ class TrainingFailed(RooflineError):
 
 
 def train(
-    options: Mapping[str, Any], meter: str = "auto", experiment: str | None = None, seed: int = 0
+    options: Mapping[str, Any],
+    meter: str = "auto",
+    experiment: str | None = None,
+    seed: int = 0,
+    carbon: Mapping[str, Any] | None = None,
 ) -> tuple[str, JobResult]:
     """Run and log one train run; return its MLflow run id and the job's result.
 
@@ -61,22 +66,28 @@ def train(
         meter: the energy meter (``auto``, ``nvml``, ``nvml_power``, ``rapl``, ``estimate``).
         experiment: the experiment of a new run (ignored when ``MLFLOW_RUN_ID`` names one).
         seed: seed of the weights and of the synthetic batches.
+        carbon: keyword arguments of :func:`~mlflow_roofline.core.carbon.resolve_carbon`
+            (``carbon_intensity``, ``region``, ``pue``, ``price_per_kwh``); the env vars
+            fill what they leave out.
 
     Raises:
-        ConfigError: a bad param (the run has ended FAILED).
+        ConfigError: a bad param or carbon setting (the run has ended FAILED).
         MeterError: the meter is unknown or unavailable (the run has ended FAILED).
         TrainingFailed: the job failed (the run has ended FAILED).
         Interrupted: SIGTERM or SIGINT (the run has ended KILLED, the job is stopped).
     """
     # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
     with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
-        return _train(options, meter, experiment, seed)
+        return _train(options, meter, experiment, seed, carbon or {})
 
 
-def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed: int) -> tuple[str, JobResult]:
+def _train(
+    options: Mapping[str, Any], meter: str, experiment: str | None, seed: int, carbon: Mapping[str, Any]
+) -> tuple[str, JobResult]:
     try:
         config = parse_config(options)
         check_meter(meter, config.device)
+        settings = resolve_carbon(**carbon)
     except RooflineError as bad_input:
         from mlflow_roofline.train.tracked_run import tracked_run
 
@@ -98,7 +109,7 @@ def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed:
                     result = JobResult.read(job_dir)
                 except FileNotFoundError as exc:
                     raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
-                train_tracking.log_result(run_id, config, result)
+                train_tracking.log_result(run_id, config, result, settings)
         finally:
             job.stop()
     return run_id, result

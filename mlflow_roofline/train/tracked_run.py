@@ -10,43 +10,59 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
+from mlflow_roofline.train.job_energy import JobExtras
 from mlflow_roofline.train.job_io import JobResult
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
     DEFAULT_EXPERIMENT,
     MAX_TAG_CHARS,
+    M_ENERGY_CPU_J,
+    M_ENERGY_DRAM_J,
     M_ENERGY_J,
+    M_ENERGY_METER_DISAGREEMENT,
+    M_ENERGY_NODE_J,
     M_FINAL_LOSS,
     M_FLOPS_COUNTED,
     M_LOSS,
+    M_POWER_W,
     M_SAMPLES_PER_S,
     M_STEP_TIME_S,
     M_TIME_S,
+    M_WARMUP_ENERGY_J,
     P_METER,
+    POWER_PLOT_ARTIFACT,
     TAG_CONFIG_HASH,
     TAG_DEVICE,
+    TAG_ENERGY_NODE_ERROR,
     TAG_ENERGY_SCOPE,
     TAG_ERROR,
     TAG_HARDWARE,
+    TAG_METER_CHECK,
     TAG_RUN_TYPE,
+    TAG_WARMUP_ENERGY_ERROR,
     TAG_WORKLOAD_HASH,
 )
 
 logger = logging.getLogger(__name__)
 
 ERROR_ARTIFACT = "error.txt"
+LOG_BATCH_METRICS = 1000
+"""Metric points per ``log_batch`` call (MLflow's limit)."""
 ERROR_TAIL_LINES = 25
 
 
@@ -144,8 +160,8 @@ def _same_param(name: str, logged: str, value: str) -> bool:
     return False
 
 
-def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
-    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy tags.
+def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None) -> None:
+    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy and carbon tags.
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
     otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).
@@ -157,7 +173,7 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
     )
     samples = config.batch_size * config.num_steps
     metrics: dict[str, float] = {
-        **measurement_metrics(window),
+        **measurement_metrics(window, carbon),
         M_FLOPS_COUNTED: float(result.flops_per_step * config.num_steps),
         M_STEP_TIME_S: result.step_time_s,
         M_SAMPLES_PER_S: samples / result.time_s,
@@ -167,10 +183,49 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult) -> None:
         metrics[f"{M_TIME_S}_rank_{rank.rank}"] = rank.time_s
         if rank.read and rank.energy_j is not None:
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
-    tags = {**measurement_tags(window), TAG_ENERGY_SCOPE: result.energy_scope}
+    tags = {**measurement_tags(window, carbon=carbon), TAG_ENERGY_SCOPE: result.energy_scope}
+    extra_metrics, extra_tags = extras_fields(result.extras)
     now = _now_ms()
     history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
-    MlflowClient().log_batch(run_id, metrics=_metrics(metrics) + history, tags=_tags(tags))
+    history += [Metric(M_POWER_W, w, int(t * 1000), i) for i, (t, w) in enumerate(result.extras.power_timeline)]
+    client = MlflowClient()
+    client.log_batch(run_id, metrics=_metrics({**metrics, **extra_metrics}), tags=_tags({**tags, **extra_tags}))
+    for start in range(0, len(history), LOG_BATCH_METRICS):  # MLflow takes at most 1000 metrics per batch
+        client.log_batch(run_id, metrics=history[start : start + LOG_BATCH_METRICS])
+    if result.extras.power_timeline:
+        log_power_plot(client, run_id, result.extras, result.energy_source)
+
+
+def extras_fields(extras: JobExtras) -> tuple[dict[str, float], dict[str, str]]:
+    """The metrics and tags of the figures beside ``energy_j``: warm-up, node energy, cross-check."""
+    values = {
+        M_WARMUP_ENERGY_J: extras.warmup_energy_j,
+        M_ENERGY_CPU_J: extras.energy_cpu_j,
+        M_ENERGY_DRAM_J: extras.energy_dram_j,
+        M_ENERGY_NODE_J: extras.energy_node_j,
+        M_ENERGY_METER_DISAGREEMENT: extras.meter_disagreement,
+    }
+    notes = {
+        TAG_WARMUP_ENERGY_ERROR: extras.warmup_error,
+        TAG_ENERGY_NODE_ERROR: extras.node_error,
+        TAG_METER_CHECK: extras.meter_check,
+    }
+    return (
+        {k: float(v) for k, v in values.items() if v is not None},
+        {k: v[:MAX_TAG_CHARS] for k, v in notes.items() if v},
+    )
+
+
+def log_power_plot(client: MlflowClient, run_id: str, extras: JobExtras, source: str) -> None:
+    """Log the power timeline as the PNG artifact ``power_timeline.png`` (train window shaded)."""
+    from mlflow_roofline.train.power_plot import save_power_plot
+
+    with tempfile.TemporaryDirectory(prefix="roofline-plot-") as tmp:
+        path = save_power_plot(
+            Path(tmp) / POWER_PLOT_ARTIFACT, extras.power_timeline, extras.window_start, extras.window_end,
+            title=f"power ({source})",
+        )
+        client.log_artifact(run_id, str(path))
 
 
 def _metrics(values: Mapping[str, float]) -> list[Metric]:
