@@ -80,15 +80,7 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
     from mlflow_roofline.tracking.energy import log_measurement
 
     client = mlflow.MlflowClient()
-    try:
-        run = client.create_run(
-            _experiment_id(client, experiment),
-            run_name=f"measure-{os.path.basename(command[0])}",
-            tags={TAG_RUN_TYPE: "measure", TAG_COMMAND: shlex.join(command)[:MAX_TAG_CHARS]},
-        )
-    except mlflow.exceptions.MlflowException as exc:
-        raise RooflineError(f"experiment: cannot start a run in {experiment or 'the default experiment'}: {exc.message}") from exc
-    run_id = run.info.run_id
+    run_id = _open_run(client, command, experiment)
     click.echo(f"mlflow-roofline measure: run {run_id}, energy meter {meter.selection}", err=True)
     status, code = RunStatus.FAILED, 1
     measurement: Measurement | None = None
@@ -123,6 +115,35 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
         if measurement is not None:
             log_measurement(measurement, meter.hardware, run_id)
         client.set_terminated(run_id, RunStatus.to_string(status))
+
+
+def _open_run(client: Any, command: list[str], experiment: str | None) -> str:
+    """The run to log into: the one ``MLFLOW_RUN_ID`` names if it may be joined, else a new one.
+
+    Raises:
+        RunRefused: ``MLFLOW_RUN_ID`` names a run that does not exist, has ended or is not
+            a fresh measure run (left untouched).
+        RooflineError: the experiment cannot hold a new run.
+    """
+    import mlflow
+
+    from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable
+
+    tags = {TAG_RUN_TYPE: "measure", TAG_COMMAND: shlex.join(command)[:MAX_TAG_CHARS]}
+    run_id = os.environ.get(RUN_ID_ENV)
+    if run_id:
+        check_joinable(client, run_id, "measure")
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+        return run_id
+    try:
+        run = client.create_run(
+            _experiment_id(client, experiment), run_name=f"measure-{os.path.basename(command[0])}", tags=tags
+        )
+    except mlflow.exceptions.MlflowException as exc:
+        where = experiment or "the default experiment"
+        raise RooflineError(f"experiment: cannot start a run in {where}: {exc.message}") from exc
+    return run.info.run_id
 
 
 def _summary(m: Measurement) -> str:

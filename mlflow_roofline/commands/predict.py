@@ -16,6 +16,7 @@ from typing import Any
 import click
 import pandas as pd
 
+from mlflow_roofline.commands.options import FINITE_FLOAT
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.serve.predictor import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
@@ -118,7 +119,7 @@ def _load(model_uri: str) -> Any:
 @click.option("--num-steps", type=int, required=True, help="Optimizer steps of the job.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
 @click.option("--num-devices", type=int, default=1, show_default=True, help="N, devices.")
-@click.option("--speedup", type=float, default=None, help="Measured S(N) instead of the speedup law.")
+@click.option("--speedup", type=FINITE_FLOAT, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
 @click.option("--max-devices", type=int, default=DEFAULT_MAX_DEVICES, show_default=True, help="With --recommend.")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend.")

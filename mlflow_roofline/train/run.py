@@ -11,7 +11,9 @@ The order of things, which is what makes a run trustworthy:
    MLflow, so that its imports and model building overlap with the MLflow work;
 3. the run is opened: the one ``MLFLOW_RUN_ID`` names (``mlflow run`` and the sweep set
    it), else a new one; params, tags and proxies are logged
-   (:mod:`mlflow_roofline.train.tracked_run`);
+   (:mod:`mlflow_roofline.train.tracked_run`). A named run that is not RUNNING, does not
+   exist, already holds a measurement or whose params contradict the configuration is
+   refused untouched (:mod:`mlflow_roofline.tracking.run_ownership`) and the job stopped;
 4. rank 0 reports the measured window in a file; its metrics are logged and the run ends
    FINISHED. Any failure (a crash, an OOM, a rank that dies, SIGTERM) ends it FAILED or
    KILLED, with the error's last lines in ``roofline.error`` and the whole text in the
@@ -31,6 +33,7 @@ from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec
@@ -89,7 +92,8 @@ def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed:
         try:
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
-            with train_tracking.tracked_run(experiment, config.run_name) as run_id:
+            params = {**config.to_params(), P_METER: meter}
+            with train_tracking.tracked_run(experiment, config.run_name, params) as run_id:
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()
                 if not launched.ok:
