@@ -17,7 +17,10 @@ The order of things, which is what makes a run trustworthy:
 4. rank 0 reports the measured window in a file; its metrics are logged and the run ends
    FINISHED. Any failure (a crash, an OOM, a rank that dies, SIGTERM) ends it FAILED or
    KILLED, with the error's last lines in ``roofline.error`` and the whole text in the
-   artifact ``error.txt``, and the job's processes are stopped. Never left RUNNING.
+   artifact ``error.txt``, and the job's processes are stopped. Never left RUNNING: if
+   this process is killed outright (SIGKILL), its watchdog
+   (:mod:`mlflow_roofline.system.watchdog`) stops the job, removes the temp folder and
+   ends the run KILLED within seconds.
 
 Only this (launching) process talks to MLflow; the training processes write files.
 """
@@ -36,6 +39,8 @@ from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.system.signals import raising_on_signals
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec
 from mlflow_roofline.train.launch import Job
 
@@ -85,15 +90,19 @@ def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed:
 
         with tracked_run(experiment, _run_name(options)):
             raise bad_input
-    with tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
+    # The watchdog cleans up if this process is killed outright: job, temp folder, run.
+    with Watchdog() as watchdog, tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
+        watchdog.remove(tmp)
         job_dir = Path(tmp)
         JobSpec(config.to_params(), meter=meter, seed=seed).write(job_dir)
         job = Job(config.num_devices, JOB_MODULE, [str(job_dir)])
+        watchdog.stop_group(job.process.pid)
         try:
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
             params = {**config.to_params(), P_METER: meter}
             with train_tracking.tracked_run(experiment, config.run_name, params) as run_id:
+                watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()
                 if not launched.ok:
