@@ -6,8 +6,16 @@ tree CPU time, not this wrapper's) and logs one MLflow run: tag
 ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``, ``avg_power_w``, tags
 ``roofline.energy_source``, ``roofline.hardware``, ``roofline.command`` and
 ``roofline.exit_code``. Exits with the command's exit code (128+N when a signal N
-killed it, 127 when it is not found, 126 when it cannot be started); the run ends FINISHED on exit code 0,
-KILLED on a signal, FAILED otherwise.
+killed it); a command that cannot start is refused before any run, with the shell's
+codes: 127 when it (or the interpreter its ``#!`` line names) is not found, 126 when it
+is not executable or a directory. The run ends FINISHED on exit code 0, KILLED on a
+signal, FAILED otherwise. If this process is killed outright (SIGKILL), its watchdog
+(:mod:`mlflow_roofline.system.watchdog`) stops the command's process tree and ends the
+run KILLED within seconds.
+
+Given ``MLFLOW_RUN_ID`` (``mlflow run`` hands over its fresh run), the command is
+measured into that run if it is RUNNING and unmeasured; any other run is refused in one
+line, exit 2, untouched.
 
 ``auto`` measures the node's NVIDIA GPUs where NVML works, else RAPL, else the
 ``estimate``. The tracking store is MLflow's own choice (``MLFLOW_TRACKING_URI``, else
@@ -21,7 +29,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,9 +41,9 @@ import click
 from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
-
-EXIT_NOT_FOUND = 127
-EXIT_CANNOT_RUN = 126
+from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 
 
 @click.command(
@@ -64,9 +71,11 @@ def measure_command(experiment: str | None, meter: str, watts_per_core: str | No
         raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
     try:
-        if shutil.which(command[0]) is None:
-            click.echo(f"Error: COMMAND: {command[0]!r} is not an executable on PATH", err=True)
-            sys.exit(EXIT_NOT_FOUND)
+        try:
+            check_runnable(command[0])
+        except NotRunnable as exc:  # the shell's exit code: 127 not found, 126 cannot run
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
         sys.exit(measure(list(command), energy_meter, experiment))
     finally:
         energy_meter.close()
@@ -74,6 +83,12 @@ def measure_command(experiment: str | None, meter: str, watts_per_core: str | No
 
 def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> int:
     """Run ``command`` in an MLflow run measured by ``meter``; return the exit code for this process."""
+    # Started first, so that its own start-up is over before the measured window opens.
+    with Watchdog() as watchdog:
+        return _measure(command, meter, experiment, watchdog)
+
+
+def _measure(command: list[str], meter: EnergyMeter, experiment: str | None, watchdog: Watchdog) -> int:
     import mlflow
     from mlflow.entities import RunStatus
 
@@ -84,14 +99,17 @@ def measure(command: list[str], meter: EnergyMeter, experiment: str | None) -> i
     click.echo(f"mlflow-roofline measure: run {run_id}, energy meter {meter.selection}", err=True)
     status, code = RunStatus.FAILED, 1
     measurement: Measurement | None = None
+    # If this process is killed outright, the watchdog stops the command and ends the run KILLED.
+    watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
     try:
         meter.begin()
         try:
-            returncode = _run_forwarding_signals(command)
-        except OSError as exc:  # found on PATH but not startable (permissions, bad interpreter)
-            client.set_tag(run_id, TAG_ERROR, f"cannot start {command[0]}: {exc}")
-            click.echo(f"Error: COMMAND: cannot start {command[0]!r}: {exc}", err=True)
-            return EXIT_CANNOT_RUN
+            returncode = _run_forwarding_signals(command, watchdog)
+        except OSError as exc:  # changed since it was checked (permissions, interpreter)
+            failure = start_failure(command[0], exc)
+            client.set_tag(run_id, TAG_ERROR, str(failure))
+            click.echo(f"Error: {failure}", err=True)
+            return failure.exit_code
         finally:
             measurement = meter.end()
         if returncode >= 0:
@@ -161,13 +179,15 @@ def _experiment_id(client: Any, name: str | None) -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"
 
 
-def _run_forwarding_signals(command: list[str]) -> int:
+def _run_forwarding_signals(command: list[str], watchdog: Watchdog) -> int:
     """Run the command; pass SIGTERM/SIGHUP on to it; return its returncode (-N: signal N).
 
     SIGINT is ignored here while the child runs: a terminal's Ctrl-C reaches the child
-    directly (same process group) and the wrapper waits for the child's own exit.
+    directly (same process group) and the wrapper waits for the child's own exit. The
+    watchdog stops the command's process tree if this process dies first.
     """
     proc = subprocess.Popen(command)
+    watchdog.stop_tree(proc.pid)
     with _forward_signals(proc):
         while True:
             try:
