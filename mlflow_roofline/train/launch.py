@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-OUTPUT_TAIL_LINES = 40
+OUTPUT_TAIL_LINES = 120  # room for torchrun's failure summary of every rank
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE_S = 10.0
 

@@ -27,7 +27,6 @@ Only this (launching) process talks to MLflow; the training processes write file
 
 from __future__ import annotations
 
-import re
 import signal
 import tempfile
 from collections.abc import Mapping
@@ -41,22 +40,11 @@ from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, reso
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
-from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec
+from mlflow_roofline.train.job_failure import TrainingFailed, job_error
+from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job
 
 JOB_MODULE = "mlflow_roofline.train.job"
-
-
-class TrainingFailed(RooflineError):
-    """The training job failed after it started (a crash, an OOM, a rank that died).
-
-    ``str()`` is one line (the CLI prints it); :attr:`detail` holds the tracebacks or the
-    job's last output, which go to the ``roofline.error`` tag and the ``error.txt`` artifact.
-    """
-
-    def __init__(self, summary: str, detail: str = "") -> None:
-        super().__init__(summary)
-        self.detail = detail
 
 
 def train(
@@ -106,7 +94,7 @@ def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed:
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()
                 if not launched.ok:
-                    raise _job_error(job_dir, launched.returncode, launched.output_tail)
+                    raise job_error(job_dir, launched.returncode, launched.output_tail, config.num_devices)
                 try:
                     result = JobResult.read(job_dir)
                 except FileNotFoundError as exc:
@@ -157,30 +145,3 @@ def check_meter(name: str, device: str) -> None:
     from mlflow_roofline.energy import make_meter
 
     make_meter(name, device=device).close()
-
-
-def _job_error(job_dir: Path, returncode: int, output_tail: str) -> TrainingFailed:
-    """The failure of a job: its ranks' own tracebacks, else (a rank was killed) its output's tail."""
-    how = f"killed by {_signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"
-    errors = sorted(job_dir.glob(ERROR_FILE.format(rank="*")))
-    if errors:
-        tracebacks = [path.read_text().rstrip() for path in errors]
-        last_line = tracebacks[0].splitlines()[-1] if tracebacks[0] else "unknown error"
-        detail = "\n".join(f"--- {path.stem} ---\n{text}" for path, text in zip(errors, tracebacks))
-        return TrainingFailed(f"training job failed ({how}): {last_line}", detail)
-    # No traceback: a process was killed. torchrun's summary names the root cause last.
-    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", output_tail)
-    if codes and int(codes[-1]) < 0:
-        cause = f"a rank was killed by {_signal_name(-int(codes[-1]))}"
-    else:
-        cause = "a process died without a traceback"
-    return TrainingFailed(f"training job failed ({how}): {cause} (out of memory?)", output_tail.rstrip())
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
