@@ -100,8 +100,9 @@ def record_failure(client: MlflowClient, run_id: str, message: str, detail: str)
     try:
         client.set_tag(run_id, TAG_ERROR, tail)
         client.log_text(run_id, text + "\n", ERROR_ARTIFACT)
-    except Exception:  # the run must still be ended; the error itself is raised by the caller
-        logger.exception("could not record the error on run %s", run_id)
+    except Exception as exc:  # the run must still be ended; the error itself is raised by the caller
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        logger.warning("could not record the error on run %s: %s", run_id, first_line)
 
 
 def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
