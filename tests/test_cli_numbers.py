@@ -6,6 +6,8 @@ editing this test): click number types, and text options whose metavar says a nu
 
 from __future__ import annotations
 
+import os
+
 import click
 import pytest
 
@@ -14,10 +16,42 @@ from mlflow_roofline.commands.options import FiniteFloat
 
 # Valid arguments of each command; the option under test is appended (click keeps the last).
 BASE = {
-    "train": ["--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--ffn-size", "64", "--seq-len", "8",
-              "--batch-size", "4", "--meter", "estimate"],
-    "predict": ["--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--ffn-size", "64", "--seq-len", "8",
-                "--batch-size", "4", "--num-steps", "10", "--strategy", "ddp", "--num-devices", "2"],
+    "train": [
+        "--num-layers",
+        "1",
+        "--hidden-size",
+        "32",
+        "--num-heads",
+        "2",
+        "--ffn-size",
+        "64",
+        "--seq-len",
+        "8",
+        "--batch-size",
+        "4",
+        "--meter",
+        "estimate",
+    ],
+    "predict": [
+        "--num-layers",
+        "1",
+        "--hidden-size",
+        "32",
+        "--num-heads",
+        "2",
+        "--ffn-size",
+        "64",
+        "--seq-len",
+        "8",
+        "--batch-size",
+        "4",
+        "--num-steps",
+        "10",
+        "--strategy",
+        "ddp",
+        "--num-devices",
+        "2",
+    ],
     "fit": [],
     "measure": [],
     "sweep": ["smoke", "--dry-run"],
@@ -35,7 +69,10 @@ def _numeric_options() -> list[tuple[str, click.Option]]:
         for param in command.params:
             if not isinstance(param, click.Option) or param.is_flag:
                 continue
-            numeric = isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType, FiniteFloat))
+            numeric = isinstance(
+                param.type,
+                (click.types.IntParamType, click.types.FloatParamType, FiniteFloat),
+            )
             if numeric or (param.metavar or "").upper() in NUMBER_METAVARS:
                 found.append((name, param))
     return found
@@ -49,8 +86,14 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One SQLite store for the module (``train`` ends its refused runs FAILED there)."""
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('numbers') / 'mlflow.db'}"
-    MlflowClient(uri).search_experiments()  # creates the tables once
+    root = tmp_path_factory.mktemp("numbers")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    here = os.getcwd()
+    os.chdir(root)  # the store's artifact root (./mlruns) resolves here, not in the repository
+    try:
+        MlflowClient(uri).search_experiments()  # creates the tables once
+    finally:
+        os.chdir(here)
     return uri
 
 
@@ -67,15 +110,25 @@ def store(shared_store: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_every_float_option_is_finite_checked() -> None:
-    floats = [(name, p.name) for name, p in NUMERIC if isinstance(p.type, click.types.FloatParamType)]
+    floats = [
+        (name, p.name)
+        for name, p in NUMERIC
+        if isinstance(p.type, click.types.FloatParamType)
+    ]
     assert floats == [], "use commands.options.FINITE_FLOAT: click's float takes 'nan'"
     assert ("predict", "speedup") in [(name, p.name) for name, p in NUMERIC]
 
 
 @pytest.mark.parametrize("value", ["nan", "-inf", "1e999"])
-@pytest.mark.parametrize(("command", "option"), NUMERIC, ids=[f"{c}{o.opts[0]}" for c, o in NUMERIC])
+@pytest.mark.parametrize(
+    ("command", "option"), NUMERIC, ids=[f"{c}{o.opts[0]}" for c, o in NUMERIC]
+)
 def test_a_non_finite_number_is_refused_naming_the_option(
-    store: str, command: str, option: click.Option, value: str, capsys: pytest.CaptureFixture
+    store: str,
+    command: str,
+    option: click.Option,
+    value: str,
+    capsys: pytest.CaptureFixture,
 ) -> None:
     flag = option.opts[0]
     with pytest.raises(SystemExit) as caught:

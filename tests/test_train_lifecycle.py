@@ -175,7 +175,7 @@ def test_a_launcher_killed_outright_takes_its_job_along_and_ends_its_run(trackin
         process.kill()
         process.wait(timeout=30)
         killed_at = time.monotonic()
-        gone, alive = psutil.wait_procs(job, timeout=60)
+        _, alive = psutil.wait_procs(job, timeout=60)
         while _only_run().info.status == "RUNNING" and time.monotonic() - killed_at < 30:
             time.sleep(0.2)
         ended_after_s = time.monotonic() - killed_at

@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import psutil
 
@@ -52,7 +52,11 @@ class Watchdog:
         try:
             self.process.stdin.write(json.dumps(message) + "\n")
             self.process.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):  # the watchdog is gone: nothing to tell
+        except (
+            BrokenPipeError,
+            OSError,
+            ValueError,
+        ):  # the watchdog is gone: nothing to tell
             pass
 
     def stop_group(self, pgid: int) -> None:
@@ -89,7 +93,7 @@ class Watchdog:
             self.process.kill()
             self.process.wait()
 
-    def __enter__(self) -> Watchdog:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -107,9 +111,9 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
         message = json.loads(line)
         if message.get("done"):
             return False
-        for key in orders:
+        for key, found in orders.items():
             if key in message:
-                orders[key].append(message)
+                found.append(message)
     cleanup(orders, launcher_pid)
     return True
 
@@ -136,8 +140,11 @@ def cleanup(orders: Mapping[str, list[Any]], launcher_pid: int) -> None:
             getattr(importlib.import_module(module), function)(
                 **order["kwargs"], reason=DIED_REASON.format(pid=launcher_pid)
             )
-        except Exception:
-            print(f"watchdog: {order['hook']} failed:\n{traceback.format_exc()}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 - one failing hook must not stop the others; it is reported
+            print(
+                f"watchdog: {order['hook']} failed:\n{traceback.format_exc()}",
+                file=sys.stderr,
+            )
 
 
 def _tree(pid: int, started: float) -> list[psutil.Process]:
@@ -173,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m mlflow_roofline.system.watchdog LAUNCHER_PID``: instructions on stdin."""
     args = sys.argv[1:] if argv is None else argv
     for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)  # a closing terminal must not take the cleanup along
+        signal.signal(
+            sig, signal.SIG_IGN
+        )  # a closing terminal must not take the cleanup along
     watch(sys.stdin, int(args[0]))
     return 0
 
