@@ -106,6 +106,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # train starts its job before the run is checked, and stops it
 @pytest.mark.parametrize("status", ["FINISHED", "FAILED", "KILLED"])
 def test_train_never_reopens_an_ended_run(
     tracking_uri: str,
@@ -141,6 +142,7 @@ def test_bad_input_does_not_fail_an_ended_run(
     assert _snapshot(client, run_id) == before
 
 
+@pytest.mark.slow
 def test_a_running_run_of_another_config_or_already_measured_is_refused(
     tracking_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -171,6 +173,7 @@ def test_a_running_run_of_another_config_or_already_measured_is_refused(
     assert after == before and after["run"]["info"]["status"] == "RUNNING"
 
 
+@pytest.mark.slow
 def test_a_run_id_that_does_not_exist_is_one_line(
     tracking_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
