@@ -8,11 +8,13 @@ free of the torch import the training commands need.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.tracking.store_errors import quiet_store_logging, store_error_line
 
 # name -> (module, attribute, one-line help shown by `mlflow-roofline --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -51,7 +53,12 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the group, turning our own errors into one line, exit 2."""
+    """Console-script entry point: run the group, turning our own errors into one line, exit 2.
+
+    A tracking store that cannot be used (read-only, locked past its wait, unreachable
+    database) is one line naming the store, exit 2, whichever command met it.
+    """
+    quiet_store_logging()
     try:
         # Without standalone mode click returns (not raises) the code of a ctx.exit(code).
         exit_code = cli.main(args=argv, prog_name="mlflow-roofline", standalone_mode=False)
@@ -65,9 +72,19 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
-    except RooflineError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except Exception as exc:
+        line = store_error_line(exc, _tracking_uri())
+        if line is None and not isinstance(exc, RooflineError):
+            raise
+        click.echo(f"Error: {line or exc}", err=True)
         sys.exit(2)
+
+
+def _tracking_uri() -> str:
+    """The tracking URI in use (MLflow's own resolution when MLflow is loaded)."""
+    if "mlflow" in sys.modules:
+        return sys.modules["mlflow"].get_tracking_uri()
+    return os.environ.get("MLFLOW_TRACKING_URI", "(MLflow's default)")
 
 
 if __name__ == "__main__":

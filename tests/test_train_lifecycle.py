@@ -120,9 +120,12 @@ def test_a_worker_rank_killed_fails_the_run_and_stops_the_job(tracking_uri: str,
     finally:
         process.kill()
     assert process.returncode == 2
-    assert "a rank was killed by SIGKILL" in stderr.strip().splitlines()[-1]
+    # The rank that died first is named, with its signal, not rank 0's connection error after it.
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: training job failed (exit status 1): rank 1 was killed by SIGKILL"), stderr[-3000:]
     run = _only_run()
-    assert run.info.status == "FAILED" and "SIGKILL" in run.data.tags[TAG_ERROR]
+    assert run.info.status == "FAILED"
+    assert run.data.tags[TAG_ERROR].splitlines()[-1] == last.removeprefix("Error: ")
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in everything)
 
 
@@ -134,14 +137,7 @@ def test_terminating_the_launcher_ends_the_run_killed(tracking_uri: str, tmp_pat
     try:
         parent = psutil.Process(process.pid)
         _wait_for(lambda: _job_processes(parent), process, what="the job to start")
-        client = MlflowClient()
-
-        def training() -> bool:  # the run is open and its setup logged
-            experiment = client.get_experiment_by_name("roofline-bert")
-            runs = client.search_runs([experiment.experiment_id]) if experiment else []
-            return bool(runs) and M_PROXY_PARAMS in runs[0].data.metrics
-
-        _wait_for(training, process, what="the run to be set up")
+        _wait_for(_run_set_up, process, what="the run to be set up")
         job = _job_processes(parent)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
@@ -154,10 +150,18 @@ def test_terminating_the_launcher_ends_the_run_killed(tracking_uri: str, tmp_pat
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in job)
 
 
+def _run_set_up() -> bool:
+    """The run is open and its setup logged."""
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("roofline-bert")
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    return bool(runs) and M_PROXY_PARAMS in runs[0].data.metrics
+
+
 @pytest.mark.slow
-def test_a_launcher_killed_outright_takes_its_job_along(tracking_uri: str, tmp_path: Path) -> None:
-    # SIGKILL cannot be handled (the run stays RUNNING for the sweep to mark), but the job,
-    # in a session of its own, must not train on as an orphan.
+def test_a_launcher_killed_outright_takes_its_job_along_and_ends_its_run(tracking_uri: str, tmp_path: Path) -> None:
+    # SIGKILL cannot be handled: the watchdog stops the job (in a session of its own, it
+    # must not train on as an orphan), removes the temp folder and ends the run KILLED.
     args = [*TINY, "--strategy", "ddp", "--num-devices", "2", "--num-steps", "1000000", "--warmup-steps", "0"]
     process = subprocess.Popen(CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
@@ -165,11 +169,23 @@ def test_a_launcher_killed_outright_takes_its_job_along(tracking_uri: str, tmp_p
         parent = psutil.Process(process.pid)
         job = _wait_for(lambda: len(_job_processes(parent)) == 3 and _job_processes(parent), process,
                         what="torchrun and its 2 ranks")
+        _wait_for(_run_set_up, process, what="the run to be set up")
+        job_dir = Path(job[0].cmdline()[-1])
+        assert job_dir.is_dir() and job_dir.name.startswith("roofline-job-")
         process.kill()
         process.wait(timeout=30)
-        gone, alive = psutil.wait_procs(job, timeout=60)
+        killed_at = time.monotonic()
+        _, alive = psutil.wait_procs(job, timeout=60)
+        while _only_run().info.status == "RUNNING" and time.monotonic() - killed_at < 30:
+            time.sleep(0.2)
+        ended_after_s = time.monotonic() - killed_at
     finally:
         process.kill()
     for p in alive:  # do not leave them behind, even when failing
         p.kill()
     assert alive == []
+    run = _only_run()
+    assert run.info.status == "KILLED", f"still {run.info.status} {ended_after_s:.1f} s after the SIGKILL"
+    assert f"its launcher (pid {process.pid}) died without ending it" in run.data.tags[TAG_ERROR]
+    assert ended_after_s < 20
+    assert not job_dir.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -68,3 +69,21 @@ def pop_carbon_options(options: dict[str, Any]) -> dict[str, Any]:
     """
     given = {name: options.pop(name, None) for name in CARBON_OPTION_NAMES}
     return {name: value for name, value in given.items() if value is not None and str(value).strip()}
+
+
+class FiniteFloat(click.ParamType):
+    """A click number type that refuses NaN and infinities (``float("nan")`` parses)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"must be a number, got {value!r}", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"must be a finite number, got {value!r}", param, ctx)
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()

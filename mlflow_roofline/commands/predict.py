@@ -19,6 +19,7 @@ from typing import Any
 import click
 import pandas as pd
 
+from mlflow_roofline.commands.options import FINITE_FLOAT
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.serve.params import CARBON_PARAMS, DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
@@ -186,7 +187,7 @@ def _carbon_options(command: Any) -> Any:
 @click.option("--num-steps", type=int, required=True, help="Optimizer steps of the job.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
 @click.option("--num-devices", type=int, default=1, show_default=True, help="N, devices.")
-@click.option("--speedup", type=float, default=None, help="Measured S(N) instead of the speedup law.")
+@click.option("--speedup", type=FINITE_FLOAT, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
 @click.option("--pareto", is_flag=True, help="Ignore --strategy/--num-devices; list the energy-time frontier.")
 @click.option(

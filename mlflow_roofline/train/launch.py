@@ -30,7 +30,7 @@ from typing import TextIO
 from mlflow_roofline.system.liveness import group_alive
 from mlflow_roofline.system.processes import die_with_parent, stop_group
 
-OUTPUT_TAIL_LINES = 40
+OUTPUT_TAIL_LINES = 120  # room for torchrun's failure summary of every rank
 STOP_GRACE_S = 10.0
 
 

@@ -11,18 +11,22 @@ The order of things, which is what makes a run trustworthy:
    MLflow, so that its imports and model building overlap with the MLflow work;
 3. the run is opened: the one ``MLFLOW_RUN_ID`` names (``mlflow run`` and the sweep set
    it), else a new one; params, tags and proxies are logged
-   (:mod:`mlflow_roofline.train.tracked_run`);
+   (:mod:`mlflow_roofline.train.tracked_run`). A named run that is not RUNNING, does not
+   exist, already holds a measurement or whose params contradict the configuration is
+   refused untouched (:mod:`mlflow_roofline.tracking.run_ownership`) and the job stopped;
 4. rank 0 reports the measured window in a file; its metrics are logged and the run ends
    FINISHED. Any failure (a crash, an OOM, a rank that dies, SIGTERM) ends it FAILED or
    KILLED, with the error's last lines in ``roofline.error`` and the whole text in the
-   artifact ``error.txt``, and the job's processes are stopped. Never left RUNNING.
+   artifact ``error.txt``, and the job's processes are stopped. Never left RUNNING: if
+   this process is killed outright (SIGKILL), its watchdog
+   (:mod:`mlflow_roofline.system.watchdog`) stops the job, removes the temp folder and
+   ends the run KILLED within seconds.
 
 Only this (launching) process talks to MLflow; the training processes write files.
 """
 
 from __future__ import annotations
 
-import re
 import signal
 import tempfile
 from collections.abc import Mapping
@@ -32,24 +36,16 @@ from typing import Any
 from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.system.signals import raising_on_signals
-from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.train.job_failure import TrainingFailed, job_error
+from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job
 
 JOB_MODULE = "mlflow_roofline.train.job"
-
-
-class TrainingFailed(RooflineError):
-    """The training job failed after it started (a crash, an OOM, a rank that died).
-
-    ``str()`` is one line (the CLI prints it); :attr:`detail` holds the tracebacks or the
-    job's last output, which go to the ``roofline.error`` tag and the ``error.txt`` artifact.
-    """
-
-    def __init__(self, summary: str, detail: str = "") -> None:
-        super().__init__(summary)
-        self.detail = detail
 
 
 def train(
@@ -93,18 +89,23 @@ def _train(
 
         with tracked_run(experiment, _run_name(options)):
             raise bad_input
-    with tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
+    # The watchdog cleans up if this process is killed outright: job, temp folder, run.
+    with Watchdog() as watchdog, tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
+        watchdog.remove(tmp)
         job_dir = Path(tmp)
         JobSpec(config.to_params(), meter=meter, seed=seed).write(job_dir)
         job = Job(config.num_devices, JOB_MODULE, [str(job_dir)])
+        watchdog.stop_group(job.process.pid)
         try:
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
-            with train_tracking.tracked_run(experiment, config.run_name) as run_id:
+            params = {**config.to_params(), P_METER: meter}
+            with train_tracking.tracked_run(experiment, config.run_name, params) as run_id:
+                watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()
                 if not launched.ok:
-                    raise _job_error(job_dir, launched.returncode, launched.output_tail)
+                    raise job_error(job_dir, launched.returncode, launched.output_tail, config.num_devices)
                 try:
                     result = JobResult.read(job_dir)
                 except FileNotFoundError as exc:
@@ -155,30 +156,3 @@ def check_meter(name: str, device: str) -> None:
     from mlflow_roofline.energy import make_meter
 
     make_meter(name, device=device).close()
-
-
-def _job_error(job_dir: Path, returncode: int, output_tail: str) -> TrainingFailed:
-    """The failure of a job: its ranks' own tracebacks, else (a rank was killed) its output's tail."""
-    how = f"killed by {_signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"
-    errors = sorted(job_dir.glob(ERROR_FILE.format(rank="*")))
-    if errors:
-        tracebacks = [path.read_text().rstrip() for path in errors]
-        last_line = tracebacks[0].splitlines()[-1] if tracebacks[0] else "unknown error"
-        detail = "\n".join(f"--- {path.stem} ---\n{text}" for path, text in zip(errors, tracebacks))
-        return TrainingFailed(f"training job failed ({how}): {last_line}", detail)
-    # No traceback: a process was killed. torchrun's summary names the root cause last.
-    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", output_tail)
-    if codes and int(codes[-1]) < 0:
-        cause = f"a rank was killed by {_signal_name(-int(codes[-1]))}"
-    else:
-        cause = "a process died without a traceback"
-    return TrainingFailed(f"training job failed ({how}): {cause} (out of memory?)", output_tail.rstrip())
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-

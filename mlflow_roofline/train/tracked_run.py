@@ -20,12 +20,13 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.carbon import CarbonSettings
-from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 from mlflow_roofline.train.job_energy import JobExtras
+from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.train.job_io import JobResult
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
@@ -67,15 +68,20 @@ ERROR_TAIL_LINES = 25
 
 
 @contextlib.contextmanager
-def tracked_run(experiment: str | None, run_name: str | None) -> Iterator[str]:
+def tracked_run(
+    experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
 
     The run is the one ``MLFLOW_RUN_ID`` names, else a new one in ``experiment`` (else
-    MLflow's ``MLFLOW_EXPERIMENT_ID``/``_NAME``, else ``roofline-bert``).
+    MLflow's ``MLFLOW_EXPERIMENT_ID``/``_NAME``, else ``roofline-bert``). A named run is
+    first checked against ``params`` (:func:`~mlflow_roofline.tracking.run_ownership.check_joinable`):
+    one that may not be joined raises ``RunRefused`` and is left untouched.
     """
     client = MlflowClient()
-    run_id = os.environ.get("MLFLOW_RUN_ID")
+    run_id = os.environ.get(RUN_ID_ENV)
     if run_id:
+        check_joinable(client, run_id, "train", params)
         client.update_run(run_id, status="RUNNING", name=run_name)
     else:
         tags = {"mlflow.runName": run_name} if run_name else {}
@@ -110,8 +116,9 @@ def record_failure(client: MlflowClient, run_id: str, message: str, detail: str)
     try:
         client.set_tag(run_id, TAG_ERROR, tail)
         client.log_text(run_id, text + "\n", ERROR_ARTIFACT)
-    except Exception:  # the run must still be ended; the error itself is raised by the caller
-        logger.exception("could not record the error on run %s", run_id)
+    except Exception as exc:  # the run must still be ended; the error itself is raised by the caller
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        logger.warning("could not record the error on run %s: %s", run_id, first_line)
 
 
 def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
@@ -131,7 +138,7 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
     for name, value in {**config.to_params(), P_METER: meter}.items():
         if name not in existing:
             params.append(Param(name, value))
-        elif not _same_param(name, existing[name], value):
+        elif not same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
     tags = {**train_tags(config, hardware), TAG_DEVICE: config.device}
     client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
@@ -145,19 +152,6 @@ def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
         TAG_CONFIG_HASH: config.config_hash(hardware),
         TAG_WORKLOAD_HASH: config.workload_hash(hardware),
     }
-
-
-def _same_param(name: str, logged: str, value: str) -> bool:
-    if logged == value:
-        return True
-    if name == "device":
-        return logged == "auto"
-    if name in INT_FIELDS:  # "4.0" and "4" are the same number
-        try:
-            return float(logged) == float(value)
-        except ValueError:
-            return False
-    return False
 
 
 def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None) -> None:

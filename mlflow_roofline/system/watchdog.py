@@ -1,0 +1,191 @@
+"""A watchdog: a process that outlives its launcher only long enough to clean up after it.
+
+A launcher that is killed outright (SIGKILL, the OOM killer) runs no ``finally``: its
+run would stay RUNNING, its temp folder and its children would stay behind. The
+launcher starts :class:`Watchdog` (``python -m mlflow_roofline.system.watchdog``, in a
+session of its own, out of reach of signals sent to the launcher's group) and tells it,
+one JSON line at a time on the watchdog's stdin, what to clean: process groups, process
+trees, folders, and a hook to call (``module:function`` with keyword arguments; the
+launcher's MLflow run is ended KILLED that way).
+
+The launcher's death is the end of that pipe: no polling, no pid that could be reused.
+When the launcher finishes normally it says ``done`` and the watchdog leaves without
+touching anything. Otherwise the watchdog, within a few seconds: stops the process
+trees and groups (SIGTERM, SIGKILL after a grace), removes the folders, calls the hook.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self, TextIO
+
+import psutil
+
+STOP_GRACE_S = 5.0
+RELEASE_WAIT_S = 5.0
+DIED_REASON = "its launcher (pid {pid}) died without ending it (killed, e.g. by SIGKILL or the OOM killer)"
+
+
+class Watchdog:
+    """The launcher's side: start the watchdog, tell it what to clean, release it at the end."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a terminal's Ctrl-C or a group kill reaches the launcher, not this
+        )
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+        except (
+            BrokenPipeError,
+            OSError,
+            ValueError,
+        ):  # the watchdog is gone: nothing to tell
+            pass
+
+    def stop_group(self, pgid: int) -> None:
+        """If the launcher dies, stop every process of group ``pgid``."""
+        self._send({"group": pgid})
+
+    def stop_tree(self, pid: int) -> None:
+        """If the launcher dies, stop process ``pid`` and its descendants (if still the same process)."""
+        try:
+            started = psutil.Process(pid).create_time()
+        except psutil.Error:
+            return
+        self._send({"tree": pid, "started": started})
+
+    def remove(self, path: str | Path) -> None:
+        """If the launcher dies, remove the folder ``path``."""
+        self._send({"remove": str(path)})
+
+    def call(self, hook: str, **kwargs: Any) -> None:
+        """If the launcher dies, call ``hook`` (``package.module:function``) with ``kwargs`` (JSON values)."""
+        self._send({"hook": hook, "kwargs": kwargs})
+
+    def release(self) -> None:
+        """The launcher ends normally: the watchdog leaves without doing anything."""
+        self._send({"done": True})
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=RELEASE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def watch(stream: TextIO, launcher_pid: int) -> bool:
+    """Read the launcher's instructions until the pipe ends; clean up unless it said ``done``.
+
+    Returns:
+        whether the launcher died (and the cleanup ran).
+    """
+    orders: dict[str, list[Any]] = {"group": [], "tree": [], "remove": [], "hook": []}
+    for line in stream:
+        message = json.loads(line)
+        if message.get("done"):
+            return False
+        for key, found in orders.items():
+            if key in message:
+                found.append(message)
+    cleanup(orders, launcher_pid)
+    return True
+
+
+def cleanup(orders: Mapping[str, list[Any]], launcher_pid: int) -> None:
+    """Stop the trees and groups, remove the folders, call the hooks (each step whatever the others do)."""
+    victims: list[psutil.Process] = []
+    for order in orders["tree"]:
+        victims += _tree(order["tree"], order["started"])
+    for proc in victims:
+        _quietly(proc.terminate)
+    for order in orders["group"]:
+        _quietly(os.killpg, order["group"], signal.SIGTERM)
+    _, alive = psutil.wait_procs(victims, timeout=STOP_GRACE_S)
+    for proc in alive:
+        _quietly(proc.kill)
+    for order in orders["group"]:
+        _wait_group_or_kill(order["group"])
+    for order in orders["remove"]:
+        shutil.rmtree(order["remove"], ignore_errors=True)
+    for order in orders["hook"]:
+        module, _, function = order["hook"].partition(":")
+        try:
+            getattr(importlib.import_module(module), function)(
+                **order["kwargs"], reason=DIED_REASON.format(pid=launcher_pid)
+            )
+        except Exception:  # noqa: BLE001 - one failing hook must not stop the others; it is reported
+            print(
+                f"watchdog: {order['hook']} failed:\n{traceback.format_exc()}",
+                file=sys.stderr,
+            )
+
+
+def _tree(pid: int, started: float) -> list[psutil.Process]:
+    """Process ``pid`` (if it is still the one started at ``started``) and its descendants."""
+    try:
+        root = psutil.Process(pid)
+        if abs(root.create_time() - started) > 0.01:
+            return []
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _wait_group_or_kill(pgid: int) -> None:
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    _quietly(os.killpg, pgid, signal.SIGKILL)
+
+
+def _quietly(action: Any, *args: Any) -> None:
+    try:
+        action(*args)
+    except (psutil.Error, ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlflow_roofline.system.watchdog LAUNCHER_PID``: instructions on stdin."""
+    args = sys.argv[1:] if argv is None else argv
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(
+            sig, signal.SIG_IGN
+        )  # a closing terminal must not take the cleanup along
+    watch(sys.stdin, int(args[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Ending the run of a launcher that died without ending it (called by the watchdog).
+
+The launcher (``train``, ``measure``) gives its watchdog
+(:mod:`mlflow_roofline.system.watchdog`) the hook :data:`END_ORPHANED_RUN` and the
+arguments of :func:`orphan_hook_kwargs`; if the launcher is killed outright, the
+watchdog calls :func:`end_orphaned_run` and the run ends KILLED with the reason in
+``roofline.error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+END_ORPHANED_RUN = "mlflow_roofline.tracking.orphans:end_orphaned_run"
+
+
+def orphan_hook_kwargs(run_id: str) -> dict[str, Any]:
+    """The hook's arguments for ``run_id``: the run and the tracking store this process uses."""
+    import mlflow
+
+    return {"run_id": run_id, "tracking_uri": mlflow.get_tracking_uri()}
+
+
+def end_orphaned_run(run_id: str, tracking_uri: str, reason: str) -> bool:
+    """End ``run_id`` KILLED with ``reason`` in ``roofline.error``, if it is still RUNNING.
+
+    Returns:
+        whether the run was ended here (``False``: its launcher had ended it already).
+    """
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
+
+    client = MlflowClient(tracking_uri)
+    if client.get_run(run_id).info.status != "RUNNING":
+        return False
+    client.set_tag(run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
+    client.set_terminated(run_id, "KILLED")
+    return True

@@ -1,0 +1,93 @@
+"""A tracking store that cannot be used, said in one line instead of a page of SQLAlchemy.
+
+MLflow's database store turns a failing statement (a read-only SQLite file, a database
+locked by another process past its timeout, a server that went away) into an
+``MlflowException`` whose message is SQLAlchemy's whole text (statement, parameters,
+links), and logs that text with its traceback first. :func:`store_error_line` finds the
+database error behind any exception and says what it means; :func:`quiet_store_logging`
+keeps MLflow from printing the page.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+STORE_LOGGER = "mlflow.store.db.utils"
+_DBAPI_LINE = re.compile(
+    r"\((?:sqlite3|psycopg2?|pymysql|MySQLdb|pyodbc)[\w.]*\)\s*([^\n]+)"
+)
+_DB_ERROR_NAMES = ("OperationalError", "DatabaseError")
+
+
+def quiet_store_logging() -> None:
+    """Drop MLflow's logged copy (with traceback) of a database error; the error is still raised."""
+    logger = logging.getLogger(STORE_LOGGER)
+    if not any(isinstance(f, _DropDatabaseErrorPage) for f in logger.filters):
+        logger.addFilter(_DropDatabaseErrorPage())
+
+
+class _DropDatabaseErrorPage(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
+    """One line for an error of the tracking store behind ``exc``, or ``None`` if it is not one.
+
+    The line names the store (without any password in its URI) and the cause: cannot be
+    written, locked by another process, or the database's own one-line message.
+    """
+    cause = _database_error(exc)
+    if cause is None:
+        return None
+    text = str(cause)
+    match = _DBAPI_LINE.search(text)
+    reason = (
+        match.group(1)
+        if match
+        else text.strip().splitlines()[0]
+        if text.strip()
+        else type(cause).__name__
+    )
+    store = f"tracking store {redact(tracking_uri)}"
+    lowered = reason.lower()
+    if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
+        return f"{store} cannot be written ({reason.strip()}): check the file's and its folder's permissions"
+    if "locked" in lowered or "busy" in lowered:
+        return (
+            f"{store} is locked by another process and stayed locked past the wait "
+            f"({reason.strip()}); retry when it is free, or raise the wait with ?timeout=SECONDS in the URI"
+        )
+    return f"{store} failed: {reason.strip()}"
+
+
+def _database_error(exc: BaseException) -> BaseException | None:
+    """The first database error (SQLAlchemy's or the driver's) in ``exc``'s chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _DB_ERROR_NAMES and type(current).__module__.split(
+            "."
+        )[0] in ("sqlalchemy", "sqlite3", "psycopg2", "pymysql", "MySQLdb", "pyodbc"):
+            return current
+        if type(current).__name__ == "MlflowException" and _DBAPI_LINE.search(
+            str(current)
+        ):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def redact(uri: str) -> str:
+    """``uri`` without the password of its user part (``postgresql://u:***@host/db``)."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,168 @@
+"""A tracking store that cannot be written is one line naming the store, for every command.
+
+Real faults only: an SQLite file that cannot be written (mode 0444; a root test process
+drops its override of file permissions in the child, so that the mode holds), and a real
+lock held by another process (``BEGIN EXCLUSIVE`` in a subprocess) past the store's wait.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_roofline.testing.synthetic import log_synthetic_runs
+
+CLI = str(Path(sys.executable).parent / "mlflow-roofline")
+PR_CAPBSET_DROP = 24  # linux/prctl.h
+CAP_DAC_OVERRIDE = 1  # linux/capability.h
+TINY = [
+    "--num-layers",
+    "1",
+    "--hidden-size",
+    "32",
+    "--num-heads",
+    "2",
+    "--ffn-size",
+    "64",
+    "--seq-len",
+    "8",
+    "--batch-size",
+    "4",
+    "--num-steps",
+    "1",
+    "--warmup-steps",
+    "0",
+    "--meter",
+    "estimate",
+]
+COMMANDS = {
+    "train": ["train", *TINY, "--experiment", "roofline-bert"],
+    "measure": ["measure", "--experiment", "roofline-bert", "--", "true"],
+    "sweep": ["sweep", "smoke", "--no-progress", "--experiment", "roofline-bert"],
+    "fit": ["fit", "--experiment", "roofline-bert", "--allow-estimate", "true"],
+    "predict": ["predict", *TINY[:12], "--num-steps", "10"],
+}
+
+
+def _honour_file_modes() -> None:
+    """In the child, before exec: root loses the capability that writes through a 0444 mode."""
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A store holding an experiment with finished train runs (what fit needs to reach its writes)."""
+    db = tmp_path / "mlflow.db"
+    monkeypatch.chdir(tmp_path)
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    client = MlflowClient(f"sqlite:///{db}")
+    experiment_id = client.create_experiment(
+        "roofline-bert", artifact_location=(tmp_path / "art").as_uri()
+    )
+    log_synthetic_runs(
+        client,
+        experiment_id,
+        4,
+        strategies=("single", "ddp"),
+        device_counts=(2,),
+        seed=1,
+    )
+    yield db
+
+
+def _run(command: str, uri: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [CLI, *COMMANDS[command]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        **kwargs,
+    )
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [
+        line
+        for line in done.stderr.splitlines()
+        if line.strip() and " INFO " not in line
+    ]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "[SQL:" not in done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param("train", marks=pytest.mark.slow), "measure", "sweep", "fit"],
+)
+def test_a_read_only_store_is_one_line(store: Path, command: str) -> None:
+    uri = f"sqlite:///{store}"
+    before = store.read_bytes()
+    store.chmod(0o444)
+    try:
+        done = _run(command, uri, preexec_fn=_honour_file_modes)
+    finally:
+        store.chmod(0o644)
+    assert _one_error_line(done) == (
+        f"Error: tracking store {uri} cannot be written (attempt to write a readonly "
+        "database): check the file's and its folder's permissions"
+    )
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param("train", marks=pytest.mark.slow),
+        "measure",
+        "sweep",
+        "fit",
+        "predict",
+    ],
+)
+def test_a_store_locked_by_another_process_is_one_line(
+    store: Path, command: str
+) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time\n"
+                f"db = sqlite3.connect({str(store)!r}, isolation_level=None)\n"
+                "db.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\nsys.stdin.read()"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert (
+            holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        )
+        uri = f"sqlite:///{store}?timeout=1"
+        done = _run(command, uri)
+    finally:
+        holder.kill()
+        holder.wait()
+    line = _one_error_line(done)
+    assert line.startswith(
+        f"Error: tracking store {uri} is locked by another process and stayed locked past "
+        "the wait (database is locked)"
+    )
