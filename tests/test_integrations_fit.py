@@ -3,9 +3,9 @@ registers then serves as the callback's forecast prior."""
 
 from __future__ import annotations
 
+from integration_jobs import run_trainer, tiny_bert
 from mlflow import MlflowClient
 
-from integration_jobs import run_trainer, tiny_bert
 from mlflow_roofline.core.hardware import hardware_name
 from mlflow_roofline.fit.job import run_fit
 from mlflow_roofline.integrations.transformers import RooflineCallback

@@ -20,7 +20,7 @@ def _launch(flags: list[str], kind: str, tmp_path: Path) -> dict:
     out = tmp_path / f"{kind}.json"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([*ACCELERATE, *flags, str(REPO / "tests" / "integration_jobs.py"), kind, str(out)],
-                          env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+                          env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = MlflowClient().get_run(json.loads(out.read_text())["run_id"])
     assert run.info.status == "FINISHED"

@@ -10,9 +10,9 @@ import mlflow
 import pandas as pd
 import pytest
 import torch
+from integration_jobs import SEQ_LEN, run_trainer, tiny_bert, tiny_gpt2
 from mlflow import MlflowClient
 
-from integration_jobs import SEQ_LEN, run_trainer, tiny_bert, tiny_gpt2
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.hardware import hardware_name
@@ -62,7 +62,9 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     assert metrics["energy_j"] > 0 and metrics["time_s"] > 0
     assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
     # The forecast from the K-th measured step (step WARMUP + K) on; its interval holds the total.
-    lower, centre, upper = (dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper"))
+    lower, centre, upper = (
+        dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper")
+    )
     first = WARMUP + K
     assert min(centre) == first and set(centre) == set(lower) == set(upper) == set(range(first, 25, 2))
     for step in (first, 14):
@@ -124,8 +126,9 @@ def test_a_model_it_cannot_read_gets_one_warning_and_still_energy_and_time(track
     with caplog.at_level(logging.WARNING, logger="mlflow_roofline"):
         run_trainer(Unreadable(), callback, max_steps=8, logging_steps=2)
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_roofline")]
-    assert warnings == ["roofline: could not read num_layers, hidden_size, num_heads, ffn_size from the model; "
-                        "logging energy and time without them"]
+    expected = ("roofline: could not read num_layers, hidden_size, num_heads, ffn_size from the model; "
+                "logging energy and time without them")
+    assert warnings == [expected]
     run = MlflowClient().get_run(callback.tracker.run.run_id)
     assert run.data.metrics["energy_j"] > 0 and run.data.metrics["time_s"] > 0
     assert run.data.params["seq_len"] == str(SEQ_LEN) and "num_layers" not in run.data.params

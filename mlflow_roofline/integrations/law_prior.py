@@ -44,17 +44,18 @@ def law_prior(model_uri: str | None, config: TrainConfig, hardware: str) -> tupl
     alias = re.fullmatch(r"models:/([^@/]+)@([^@/]+)", model_uri)
     if alias:
         from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
 
         try:
             version = MlflowClient().get_model_version_by_alias(alias.group(1), alias.group(2))
-        except Exception:
+        except MlflowException:
             return None, f"none: nothing registered as {model_uri}"
         label = f"{model_uri} (version {version.version})"
     else:
         label = model_uri
     try:
         prediction = _predict(model_uri, config, hardware)
-    except Exception as exc:  # the user's job goes on without a prior; the tag says why
+    except Exception as exc:  # noqa: BLE001  the user's job goes on without a prior; the tag says why
         logger.warning("roofline: the law %s could not predict this job (%s); forecasting from the steps alone",
                        model_uri, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return None, f"none: {label} failed: {str(exc)[:200]}"

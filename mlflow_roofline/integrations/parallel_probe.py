@@ -112,11 +112,11 @@ class WrapperSpy:
             self._handle = None
 
     def _record(self, module: torch.nn.Module, _args: Any) -> None:
-        if isinstance(module, torch.nn.parallel.DistributedDataParallel) or (
-            _fsdp_types() and isinstance(module, _fsdp_types())
-        ):
-            if not any(module is w for w in self.wrappers):
-                self.wrappers.append(module)
+        wrapper = isinstance(module, torch.nn.parallel.DistributedDataParallel) or (
+            bool(_fsdp_types()) and isinstance(module, _fsdp_types())
+        )
+        if wrapper and not any(module is w for w in self.wrappers):
+            self.wrappers.append(module)
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,7 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlflow_roofline.core.config import INT_FIELDS
-from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, MAX_TAG_CHARS, TAG_PARAM_CONFLICT
+from mlflow_roofline.core.schema import (
+    DEFAULT_EXPERIMENT,
+    MAX_TAG_CHARS,
+    TAG_PARAM_CONFLICT,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,12 @@ from mlflow_roofline.core.schema import (
     TAG_FORECAST_PRIOR,
     TAG_STOP_REASON,
 )
-from mlflow_roofline.integrations.energy_window import RankWindow, Sample, combine, gather
+from mlflow_roofline.integrations.energy_window import (
+    RankWindow,
+    Sample,
+    combine,
+    gather,
+)
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples, forecast
 from mlflow_roofline.integrations.job_facts import JobFacts
 from mlflow_roofline.integrations.options import JOULES_PER_KWH, TrackOptions

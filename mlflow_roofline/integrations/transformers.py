@@ -26,10 +26,10 @@ from transformers import TrainerCallback
 
 from mlflow_roofline.core.schema import SOURCE_TRAINER
 from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
+from mlflow_roofline.integrations.model_shape import model_shape
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe, world
 from mlflow_roofline.integrations.tracker import JobTracker
-from mlflow_roofline.integrations.model_shape import model_shape
 
 
 class RooflineCallback(TrainerCallback):
