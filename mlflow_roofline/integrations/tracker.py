@@ -124,6 +124,8 @@ class JobTracker:
         last = stopping or (planned is not None and self.measured >= planned)
         sync = should_log or last or self.measured == self.options.forecast_after_steps
         if sync or self._in_sample >= self.options.sample_steps:
+            if sync:
+                self._drain()  # the queued kernels belong to this sample, not to the pause
             self.window.cut(self._in_sample, reopen=not sync)  # paused while syncing
             self._in_sample = 0
         if not sync:
@@ -141,6 +143,7 @@ class JobTracker:
 
         try:
             if self.window is not None and self._opened and not self._closed:
+                self._drain()
                 self.window.close(self._in_sample)  # the time after the last step is not measured
                 self._in_sample = 0
                 if self.window.pending:  # the same on every rank: steps are counted alike
@@ -169,13 +172,17 @@ class JobTracker:
 
     # -- inside -------------------------------------------------------------------------
     def _open(self) -> None:
-        assert self.window is not None and self.facts is not None
-        if self.facts.device == "cuda":
+        assert self.window is not None
+        self._drain()
+        self.window.open()
+        self._opened = True
+
+    def _drain(self) -> None:
+        """Wait for the device's queued work (CUDA), so a window edge is where the work is."""
+        if self.facts is not None and self.facts.device == "cuda":
             import torch
 
             torch.cuda.synchronize()
-        self.window.open()
-        self._opened = True
 
     def _sync(self, global_step: int) -> bool:
         """Gather the samples since the last sync, log the history and the forecast; the stop decision."""
