@@ -128,6 +128,8 @@ def track_training(
     if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                     or total_steps < 1):
         raise ConfigError("total_steps", f"must be a positive integer, got {total_steps!r}")
+    if total_steps is None and options.get("energy_budget_kwh") is not None:
+        raise ConfigError("total_steps", "is needed with energy_budget_kwh (the forecast covers the planned steps)")
     if isinstance(logging_steps, bool) or not isinstance(logging_steps, int) or logging_steps < 1:
         raise ConfigError("logging_steps", f"must be a positive integer, got {logging_steps!r}")
     handle = TrainingTracker(accelerator, model, total_steps, logging_steps, TrackOptions(**options))

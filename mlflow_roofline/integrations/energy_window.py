@@ -35,7 +35,7 @@ class Sample:
 
 @dataclasses.dataclass
 class RankReport:
-    """What one process hands over at a logging step."""
+    """What one process hands over at a logging step (``tokens``/``rows``: its totals so far)."""
 
     rank: int
     read: bool

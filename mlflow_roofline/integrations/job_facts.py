@@ -32,13 +32,19 @@ class JobFacts:
     precision: str | None
     device: str | None
     parallel: ParallelRun
-    tokens: int = 0
+    tokens: int = 0  # this process's training tokens (padded) and rows so far
     rows: int = 0
+    job_tokens: int = 0  # every process's, as of the last gathering
+    job_rows: int = 0
 
     @property
     def seq_len(self) -> int | None:
-        """Mean padded length of the training batches seen (tokens per sample), None before one."""
-        return round(self.tokens / self.rows) if self.rows else None
+        """Mean padded length of the training batches seen (tokens per sample), None before one.
+
+        Over every process once their counts were gathered, else over this process's.
+        """
+        tokens, rows = (self.job_tokens, self.job_rows) if self.job_rows else (self.tokens, self.rows)
+        return round(tokens / rows) if rows else None
 
     def values(self, num_steps: int, warmup_steps: int) -> dict[str, Any]:
         """Every train param that is known, under its schema name."""

@@ -206,8 +206,8 @@ class JobTracker:
         return stop
 
     def _account(self, reports: list[Any], new: list[Sample]) -> None:
-        self.facts.tokens = sum(r.tokens for r in reports)  # type: ignore[union-attr]
-        self.facts.rows = sum(r.rows for r in reports)  # type: ignore[union-attr]
+        self.facts.job_tokens = sum(r.tokens for r in reports)  # type: ignore[union-attr]
+        self.facts.job_rows = sum(r.rows for r in reports)  # type: ignore[union-attr]
         for r in reports:
             joules = [s.energy_j for s in r.samples]
             before = self.rank_energy.get(r.rank, 0.0)
