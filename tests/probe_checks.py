@@ -20,7 +20,7 @@ from mlflow_roofline.train.parallel import strategy
 from mlflow_roofline.train.parallel.dist import setup, teardown
 from mlflow_roofline.train.workload import build_model
 
-SHAPE = dict(num_layers=2, hidden_size=32, num_heads=2, ffn_size=64, seq_len=8, batch_size=4)
+SHAPE = {"num_layers": 2, "hidden_size": 32, "num_heads": 2, "ffn_size": 64, "seq_len": 8, "batch_size": 4}
 
 
 def main(out: Path) -> None:

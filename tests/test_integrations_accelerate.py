@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 from accelerate import Accelerator
+from integration_jobs import SEQ_LEN, TokenData, tiny_bert
 from mlflow import MlflowClient
 
-from integration_jobs import SEQ_LEN, TokenData, tiny_bert
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.integrations.accelerate import track_training
 
@@ -41,13 +41,15 @@ def test_a_loop_with_gradient_accumulation_is_a_train_run(tracking_uri: str) -> 
 def test_a_failed_loop_ends_its_run_failed(tracking_uri: str) -> None:
     accelerator = Accelerator(cpu=True)
     model = accelerator.prepare(tiny_bert())
-    with pytest.raises(RuntimeError, match="boom"):
-        with track_training(accelerator, model, total_steps=5, meter="estimate") as tracker:
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), track_training(
+        accelerator, model, total_steps=5, meter="estimate"
+    ) as tracker:
+        raise RuntimeError("boom")
     assert MlflowClient().get_run(tracker.tracker.run.run_id).info.status == "FAILED"
 
 
 def test_a_budget_needs_the_planned_steps() -> None:
-    with pytest.raises(ConfigError, match="total_steps: is needed with energy_budget_kwh"):
-        with track_training(None, None, energy_budget_kwh=1.0):
-            pass
+    with pytest.raises(ConfigError, match="total_steps: is needed with energy_budget_kwh"), track_training(
+        None, None, energy_budget_kwh=1.0
+    ):
+        pass

@@ -47,3 +47,31 @@ def test_an_fsdp_request_that_fell_back_records_what_ran(tracking_uri: str, tmp_
     assert run["tags"]["roofline.source"] == "accelerate" and run["params"]["num_steps"] == "8"
     assert run["metrics"]["energy_j"] == pytest.approx(
         run["metrics"]["energy_j_rank_0"] + run["metrics"]["energy_j_rank_1"], rel=1e-9)
+
+
+CRASHING_JOB = """
+import torch
+from integration_jobs import run_trainer, tiny_bert
+from mlflow_roofline.integrations.transformers import RooflineCallback
+
+model = tiny_bert()
+steps = []
+def explode(module, args, kwargs):
+    steps.append(1)
+    if len(steps) == 5:
+        raise RuntimeError("boom at the fifth batch")
+model.register_forward_pre_hook(explode, with_kwargs=True)
+run_trainer(model, RooflineCallback(meter="estimate", experiment="crash"), max_steps=10)
+"""
+
+
+@pytest.mark.slow
+def test_a_trainer_job_that_raises_leaves_no_run_running(tracking_uri: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", CRASHING_JOB], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, check=False)
+    assert done.returncode == 1 and "boom at the fifth batch" in done.stderr
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("crash").experiment_id])
+    assert run.info.status == "FAILED"
+    assert run.data.tags["roofline.error"] == "training stopped before its end (an exception?)"

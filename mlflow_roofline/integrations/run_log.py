@@ -9,10 +9,14 @@ logged asynchronously (MLflow's queue) so a logging step does not wait for the s
 A param the run already holds with another value (``MLflowCallback`` logs the Trainer's
 ``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
 logged param. The value measured here goes to the ``roofline.param_conflict`` tag.
+
+The Trainer calls no callback when training raises; an own run still open when the
+process exits is ended FAILED with ``roofline.error`` saying so, never left RUNNING.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import time
@@ -23,6 +27,7 @@ from mlflow_roofline.core.config import INT_FIELDS
 from mlflow_roofline.core.schema import (
     DEFAULT_EXPERIMENT,
     MAX_TAG_CHARS,
+    TAG_ERROR,
     TAG_PARAM_CONFLICT,
 )
 
@@ -47,6 +52,7 @@ class RunLog:
             tags = {"mlflow.runName": run_name} if run_name else {}
             run = self.client.create_run(_experiment_id(self.client, experiment), run_name=run_name, tags=tags)
             self.run_id = run.info.run_id
+            atexit.register(self._left_open)
         self._pending: list[Any] = []
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
@@ -83,7 +89,16 @@ class RunLog:
             operation.wait()
         self._pending = []
         if self.own:
+            atexit.unregister(self._left_open)
             self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+
+    def _left_open(self) -> None:
+        """At exit, an own run training never ended: FAILED, with the reason."""
+        try:
+            self.client.set_tag(self.run_id, TAG_ERROR, "training stopped before its end (an exception?)")
+            self.client.set_terminated(self.run_id, "FAILED")
+        except Exception:  # the interpreter is exiting; nothing more to do
+            logger.exception("could not end run %s", self.run_id)
 
 
 def _experiment_id(client: Any, name: str | None) -> str:
