@@ -8,7 +8,9 @@ every optimizer step's wall time; the callback under test runs with its defaults
 logging step, asynchronous logging to a SQLite store). Prints the median step time of
 each arm in wall and process CPU time, the paired ratio of the per-round means (geometric mean with a bootstrap
 95 % interval), and the same for whole ``train()`` calls (which also pay for opening the
-MLflow run and logging the summary once). Usage::
+MLflow run and logging the summary once), and the time spent inside the callback's per-step code
+(on_step_end and the batch hook) as a fraction of the plain step: the overhead without the
+noise of a shared machine. Usage::
 
     python benchmarks/callback_overhead.py [--rounds 12] [--steps 150] [--logging-steps 10]
 """
@@ -66,16 +68,36 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
 
-def job(args: argparse.Namespace, with_callback: bool, out: str) -> tuple[float, float, float]:
-    """One Trainer job: mean wall and CPU seconds of a step (all but the first two); whole train() seconds."""
+INSIDE: list[float] = []
+"""Seconds spent inside the callback's per-step code (on_step_end and the batch hook), per step."""
+
+
+def timed_callback() -> TrainerCallback:
+    """``RooflineCallback`` that adds the time spent in its per-step code to :data:`INSIDE`."""
     from mlflow_roofline.integrations.transformers import RooflineCallback
 
+    class Timed(RooflineCallback):
+        def on_step_end(self, *a, **k):
+            t0 = time.perf_counter()
+            super().on_step_end(*a, **k)
+            INSIDE.append(time.perf_counter() - t0)
+
+        def _batch_hook(self, *a, **k):
+            t0 = time.perf_counter()
+            super()._batch_hook(*a, **k)
+            INSIDE.append(time.perf_counter() - t0)
+
+    return Timed(experiment="callback-overhead")
+
+
+def job(args: argparse.Namespace, with_callback: bool, out: str) -> tuple[float, float, float]:
+    """One Trainer job: mean wall and CPU seconds of a step (all but the first two); whole train() seconds."""
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(
         vocab_size=1000, hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=args.heads,
         intermediate_size=4 * args.hidden, max_position_embeddings=args.seq))
     clock = StepClock()
-    callbacks: list[TrainerCallback] = [RooflineCallback(experiment="callback-overhead")] if with_callback else []
+    callbacks: list[TrainerCallback] = [timed_callback()] if with_callback else []
     # The clock goes last: its on_step_end sees the step plus every callback's on_step_end but its own.
     training = TrainingArguments(out, max_steps=args.steps, per_device_train_batch_size=args.batch,
                                  logging_steps=args.logging_steps, report_to=[], use_cpu=True,
@@ -129,6 +151,10 @@ def main() -> None:
         ratio, lo, hi = geometric_ci([a / b for a, b in zip(with_cb, without)])
         print(f"{what}: without {statistics.median(without) * 1e3:.2f} ms, with {statistics.median(with_cb) * 1e3:.2f}"
               f" ms (medians over rounds); paired ratio {ratio:.4f}  95% CI [{lo:.4f}, {hi:.4f}]")
+    inside_per_step = sum(INSIDE) / (len(results[True]) + 1) / args.steps
+    plain_cpu = statistics.median(r[1] for r in results[False])
+    print(f"inside the callback: {inside_per_step * 1e6:.1f} us per step (mean, logging steps included) = "
+          f"{inside_per_step / plain_cpu:.2%} of the plain step's CPU time")
     print("target: step time ratio <= 1.01 on a step of >= 10 ms")
 
 

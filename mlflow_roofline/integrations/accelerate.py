@@ -60,7 +60,7 @@ class TrainingTracker:
         parallel = probe([self.model])
         facts = JobFacts(
             shape=shape,
-            batch_size=None,  # known from the first batch
+            rows_per_step=None,  # known from the first batch
             planned_steps=self.total_steps,
             precision=precision_of(inner, str(self.accelerator.mixed_precision)),
             device=device_of(inner) or self.accelerator.device.type,
@@ -75,9 +75,9 @@ class TrainingTracker:
             return self.should_stop
         self.global_step += 1
         facts = self.tracker.facts
-        if facts is not None and facts.batch_size is None and self._rows:
+        if facts is not None and facts.rows_per_step is None and self._rows:
             accumulation = int(getattr(self.accelerator, "gradient_accumulation_steps", 1) or 1)
-            facts.batch_size = self._rows * facts.parallel.num_devices * accumulation
+            facts.rows_per_step = self._rows * accumulation
         should_log = self.global_step % self.logging_steps == 0
         self.should_stop = self.tracker.step_end(self.global_step, should_log)
         return self.should_stop

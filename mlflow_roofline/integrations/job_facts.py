@@ -24,10 +24,11 @@ class JobFacts:
     """The job's train params as read (None where unknown) and why some are missing.
 
     ``planned_steps`` counts every optimizer step of the job, warm-up included.
+    ``rows_per_step`` is per-device batch x (DataParallel GPUs) x gradient accumulation.
     """
 
     shape: dict[str, int]
-    batch_size: int | None
+    rows_per_step: int | None  # samples one process trains on per optimizer step (accumulation included)
     planned_steps: int | None
     precision: str | None
     device: str | None
@@ -36,6 +37,15 @@ class JobFacts:
     rows: int = 0
     job_tokens: int = 0  # every process's, as of the last gathering
     job_rows: int = 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """Global batch: each process's rows times the processes under data parallel (and one
+        process's rows under tensor parallel, where every rank sees the same batch)."""
+        if self.rows_per_step is None:
+            return None
+        replicas = 1 if self.parallel.strategy == "tp" else self.parallel.num_devices
+        return self.rows_per_step * replicas
 
     @property
     def seq_len(self) -> int | None:

@@ -64,6 +64,7 @@ class JobTracker:
         self.measured = 0  # measured optimizer steps so far
         self.last_step = 0
         self.last_sync_step = -1  # global step of the last history point
+        self.law: Any = None  # LawLoader on the main process
         self.prior: Prior | None = None
         self.prior_note = ""
         self.last_forecast: Forecast | None = None
@@ -93,8 +94,10 @@ class JobTracker:
         self.window = RankWindow(meter, reads)
         self.hardware = hardware_name(device if device != "auto" else "cpu")
         if facts.parallel.is_main:
+            from mlflow_roofline.integrations.law_prior import LawLoader
             from mlflow_roofline.integrations.run_log import RunLog
 
+            self.law = LawLoader(self.options.model_uri)
             self.run = RunLog(self.options.experiment, self.options.run_name)
             self.run.log(0, tags=start_tags(self, meter))
         if self.options.warmup_steps == 0:
@@ -230,12 +233,10 @@ class JobTracker:
         if self._prior_done:
             return
         self._prior_done = True
-        from mlflow_roofline.integrations.law_prior import law_prior
-
         found: list[Any] = [None, ""]
         if self.facts.parallel.is_main:  # type: ignore[union-attr]
             config, why = self.facts.config(self.planned_measured or 1, self.options.warmup_steps)  # type: ignore
-            found = list(law_prior(self.options.model_uri, config, self.hardware)) if config else [None, f"none: {why}"]
+            found = list(self.law.prior(config, self.hardware, why))
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.broadcast_object_list(found, src=0)
         self.prior, self.prior_note = found[0], found[1]

@@ -7,7 +7,8 @@
 The run's configuration comes from what the job is: the shape from ``model.config``
 (:mod:`~mlflow_roofline.integrations.model_shape`), the padded sequence length of the
 training batches the model really received (a forward pre-hook), the global batch
-(per-device batch x processes x gradient accumulation), the planned steps
+(per-device batch x processes x gradient accumulation; one process's batch under tensor
+parallel, where every rank sees the same rows), the planned steps
 (``state.max_steps``), the precision (``bf16``/``fp16`` flags, else the weights' dtype),
 and the strategy and device count that ran: the world size of ``torch.distributed``
 and the wrappers that called the model's forward during the first step (DDP, FSDP) or
@@ -28,7 +29,7 @@ from mlflow_roofline.core.schema import SOURCE_TRAINER
 from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
 from mlflow_roofline.integrations.model_shape import model_shape
 from mlflow_roofline.integrations.options import TrackOptions
-from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe, world
+from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.integrations.tracker import JobTracker
 
 
@@ -52,12 +53,11 @@ class RooflineCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         """Read the job, build the meter, open or join the run."""
-        size, _ = world()
         shape, _missing = model_shape(model)
         mixed = "bf16" if args.bf16 else "fp16" if args.fp16 else None
         facts = JobFacts(
             shape=shape,
-            batch_size=args.per_device_train_batch_size * max(1, args.n_gpu) * size * args.gradient_accumulation_steps,
+            rows_per_step=args.per_device_train_batch_size * max(1, args.n_gpu) * args.gradient_accumulation_steps,
             planned_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
             precision=precision_of(model, mixed),
             device=device_of(model),
