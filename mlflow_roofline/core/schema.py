@@ -75,12 +75,24 @@ M_POWER_W = "power_w"  # history: one point per (downsampled) meter sample, time
 POWER_PLOT_ARTIFACT = "power_timeline.png"
 FIT_ENERGY_METRICS: dict[str, str] = {"gpu": M_ENERGY_J, "node": M_ENERGY_NODE_J}
 """``fit --energy``: which metric the law learns (the meter's devices, or the whole node)."""
+# Histories of a run measured inside the user's own training loop (step = the optimizer's global step):
+# energy_j and time_s are cumulative over the window at each logging step, their last value the total.
+M_ENERGY_INTERVAL_J = "energy_interval_j"  # joules since the previous logging step (sums to energy_j)
+M_ENERGY_PER_STEP_J = "energy_per_step_j"  # mean joules per optimizer step since the previous logging step
+# power_w (above): on these runs, the mean power since the previous logging step, watts
+M_ENERGY_FORECAST_J = "energy_forecast_j"  # forecast of energy_j for the whole planned window, joules
+M_ENERGY_FORECAST_LOWER_J = "energy_forecast_j_lower"  # its 95 % prediction interval
+M_ENERGY_FORECAST_UPPER_J = "energy_forecast_j_upper"
+M_TIME_FORECAST_S = "time_forecast_s"  # forecast of time_s for the whole planned window, seconds
 
 # Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
 
 # Tags.
 TAG_RUN_TYPE = "roofline.run_type"
+TAG_SOURCE = "roofline.source"  # who measured a train run
+SOURCE_TRAINER = "trainer"  # the Hugging Face Trainer callback
+SOURCE_ACCELERATE = "accelerate"  # the Accelerate loop hook
 TAG_ENERGY_SOURCE = "roofline.energy_source"
 TAG_HARDWARE = "roofline.hardware"
 TAG_CONFIG_HASH = "roofline.config_hash"
@@ -101,6 +113,12 @@ SOURCE_IMPORT_PREFIX = "import:"
 TAG_IMPORT_ROW_HASH = "roofline.import_row_hash"  # import: hash of the row's content (re-import adds nothing)
 TAG_IMPORT_FILE = "roofline.import_file"  # import: the file's name
 TAG_IMPORT_ROW = "roofline.import_row"  # import: where in the file (``line N`` or ``row N``)
+# Runs measured inside the user's own training loop (Trainer callback, Accelerate hook).
+TAG_CONFIG_WARNING = "roofline.config_warning"  # the fields it could not read from the model
+TAG_PARAM_CONFLICT = "roofline.param_conflict"  # params the run already held with another value
+TAG_FORECAST_PRIOR = "roofline.forecast_prior"  # the law the forecast started from, or why none
+TAG_ENERGY_BUDGET_KWH = "roofline.energy_budget_kwh"  # the budget the job was held to
+TAG_STOP_REASON = "roofline.stop_reason"  # why it stopped the job before its planned end
 # Fit run and registered model versions.
 TAG_FORM = "roofline.form"  # the energy-law form registered
 TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it

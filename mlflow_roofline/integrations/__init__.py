@@ -1,0 +1,14 @@
+"""Measure and forecast the user's own training jobs: a Hugging Face ``Trainer`` callback
+(:mod:`mlflow_roofline.integrations.transformers`) and a hook for a hand-written
+Accelerate loop (:mod:`mlflow_roofline.integrations.accelerate`).
+
+Owns: reading a job's configuration from its model and from what ran (shape, batches,
+strategy, device count), the energy window cut into samples inside the loop, the
+forecast of the whole job with its interval (with a registered law as prior), the
+energy budget, and logging all of it as a train run (``roofline.source`` ``trainer`` or
+``accelerate``) that ``fit`` uses beside sweep runs.
+
+May import core, energy, tracking and train's run-logging helpers; imports
+``transformers`` and ``accelerate`` only in the adapter modules named after them, so
+that importing this package needs neither. Never imported by a stage.
+"""

@@ -1,0 +1,142 @@
+"""``track_training``: measure and forecast a hand-written Accelerate loop in MLflow.
+
+>>> model, optimizer, data = accelerator.prepare(model, optimizer, data)
+>>> with track_training(accelerator, model, total_steps=1000, energy_budget_kwh=2.0) as tracker:
+...     for batch in data:
+...         with accelerator.accumulate(model):
+...             accelerator.backward(model(**batch).loss)
+...             optimizer.step()
+...             optimizer.zero_grad()
+...         if tracker.step():        # True once the energy budget says stop
+...             break
+
+Call :meth:`TrainingTracker.step` after every batch: it counts optimizer steps only where
+Accelerate synchronises gradients (``accelerator.sync_gradients``), so it is right with
+or without gradient accumulation. The configuration is read from what ran: the shape
+from ``model.config``, the padded sequence length and per-process rows of the batches
+the model received, the global batch (rows x processes x accumulation steps), the
+precision (``accelerator.mixed_precision``, else the weights' dtype), and the strategy
+and device count from ``torch.distributed`` and the prepared model's own types (an
+Accelerate FSDP or TP request that fell back to DDP is recorded as ``ddp``). The run
+is logged as for the Trainer callback, with ``roofline.source=accelerate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import SOURCE_ACCELERATE
+from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
+from mlflow_roofline.integrations.model_shape import model_shape
+from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.parallel_probe import probe
+from mlflow_roofline.integrations.tracker import JobTracker
+
+DEFAULT_LOGGING_STEPS = 10
+
+
+class TrainingTracker:
+    """The handle :func:`track_training` yields: call :meth:`step` after each batch."""
+
+    def __init__(self, accelerator: Any, model: Any, total_steps: int | None, logging_steps: int,
+                 options: TrackOptions) -> None:
+        self.accelerator = accelerator
+        self.model = model
+        self.total_steps = total_steps
+        self.logging_steps = logging_steps
+        self.tracker = JobTracker(options, SOURCE_ACCELERATE)
+        self.global_step = 0
+        self.should_stop = False
+        self._rows = 0
+        self._hook: Any = None
+
+    def begin(self) -> None:
+        """Read the job and open the measurement (every process)."""
+        inner = self.accelerator.unwrap_model(self.model)
+        shape, _ = model_shape(inner)
+        parallel = probe([self.model])
+        facts = JobFacts(
+            shape=shape,
+            rows_per_step=None,  # known from the first batch
+            planned_steps=self.total_steps,
+            precision=precision_of(inner, str(self.accelerator.mixed_precision)),
+            device=device_of(inner) or self.accelerator.device.type,
+            parallel=parallel,
+        )
+        self.tracker.begin(facts)
+        self._hook = inner.register_forward_pre_hook(self._batch_hook, with_kwargs=True)
+
+    def step(self) -> bool:
+        """Count an optimizer step (if gradients were synchronised); True once the budget says stop."""
+        if not getattr(self.accelerator, "sync_gradients", True) or self.should_stop:
+            return self.should_stop
+        self.global_step += 1
+        facts = self.tracker.facts
+        if facts is not None and facts.rows_per_step is None and self._rows:
+            accumulation = int(getattr(self.accelerator, "gradient_accumulation_steps", 1) or 1)
+            facts.rows_per_step = self._rows * accumulation
+        should_log = self.global_step % self.logging_steps == 0
+        self.should_stop = self.tracker.step_end(self.global_step, should_log)
+        return self.should_stop
+
+    def close(self, failed: bool) -> None:
+        """Close the window and log the run (after a failure: only end the run)."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if failed:
+            self.tracker.abort()
+        else:
+            self.tracker.end()
+
+    def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+        if not module.training:
+            return
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            ids = kwargs.get("inputs_embeds")
+        shape = getattr(ids, "shape", None)
+        if shape is not None and len(shape) >= 2:
+            self._rows = max(self._rows, int(shape[0]))
+            self.tracker.batch_seen(int(shape[0]), int(shape[1]))
+
+
+@contextlib.contextmanager
+def track_training(
+    accelerator: Any,
+    model: Any,
+    *,
+    total_steps: int | None = None,
+    logging_steps: int = DEFAULT_LOGGING_STEPS,
+    **options: Any,
+) -> Iterator[TrainingTracker]:
+    """Measure the training loop in the block; log it to MLflow from the main process.
+
+    Args:
+        accelerator: the ``Accelerator`` the loop runs under.
+        model: the model as returned by ``accelerator.prepare``.
+        total_steps: optimizer steps the job plans, warm-up included (needed for the
+            forecast and the budget; without it neither is computed).
+        logging_steps: log energy (and the forecast) every this many optimizer steps.
+        options: the fields of :class:`~mlflow_roofline.integrations.options.TrackOptions`.
+    Raises:
+        ConfigError: an option out of range, naming it.
+    """
+    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
+                                    or total_steps < 1):
+        raise ConfigError("total_steps", f"must be a positive integer, got {total_steps!r}")
+    if total_steps is None and options.get("energy_budget_kwh") is not None:
+        raise ConfigError("total_steps", "is needed with energy_budget_kwh (the forecast covers the planned steps)")
+    if isinstance(logging_steps, bool) or not isinstance(logging_steps, int) or logging_steps < 1:
+        raise ConfigError("logging_steps", f"must be a positive integer, got {logging_steps!r}")
+    handle = TrainingTracker(accelerator, model, total_steps, logging_steps, TrackOptions(**options))
+    handle.begin()
+    try:
+        yield handle
+    except BaseException:
+        handle.close(failed=True)
+        raise
+    handle.close(failed=False)

@@ -1,0 +1,111 @@
+"""The registered energy law's prediction for the running job: the forecast's prior.
+
+``models:/roofline-energy@champion`` by default (what ``fit`` registers). A default
+that is not registered is no error: the forecast then comes from the measured steps
+alone, and the run's ``roofline.forecast_prior`` tag says so. A law that cannot be
+loaded or cannot predict this configuration is reported the same way, never raised into
+the user's training loop. The lookup and the load run in a background thread from the
+start of training (:class:`LawLoader`); the K-th step only predicts.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+from typing import Any
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME
+from mlflow_roofline.integrations.forecast import Prior
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
+LAW_INPUTS: tuple[str, ...] = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "strategy",
+    "num_devices",
+)
+
+
+class LawLoader:
+    """Looks the law up and loads it in a background thread from the start of training, so the
+    training loop does not wait for the registry; :meth:`prior` predicts the job once it is known."""
+
+    def __init__(self, model_uri: str | None) -> None:
+        self.model_uri = model_uri
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="roofline-law")
+        self._loaded = self._pool.submit(load_law, model_uri)
+        self._pool.shutdown(wait=False)
+
+    def prior(self, config: TrainConfig | None, hardware: str, why_no_config: str = "") -> tuple[Prior | None, str]:
+        """The law's prediction for ``config`` (waits for the load), or None and why."""
+        model, label = self._loaded.result()
+        if model is None:
+            return None, label
+        if config is None:
+            return None, f"none: {why_no_config}"
+        return predict_prior(model, label, config, hardware)
+
+
+def load_law(model_uri: str | None) -> tuple[Any, str]:
+    """The pyfunc model and its label (``URI (version N)``), or None and why there is none."""
+    if not model_uri:
+        return None, "none: no model_uri"
+    alias = re.fullmatch(r"models:/([^@/]+)@([^@/]+)", model_uri)
+    label = model_uri
+    try:
+        import mlflow
+        from mlflow.exceptions import MlflowException
+
+        if alias:
+            try:
+                version = mlflow.MlflowClient().get_model_version_by_alias(alias.group(1), alias.group(2))
+            except MlflowException:
+                return None, f"none: nothing registered as {model_uri}"
+            label = f"{model_uri} (version {version.version})"
+        return mlflow.pyfunc.load_model(model_uri), label
+    except Exception as exc:  # noqa: BLE001  the user's job goes on without a prior; the tag says why
+        logger.warning("roofline: the law %s could not be loaded (%s); forecasting from the steps alone",
+                       model_uri, _first_line(exc))
+        return None, f"none: {label} failed to load: {_first_line(exc)[:200]}"
+
+
+def predict_prior(model: Any, label: str, config: TrainConfig, hardware: str) -> tuple[Prior | None, str]:
+    """The law's prediction for ``config`` (``num_steps`` = the planned window) as a prior.
+
+    Returns ``(None, why)`` on a prediction failure or a prediction that is not a positive interval.
+    """
+    try:
+        prediction = _predict(model, config, hardware)
+    except Exception as exc:  # noqa: BLE001  the user's job goes on without a prior; the tag says why
+        logger.warning("roofline: the law %s could not predict this job (%s); forecasting from the steps alone",
+                       label, _first_line(exc))
+        return None, f"none: {label} failed: {_first_line(exc)[:200]}"
+    energy, lower, upper = (float(prediction[k]) for k in ("energy_j", "energy_j_lower", "energy_j_upper"))
+    if not (0 < lower <= energy <= upper):
+        return None, f"none: {label} predicted no positive interval ({lower:.3g}, {energy:.3g}, {upper:.3g})"
+    return Prior(energy, lower, upper, label), label
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _predict(model: Any, config: TrainConfig, hardware: str) -> Any:
+    import pandas as pd
+
+    params = config.to_params()
+    row: dict[str, Any] = {k: (params[k] if k == "strategy" else int(params[k])) for k in LAW_INPUTS}
+    schema = model.metadata.get_input_schema()
+    if schema is not None and "hardware" in schema.input_names():
+        row["hardware"] = hardware
+    return model.predict(pd.DataFrame([row])).iloc[0]

@@ -1,0 +1,53 @@
+"""The options of the Trainer callback and the Accelerate hook, checked once, naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.integrations.law_prior import DEFAULT_LAW_URI
+
+JOULES_PER_KWH = 3.6e6
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackOptions:
+    """How a job is measured and logged.
+
+    Attributes:
+        meter: energy meter (``auto``, ``nvml``, ``nvml_power``, ``rapl``, ``estimate``).
+        warmup_steps: optimizer steps before the energy window opens.
+        forecast_after_steps: K, measured steps before the first forecast.
+        sample_steps: optimizer steps per energy sample (raise it when a step is shorter
+            than the meter's update period, e.g. NVML's ~0.1 s counter).
+        model_uri: the registered law used as the forecast's prior (``None``: none).
+        energy_budget_kwh: stop the job once the forecast's lower bound exceeds it (kWh).
+        experiment: experiment of the run opened when none is active.
+        run_name: name of that run.
+    """
+
+    meter: str = "auto"
+    warmup_steps: int = 2
+    forecast_after_steps: int = 5
+    sample_steps: int = 1
+    model_uri: str | None = DEFAULT_LAW_URI
+    energy_budget_kwh: float | None = None
+    experiment: str | None = None
+    run_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.meter not in METER_NAMES:
+            raise ConfigError("meter", f"must be one of {', '.join(METER_NAMES)}, got {self.meter!r}")
+        for name, minimum in (("warmup_steps", 0), ("forecast_after_steps", 2), ("sample_steps", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
+        budget = self.energy_budget_kwh
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
+            raise ConfigError("energy_budget_kwh", f"must be a positive number of kWh, got {budget!r}")
+
+    @property
+    def budget_j(self) -> float | None:
+        """The energy budget in joules, if any."""
+        return None if self.energy_budget_kwh is None else float(self.energy_budget_kwh) * JOULES_PER_KWH

@@ -1,0 +1,138 @@
+"""The MLflow side of a job measured inside the user's loop (main process only).
+
+It joins the active run when there is one (the run MLflow's own ``MLflowCallback`` or the
+user opened), else opens its own in ``experiment`` (else ``MLFLOW_EXPERIMENT_ID`` /
+``_NAME``, else ``roofline-bert``, where ``fit`` looks by default). History points are
+logged asynchronously (MLflow's queue) so a logging step does not wait for the store;
+:meth:`RunLog.finish` waits for them.
+
+A param the run already holds with another value (``MLflowCallback`` logs the Trainer's
+``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
+logged param. The value measured here goes to the ``roofline.param_conflict`` tag.
+
+The Trainer calls no callback when training raises; an own run still open when the
+process exits is ended FAILED with ``roofline.error`` saying so, never left RUNNING.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mlflow_roofline.core.config import INT_FIELDS
+from mlflow_roofline.core.schema import (
+    DEFAULT_EXPERIMENT,
+    MAX_TAG_CHARS,
+    TAG_ERROR,
+    TAG_PARAM_CONFLICT,
+)
+
+logger = logging.getLogger(__name__)
+
+TIMELINE_ARTIFACT = "roofline/power_timeline.csv"
+
+
+class RunLog:
+    """One MLflow run this job's measurements go to."""
+
+    def __init__(self, experiment: str | None, run_name: str | None) -> None:
+        import mlflow
+        from mlflow import MlflowClient
+
+        self.client = MlflowClient()
+        active = mlflow.active_run()
+        self.own = active is None
+        if active is not None:
+            self.run_id = active.info.run_id
+        else:
+            tags = {"mlflow.runName": run_name} if run_name else {}
+            run = self.client.create_run(_experiment_id(self.client, experiment), run_name=run_name, tags=tags)
+            self.run_id = run.info.run_id
+            atexit.register(self._left_open)
+        self._pending: list[Any] = []
+
+    def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
+        """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits)."""
+        from mlflow.entities import Metric, RunTag
+
+        now = int(time.time() * 1000)
+        batch_metrics = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items()]
+        batch_tags = [RunTag(k, str(v)[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()]
+        if batch_metrics or batch_tags:
+            self._pending.append(self.client.log_batch(self.run_id, metrics=batch_metrics, tags=batch_tags,
+                                                       synchronous=False))
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Log the params the run does not hold yet; tag those it holds with another value."""
+        from mlflow.entities import Param, RunTag
+
+        existing = self.client.get_run(self.run_id).data.params
+        new = [Param(k, v) for k, v in params.items() if k not in existing]
+        conflicts = [f"{k}={v} (the run has {existing[k]})" for k, v in params.items()
+                     if k in existing and not _same(k, existing[k], v)]
+        tags = [RunTag(TAG_PARAM_CONFLICT, "; ".join(conflicts)[:MAX_TAG_CHARS])] if conflicts else []
+        if conflicts:
+            logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))
+        self.client.log_batch(self.run_id, params=new, tags=tags)
+
+    def log_text(self, text: str, path: str) -> None:
+        """Store ``text`` as the artifact ``path``."""
+        self.client.log_text(self.run_id, text, path)
+
+    def finish(self, failed: bool = False) -> None:
+        """Wait for the queued logging; end the run when it is this job's own."""
+        for operation in self._pending:
+            operation.wait()
+        self._pending = []
+        if self.own:
+            atexit.unregister(self._left_open)
+            self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+
+    def _left_open(self) -> None:
+        """At exit, an own run training never ended: FAILED, with the reason."""
+        try:
+            self.client.set_tag(self.run_id, TAG_ERROR, "training stopped before its end (an exception?)")
+            self.client.set_terminated(self.run_id, "FAILED")
+        except Exception:  # the interpreter is exiting; nothing more to do
+            logger.exception("could not end run %s", self.run_id)
+
+
+def _experiment_id(client: Any, name: str | None) -> str:
+    from mlflow_roofline.tracking.experiments import get_or_create_experiment
+
+    if name is None:
+        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+            return os.environ["MLFLOW_EXPERIMENT_ID"]
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    return get_or_create_experiment(client, name)
+
+
+def _same(name: str, logged: str, value: str) -> bool:
+    if logged == value:
+        return True
+    if name in INT_FIELDS:
+        try:
+            return float(logged) == float(value)
+        except ValueError:
+            return False
+    return False
+
+
+def timeline_csv(rows: list[tuple[int, float, int, float | None]]) -> str:
+    """The power timeline: one line per sample of the window.
+
+    ``rows`` are (global step at the sample's end, seconds, optimizer steps, joules or None);
+    the CSV adds the time since the window opened and the sample's mean power in watts.
+    """
+    lines = ["global_step,t_end_s,duration_s,steps,energy_j,power_w"]
+    t = 0.0
+    for step, duration, steps, energy in rows:
+        t += duration
+        watts = "" if energy is None or duration <= 0 else f"{energy / duration:.6g}"
+        joules = "" if energy is None else f"{energy:.6g}"
+        lines.append(f"{step},{t:.6f},{duration:.6f},{steps},{joules},{watts}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""``RooflineCallback``: measure and forecast a Hugging Face ``Trainer`` job in MLflow.
+
+>>> trainer = Trainer(model=model, args=args, train_dataset=data,
+...                   callbacks=[RooflineCallback(energy_budget_kwh=2.0)])
+>>> trainer.train()
+
+The run's configuration comes from what the job is: the shape from ``model.config``
+(:mod:`~mlflow_roofline.integrations.model_shape`), the padded sequence length of the
+training batches the model really received (a forward pre-hook), the global batch
+(per-device batch x processes x gradient accumulation; one process's batch under tensor
+parallel, where every rank sees the same rows), the planned steps
+(``state.max_steps``), the precision (``bf16``/``fp16`` flags, else the weights' dtype),
+and the strategy and device count that ran: the world size of ``torch.distributed``
+and the wrappers that called the model's forward during the first step (DDP, FSDP) or
+its parameters' types (FSDP2, tensor parallel DTensors).
+
+Every process runs the callback; only the main one talks to MLflow. It logs into the
+Trainer's MLflow run when MLflow's ``MLflowCallback`` opened one (``report_to="mlflow"``),
+else into its own. ``transformers`` is imported here only, when this module is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+
+from mlflow_roofline.core.schema import SOURCE_TRAINER
+from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
+from mlflow_roofline.integrations.model_shape import model_shape
+from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
+from mlflow_roofline.integrations.tracker import JobTracker
+
+
+class RooflineCallback(TrainerCallback):
+    """Logs energy per logging step, the forecast of the whole job and the train-run schema.
+
+    Args: the fields of :class:`~mlflow_roofline.integrations.options.TrackOptions`
+    (``meter``, ``warmup_steps``, ``forecast_after_steps``, ``sample_steps``, ``model_uri``,
+    ``energy_budget_kwh``, ``experiment``, ``run_name``).
+
+    Raises:
+        ConfigError: an option out of range, naming it (at construction, before training).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self.options = TrackOptions(**options)
+        self.tracker: JobTracker | None = None
+        self._spy = WrapperSpy()
+        self._hook: Any = None
+        self._model: Any = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        """Read the job, build the meter, open or join the run."""
+        shape, _missing = model_shape(model)
+        mixed = "bf16" if args.bf16 else "fp16" if args.fp16 else None
+        facts = JobFacts(
+            shape=shape,
+            rows_per_step=args.per_device_train_batch_size * max(1, args.n_gpu) * args.gradient_accumulation_steps,
+            planned_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
+            precision=precision_of(model, mixed),
+            device=device_of(model),
+            parallel=probe([model]),
+        )
+        self._model = model
+        self.tracker = JobTracker(self.options, SOURCE_TRAINER)
+        self.tracker.begin(facts)
+        self._hook = model.register_forward_pre_hook(self._batch_hook, with_kwargs=True)
+        self._spy.arm()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Cut the energy window; at logging steps log energy and forecast; stop on the budget."""
+        tracker = self.tracker
+        if tracker is None:
+            return
+        if self._spy.armed:  # the first step has shown which wrappers called the model
+            self._spy.disarm()
+            tracker.facts.parallel = probe([self._model, *self._spy.wrappers])  # type: ignore[union-attr]
+        if tracker.step_end(state.global_step, bool(control.should_log), bool(control.should_training_stop)):
+            control.should_training_stop = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Close the window at the last step and log the run."""
+        self._spy.disarm()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self.tracker is not None:
+            self.tracker.end()
+
+    def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+        if not module.training or self.tracker is None:
+            return
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            ids = kwargs.get("inputs_embeds")
+        shape = getattr(ids, "shape", None)
+        if shape is not None and len(shape) >= 2:
+            self.tracker.batch_seen(int(shape[0]), int(shape[1]))

@@ -1,0 +1,106 @@
+"""Tiny user training jobs for the integration tests: a Trainer job and a hand-written Accelerate loop.
+
+Built from configs (no hub download), on generated tokens, on CPU. Imported by the tests
+and launched by them under ``accelerate launch``::
+
+    accelerate launch --multi_gpu --num_processes 2 tests/integration_jobs.py trainer OUT_JSON
+    accelerate launch --use_fsdp --fsdp_version 2 --num_processes 2 tests/integration_jobs.py loop OUT_JSON
+
+The main process writes the MLflow run id it logged to into OUT_JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import torch
+
+SEQ_LEN = 16
+VOCAB = 100
+
+
+class TokenData(torch.utils.data.Dataset):
+    """``n`` rows of ``seq_len`` random tokens and a binary label (same rows for a seed)."""
+
+    def __init__(self, n: int, seq_len: int = SEQ_LEN, seed: int = 0) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(0, VOCAB, (n, seq_len), generator=generator)
+        self.labels = torch.randint(0, 2, (n,), generator=generator)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.labels[i]}
+
+
+def tiny_bert() -> torch.nn.Module:
+    """BERT classifier, L=2, d=32, h=2, ff=64."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=64))
+
+
+def tiny_gpt2() -> torch.nn.Module:
+    """GPT-2 classifier, L=2, d=32, h=4, ff = 4d (``n_inner`` left at None)."""
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    torch.manual_seed(0)
+    return GPT2ForSequenceClassification(GPT2Config(
+        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, pad_token_id=0))
+
+
+def run_trainer(model: torch.nn.Module, callback: Any, *, max_steps: int, logging_steps: int = 2,
+                report_to: list[str] | None = None, batch: int = 4, output_dir: str = "trainer-out") -> Any:
+    """Train ``model`` with the Hugging Face Trainer and ``callback``; return the Trainer's state."""
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir, max_steps=max_steps, per_device_train_batch_size=batch,
+                             logging_steps=logging_steps, report_to=report_to or [], use_cpu=True,
+                             save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+    trainer = Trainer(model=model, args=args, train_dataset=TokenData(400), callbacks=[callback])
+    trainer.train()
+    return trainer.state
+
+
+def _trainer_job() -> str | None:
+    from mlflow_roofline.integrations.transformers import RooflineCallback
+
+    callback = RooflineCallback(meter="estimate", warmup_steps=2, forecast_after_steps=4, experiment="launched")
+    run_trainer(tiny_bert(), callback, max_steps=10)
+    return callback.tracker.run.run_id if callback.tracker.run else None
+
+
+def _loop_job() -> str | None:
+    from accelerate import Accelerator
+
+    from mlflow_roofline.integrations.accelerate import track_training
+
+    accelerator = Accelerator(cpu=True)
+    model = tiny_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.utils.data.DataLoader(TokenData(200), batch_size=4)
+    model, optimizer, data = accelerator.prepare(model, optimizer, data)
+    with track_training(accelerator, model, total_steps=10, logging_steps=2, meter="estimate", warmup_steps=2,
+                        forecast_after_steps=4, experiment="launched") as tracker:
+        for step, batch in enumerate(data):
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            if tracker.step() or step + 1 >= 10:
+                break
+    run = tracker.tracker.run
+    return run.run_id if run else None
+
+
+if __name__ == "__main__":
+    kind, out = sys.argv[1], sys.argv[2]
+    run_id = _trainer_job() if kind == "trainer" else _loop_job()
+    if run_id is not None:
+        with open(out, "w") as f:
+            json.dump({"run_id": run_id}, f)

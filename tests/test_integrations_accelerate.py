@@ -1,0 +1,55 @@
+"""The Accelerate hook in one process: optimizer steps counted at gradient sync, the run it logs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from accelerate import Accelerator
+from integration_jobs import SEQ_LEN, TokenData, tiny_bert
+from mlflow import MlflowClient
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.integrations.accelerate import track_training
+
+
+def test_a_loop_with_gradient_accumulation_is_a_train_run(tracking_uri: str) -> None:
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
+    model = tiny_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.utils.data.DataLoader(TokenData(96), batch_size=3)
+    model, optimizer, data = accelerator.prepare(model, optimizer, data)
+    with track_training(accelerator, model, total_steps=16, logging_steps=2, meter="estimate", warmup_steps=2,
+                        forecast_after_steps=4) as tracker:
+        for batch in data:  # 32 micro-batches: 16 optimizer steps
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            tracker.step()
+    assert tracker.global_step == 16
+    run = MlflowClient().get_run(tracker.tracker.run.run_id)
+    params = run.data.params
+    assert (params["batch_size"], params["num_steps"], params["seq_len"]) == ("6", "14", str(SEQ_LEN))
+    assert (params["strategy"], params["num_devices"], params["precision"]) == ("single", "1", "fp32")
+    assert run.data.tags["roofline.source"] == "accelerate" and run.info.status == "FINISHED"
+    history = MlflowClient().get_metric_history(run.info.run_id, "energy_interval_j")
+    assert [m.step for m in history] == list(range(4, 17, 2))
+    assert sum(m.value for m in history) == pytest.approx(run.data.metrics["energy_j"], rel=1e-9)
+    assert "energy_forecast_j" in run.data.metrics
+
+
+def test_a_failed_loop_ends_its_run_failed(tracking_uri: str) -> None:
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(tiny_bert())
+    with pytest.raises(RuntimeError, match="boom"), track_training(
+        accelerator, model, total_steps=5, meter="estimate"
+    ) as tracker:
+        raise RuntimeError("boom")
+    assert MlflowClient().get_run(tracker.tracker.run.run_id).info.status == "FAILED"
+
+
+def test_a_budget_needs_the_planned_steps() -> None:
+    with pytest.raises(ConfigError, match="total_steps: is needed with energy_budget_kwh"), track_training(
+        None, None, energy_budget_kwh=1.0
+    ):
+        pass

@@ -1,0 +1,145 @@
+"""The Trainer callback on real Trainer jobs (tiny BERT and GPT-2 from configs, CPU, SQLite store)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import types
+
+import mlflow
+import pandas as pd
+import pytest
+import torch
+from integration_jobs import SEQ_LEN, run_trainer, tiny_bert, tiny_gpt2
+from mlflow import MlflowClient
+
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.core.schema import PARAM_NAMES
+from mlflow_roofline.integrations.transformers import RooflineCallback
+
+WARMUP, K = 2, 4
+
+
+def _history(run_id: str, name: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in MlflowClient().get_metric_history(run_id, name)]
+
+
+def _callback(**options) -> RooflineCallback:
+    return RooflineCallback(meter="estimate", warmup_steps=WARMUP, forecast_after_steps=K, **options)
+
+
+def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: str) -> None:
+    callback = _callback(experiment="own-jobs")
+    state = run_trainer(tiny_bert(), callback, max_steps=24, logging_steps=2)
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
+    assert run.info.status == "FINISHED" and state.global_step == 24
+    assert mlflow.get_experiment(run.info.experiment_id).name == "own-jobs"
+    expected = {"num_layers": "2", "hidden_size": "32", "num_heads": "2", "ffn_size": "64", "seq_len": str(SEQ_LEN),
+                "batch_size": "4", "num_steps": "22", "warmup_steps": "2", "strategy": "single", "num_devices": "1",
+                "device": "cpu", "precision": "fp32"}
+    assert {k: params[k] for k in PARAM_NAMES} == expected
+    hardware = hardware_name("cpu")
+    config = TrainConfig.from_mapping(expected)
+    assert tags["roofline.run_type"] == "train" and tags["roofline.source"] == "trainer"
+    assert tags["roofline.config_hash"] == config.config_hash(hardware)
+    assert tags["roofline.workload_hash"] == config.workload_hash(hardware)
+    assert tags["roofline.energy_source"] == "estimate" and tags["roofline.hardware"] == hardware
+    # The paper's closed forms for L=2, d=32, ff=64, S=16, B=4, 22 steps.
+    L, d, ff, S, B, n = 2, 32, 64, SEQ_LEN, 4, 22
+    assert metrics["proxy_params"] == L * (12 * d**2 + 2 * d * ff)
+    assert metrics["proxy_flops_per_token"] == 12 * L * d**2 + 3 * L * S * d
+    assert metrics["proxy_flops"] == (12 * L * d**2 + 3 * L * S * d) * B * S * n
+    assert metrics["proxy_mem_traffic"] == B * S * d * L * n
+    # One history point per logging step of the window, summing to the window's energy.
+    intervals = _history(run.info.run_id, "energy_interval_j")
+    assert [s for s, _ in intervals] == list(range(4, 25, 2))
+    assert sum(v for _, v in intervals) == pytest.approx(metrics["energy_j"], rel=1e-9)
+    cumulative = _history(run.info.run_id, "energy_j")
+    assert [s for s, _ in cumulative] == list(range(4, 25, 2)) and cumulative[-1][1] == metrics["energy_j"]
+    assert metrics["energy_j"] > 0 and metrics["time_s"] > 0
+    assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
+    # The forecast from the K-th measured step (step WARMUP + K) on; its interval holds the total.
+    lower, centre, upper = (
+        dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper")
+    )
+    first = WARMUP + K
+    assert min(centre) == first and set(centre) == set(lower) == set(upper) == set(range(first, 25, 2))
+    for step in (first, 14):
+        assert lower[step] <= metrics["energy_j"] <= upper[step], (step, lower[step], metrics["energy_j"], upper[step])
+        assert lower[step] <= centre[step] <= upper[step]
+    assert dict(_history(run.info.run_id, "time_forecast_s"))[first] > 0
+    assert tags["roofline.forecast_prior"].startswith("none: nothing registered as models:/roofline-energy@champion")
+    timeline = pd.read_csv(io.StringIO(mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/roofline/power_timeline.csv")))
+    assert len(timeline) == 22 and timeline["steps"].sum() == 22
+    assert timeline["energy_j"].sum() == pytest.approx(metrics["energy_j"], rel=1e-5)
+
+
+def test_gpt2_job_logs_into_the_mlflow_callbacks_run(tracking_uri: str) -> None:
+    mlflow.set_experiment("hf")
+    callback = _callback()
+    run_trainer(tiny_gpt2(), callback, max_steps=10, logging_steps=2, report_to=["mlflow"])
+    (run,) = MlflowClient().search_runs([mlflow.get_experiment_by_name("hf").experiment_id])
+    assert run.info.run_id == callback.tracker.run.run_id and run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["learning_rate"] == "5e-05"  # MLflowCallback's own params: the same run
+    assert {k: params[k] for k in ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len")} == {
+        "num_layers": "2", "hidden_size": "32", "num_heads": "4", "ffn_size": "128", "seq_len": str(SEQ_LEN)}
+    # MLflowCallback logged the Trainer's learning-rate warm-up as warmup_steps first.
+    assert params["warmup_steps"] == "0"
+    assert run.data.tags["roofline.param_conflict"] == "warmup_steps=2 (the run has 0)"
+    assert run.data.tags["roofline.source"] == "trainer" and "energy_j" in run.data.metrics
+    assert "loss" in run.data.metrics  # MLflowCallback's metrics beside ours
+
+
+def test_a_budget_smaller_than_the_job_stops_it_with_the_reason(tracking_uri: str) -> None:
+    callback = _callback(energy_budget_kwh=1e-9)  # 3.6 mJ: below a single step's estimate
+    state = run_trainer(tiny_bert(), callback, max_steps=40, logging_steps=2)
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    assert state.global_step == WARMUP + K < 40
+    reason = run.data.tags["roofline.stop_reason"]
+    assert reason.startswith(f"energy budget: at step {WARMUP + K} the forecast's lower bound")
+    assert reason.endswith("exceeds the budget 1e-09 kWh")
+    assert run.data.tags["roofline.energy_budget_kwh"] == "1e-09"
+    assert run.data.params["num_steps"] == str(K) and run.info.status == "FINISHED"
+    assert run.data.metrics["energy_forecast_j_lower"] > 1e-9 * 3.6e6
+
+
+class Unreadable(torch.nn.Module):
+    """A model whose config names none of the shape fields."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = types.SimpleNamespace(model_type="custom")
+        self.embed = torch.nn.Embedding(100, 8)
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.head(self.embed(input_ids).mean(1))
+        return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+def test_a_model_it_cannot_read_gets_one_warning_and_still_energy_and_time(tracking_uri: str, caplog) -> None:
+    callback = _callback()
+    with caplog.at_level(logging.WARNING, logger="mlflow_roofline"):
+        run_trainer(Unreadable(), callback, max_steps=8, logging_steps=2)
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_roofline")]
+    expected = ("roofline: could not read num_layers, hidden_size, num_heads, ffn_size from the model; "
+                "logging energy and time without them")
+    assert warnings == [expected]
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    assert run.data.metrics["energy_j"] > 0 and run.data.metrics["time_s"] > 0
+    assert run.data.params["seq_len"] == str(SEQ_LEN) and "num_layers" not in run.data.params
+    assert "roofline.config_hash" not in run.data.tags
+    assert run.data.tags["roofline.config_warning"].startswith("could not read num_layers")
+
+
+def test_bad_options_are_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="energy_budget_kwh: must be a positive number of kWh, got -1"):
+        RooflineCallback(energy_budget_kwh=-1)
+    with pytest.raises(ConfigError, match="warmup_steps: must be an integer >= 0"):
+        RooflineCallback(warmup_steps=-2)
+    with pytest.raises(ConfigError, match="meter: must be one of"):
+        RooflineCallback(meter="joulemeter")
