@@ -90,7 +90,7 @@ P_METER = "meter"
 
 # Tags.
 TAG_RUN_TYPE = "roofline.run_type"
-TAG_SOURCE = "roofline.source"  # who measured a train run
+TAG_SOURCE = "roofline.source"  # who measured a train run: train, trainer, accelerate, import:<format>
 SOURCE_TRAINER = "trainer"  # the Hugging Face Trainer callback
 SOURCE_ACCELERATE = "accelerate"  # the Accelerate loop hook
 TAG_ENERGY_SOURCE = "roofline.energy_source"
@@ -108,7 +108,6 @@ TAG_NODE = "roofline.node"  # remote sweep: the node (Ray node id, Slurm node) t
 TAG_EXECUTOR = "roofline.executor"  # remote sweep: ray or slurm
 TAG_HEARTBEAT = "roofline.heartbeat"  # remote sweep: epoch seconds of the worker's last heartbeat
 EXECUTORS: tuple[str, ...] = ("local", "ray", "slurm")
-TAG_SOURCE = "roofline.source"  # who measured a train run: train, trainer, accelerate, import:<format>
 SOURCE_IMPORT_PREFIX = "import:"
 TAG_IMPORT_ROW_HASH = "roofline.import_row_hash"  # import: hash of the row's content (re-import adds nothing)
 TAG_IMPORT_FILE = "roofline.import_file"  # import: the file's name
