@@ -82,6 +82,10 @@ TAG_FORM = "roofline.form"  # the energy-law form registered
 TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it
 TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
+TAG_NOTE = "mlflow.note.content"  # MLflow's run description, rendered as Markdown by the UI
+# Experiment tag: MLflow's kind of an experiment, which picks the UI's view of it.
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND_MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""
