@@ -432,6 +432,9 @@ def _run_entries(
 
         now = int(time.time() * 1000)
         client.log_batch(parent_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+        from mlflow_roofline.sweep.description import update_description  # the run's Markdown description
+
+        update_description(client, parent_id, spec, plan, entries)
 
     log_counts()
     failed: list[Entry] = []
