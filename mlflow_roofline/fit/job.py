@@ -51,7 +51,6 @@ import mlflow
 import pandas as pd
 from mlflow import MlflowClient
 
-from mlflow_roofline.fit import plots
 from mlflow_roofline.fit import forms as scaling
 from mlflow_roofline.fit.measured_speedup import ETA_LAW, ETA_MEASURED, fill_from_laws, measure_speedup
 from mlflow_roofline.core.errors import ConfigError, RooflineError
@@ -281,19 +280,6 @@ def _write_artifacts(fit: HardwareFit, directory: Path, run_data: RunData) -> No
     (directory / "dropped_runs.json").write_text(
         json.dumps({"pull": run_data.dropped, "hardware": fit.dropped, "n_found": run_data.n_found}, indent=2)
     )
-    plot_dir = directory / "plots"
-    plot_dir.mkdir()
-    fitted = {
-        "baseline": fit.energy.forms[scaling.BASELINE].fitted_log,
-        "paper (efficiency-aware)": fit.energy.forms[scaling.PAPER].fitted_log,
-    }
-    if fit.energy.chosen not in (scaling.BASELINE, scaling.PAPER):
-        fitted[f"{fit.energy.chosen} (registered)"] = fit.energy.forms[fit.energy.chosen].fitted_log
-    plots.measured_vs_predicted(fit.data, fitted, plot_dir / "measured_vs_predicted.png")
-    plots.residuals(fit.data, fitted, plot_dir / "residuals.png")
-    laws = laws_of(fit.speedup)
-    plots.speedup_vs_n(fit.frame, laws, plot_dir / "speedup_vs_n.png")
-    plots.energy_vs_n(fit.frame, laws, fit.metrics()["alpha_eta"], fit.psi, plot_dir / "energy_vs_n.png")
 
 
 def _log_fit_run(
@@ -316,7 +302,6 @@ def _log_fit_run(
             TAG_HARDWARE: fit.hardware,
             TAG_ENERGY_SOURCE: fit.energy_source,
             TAG_FORM: fit.energy.chosen,
-            "mlflow.note.content": "```\n" + run_data.summary() + "\n" + fit.report() + "\n```",
         }
     )
     mlflow.log_params({**params, "hardware": fit.hardware, "form": fit.energy.chosen,
@@ -328,6 +313,9 @@ def _log_fit_run(
     with tempfile.TemporaryDirectory() as tmp:
         _write_artifacts(fit, Path(tmp), run_data)
         mlflow.log_artifacts(tmp)
+    from mlflow_roofline.fit.run_page import log_run_page  # plots, table and the Markdown description
+
+    log_run_page(fit, run_data.n_found)
     info = log_law_model(fit.law, name="model")
     if not register:
         return
