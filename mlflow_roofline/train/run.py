@@ -52,7 +52,8 @@ class TrainingFailed(RooflineError):
 
 
 def train(
-    options: Mapping[str, Any], meter: str = "auto", experiment: str | None = None, seed: int = 0
+    options: Mapping[str, Any], meter: str = "auto", experiment: str | None = None, seed: int = 0,
+    system_metrics: bool | None = None,
 ) -> tuple[str, JobResult]:
     """Run and log one train run; return its MLflow run id and the job's result.
 
@@ -61,6 +62,8 @@ def train(
         meter: the energy meter (``auto``, ``nvml``, ``nvml_power``, ``rapl``, ``estimate``).
         experiment: the experiment of a new run (ignored when ``MLFLOW_RUN_ID`` names one).
         seed: seed of the weights and of the synthetic batches.
+        system_metrics: log MLflow's system metrics for the run (None: on unless
+            ``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`` says false).
 
     Raises:
         ConfigError: a bad param (the run has ended FAILED).
@@ -70,10 +73,12 @@ def train(
     """
     # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
     with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
-        return _train(options, meter, experiment, seed)
+        return _train(options, meter, experiment, seed, system_metrics)
 
 
-def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed: int) -> tuple[str, JobResult]:
+def _train(
+    options: Mapping[str, Any], meter: str, experiment: str | None, seed: int, system_metrics: bool | None = None
+) -> tuple[str, JobResult]:
     try:
         config = parse_config(options)
         check_meter(meter, config.device)
@@ -89,7 +94,10 @@ def _train(options: Mapping[str, Any], meter: str, experiment: str | None, seed:
         try:
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
-            with train_tracking.tracked_run(experiment, config.run_name) as run_id:
+            from mlflow_roofline.tracking import system_metrics as sysm  # MLflow's System metrics tab
+
+            with train_tracking.tracked_run(experiment, config.run_name) as run_id, \
+                    sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)):
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()
                 if not launched.ok:
