@@ -35,8 +35,13 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 @click.option("--experiment", default=None, help="Experiment of a new run [default: roofline-bert]; "
               "ignored when MLFLOW_RUN_ID names a run to log into.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the weights and the batches.")
+@click.option("--system-metrics/--no-system-metrics", default=None,
+              help="Log MLflow's system metrics (CPU, memory, GPU) for the run's System metrics tab "
+              "[default: on, unless MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false].")
 @carbon_options
-def train_command(meter: str, experiment: str | None, seed: int, **options: str | None) -> None:
+def train_command(
+    meter: str, experiment: str | None, seed: int, system_metrics: bool | None, **options: str | None
+) -> None:
     """Fine-tune one BERT configuration, measure its energy and time, log one MLflow run.
 
     Example: mlflow-roofline train --num-layers 2 --hidden-size 64 --num-heads 2
@@ -47,7 +52,9 @@ def train_command(meter: str, experiment: str | None, seed: int, **options: str 
 
     carbon = pop_carbon_options(options)
     try:
-        run_id, result = train(options, meter=meter, experiment=experiment, seed=seed, carbon=carbon)
+        run_id, result = train(
+            options, meter=meter, experiment=experiment, seed=seed, carbon=carbon, system_metrics=system_metrics
+        )
     except Interrupted as exc:  # SIGTERM/SIGINT: the run has ended KILLED, the job is stopped
         click.echo(f"Error: interrupted by {exc}; the run ended KILLED", err=True)
         sys.exit(128 + getattr(signal, str(exc), signal.SIGTERM))

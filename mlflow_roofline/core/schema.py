@@ -157,6 +157,11 @@ TAG_WARMUP_ENERGY_ERROR = "roofline.warmup_energy_error"  # why warmup_energy_j 
 TAG_ENERGY_NODE_ERROR = "roofline.energy_node_error"  # why energy_cpu_j / _dram_j / _node_j are missing or partial
 TAG_METER_CHECK = "roofline.energy_meter_check"  # which meter cross-checked energy_j, or why none could
 
+TAG_NOTE = "mlflow.note.content"  # MLflow's run description, rendered as Markdown by the UI
+# Experiment tag: MLflow's kind of an experiment, which picks the UI's view of it.
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND_MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
+
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""
 

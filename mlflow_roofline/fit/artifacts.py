@@ -1,4 +1,4 @@
-"""The files of a fit run: summaries, coefficient table, law JSON, speedup laws, report, plots."""
+"""The files of a fit run: summaries, coefficient table, law JSON, speedup laws, report."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlflow_roofline.fit import plots
-from mlflow_roofline.fit.forms import BASELINE, PAPER
 from mlflow_roofline.fit.ols import summaries
-from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF
 from mlflow_roofline.fit.run_data import RunData
-from mlflow_roofline.fit.speedup_fit import laws_of
 
 if TYPE_CHECKING:
     from mlflow_roofline.fit.hardware import HardwareFit
@@ -40,28 +36,7 @@ def _write_tables(fit: HardwareFit, directory: Path, run_data: RunData) -> None:
     )
 
 
-def _write_plots(fit: HardwareFit, plot_dir: Path) -> None:
-    """The diagnostic plots of :mod:`fit.plots` into ``plot_dir``."""
-    plot_dir.mkdir()
-    fitted = {
-        "baseline": fit.energy.forms[BASELINE].fitted_log,
-        "paper (efficiency-aware)": fit.energy.forms[PAPER].fitted_log,
-    }
-    if fit.energy.chosen not in (BASELINE, PAPER):
-        fitted[f"{fit.energy.chosen} (registered)"] = fit.energy.forms[fit.energy.chosen].fitted_log
-    plots.measured_vs_predicted(fit.data, fitted, plot_dir / "measured_vs_predicted.png")
-    plots.residuals(fit.data, fitted, plot_dir / "residuals.png")
-    laws = laws_of(fit.speedup)
-    plots.speedup_vs_n(fit.frame, laws, plot_dir / "speedup_vs_n.png")
-    plots.energy_vs_n(fit.frame, laws, fit.metrics()["alpha_eta"], fit.psi, plot_dir / "energy_vs_n.png")
-    check = fit.energy.extrapolation
-    if check is not None:
-        shown = dict.fromkeys([PAPER, ROOFLINE_EFF, fit.energy.chosen])
-        predicted = {f"{n}: extrap_mape {fit.energy.forms[n].extrap_mape:.1f}%": check.predicted[n] for n in shown}
-        plots.measured_vs_predicted(fit.data[check.held_out], predicted, plot_dir / "extrapolation.png")
-
-
 def write_artifacts(fit: HardwareFit, directory: Path, run_data: RunData) -> None:
-    """Every file of one hardware's fit run into ``directory`` (plots under ``plots/``)."""
+    """Every file of one hardware's fit run into ``directory`` (the plots are logged as figures:
+    :mod:`mlflow_roofline.fit.run_page`)."""
     _write_tables(fit, directory, run_data)
-    _write_plots(fit, directory / "plots")

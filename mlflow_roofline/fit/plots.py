@@ -1,4 +1,6 @@
-"""Diagnostic plots of a fit, as PNG files (matplotlib, Agg, no global pyplot state).
+"""Diagnostic plots of a fit, as matplotlib figures (Agg, no global pyplot state).
+
+The fit logs each with ``mlflow.log_figure`` under ``plots/`` (:mod:`mlflow_roofline.fit.run_page`):
 
 - ``measured_vs_predicted.png``: measured energy against the baseline law's and the
   efficiency-aware law's predictions (log-log, the diagonal is a perfect fit);
@@ -15,7 +17,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import matplotlib
 
@@ -41,7 +42,7 @@ def _strategies(data: pd.DataFrame) -> list[str]:
     return present_strategies(data["strategy"])
 
 
-def measured_vs_predicted(data: pd.DataFrame, fitted: Mapping[str, np.ndarray], path: Path) -> Path:
+def measured_vs_predicted(data: pd.DataFrame, fitted: Mapping[str, np.ndarray]) -> Figure:
     """Measured vs predicted energy (joules), one panel per law in ``fitted`` (name -> fitted log_E)."""
     fig = Figure(figsize=(5.0 * len(fitted), 4.6))
     measured = np.exp(data["log_E"].to_numpy())
@@ -56,11 +57,11 @@ def measured_vs_predicted(data: pd.DataFrame, fitted: Mapping[str, np.ndarray], 
                xlabel="predicted energy (J)", ylabel="measured energy (J)", title=name)
         ax.legend(fontsize=8)
     _layout(fig, len(fitted))
-    fig.savefig(path, dpi=DPI)
-    return path
+    fig.set_dpi(DPI)
+    return fig
 
 
-def residuals(data: pd.DataFrame, fitted: Mapping[str, np.ndarray], path: Path) -> Path:
+def residuals(data: pd.DataFrame, fitted: Mapping[str, np.ndarray]) -> Figure:
     """Log residuals (measured - predicted log_E) against fitted log_E, one panel per law."""
     fig = Figure(figsize=(5.0 * len(fitted), 4.0))
     actual = data["log_E"].to_numpy()
@@ -75,11 +76,11 @@ def residuals(data: pd.DataFrame, fitted: Mapping[str, np.ndarray], path: Path) 
         ax.set(xlabel="fitted log energy (log J)", ylabel="residual (log J)", title=f"{name}: rmse {rmse:.3f}")
         ax.legend(fontsize=8)
     _layout(fig, len(fitted))
-    fig.savefig(path, dpi=DPI)
-    return path
+    fig.set_dpi(DPI)
+    return fig
 
 
-def speedup_vs_n(frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw], path: Path) -> Path:
+def speedup_vs_n(frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw]) -> Figure:
     """Measured speedup vs device count per strategy, with the fitted laws and S = N."""
     fig = Figure(figsize=(6.0, 4.6))
     ax = fig.add_subplot(1, 1, 1)
@@ -102,13 +103,13 @@ def speedup_vs_n(frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw], path: Path
     ax.set(xlabel="devices N", ylabel="speedup S = t1 / tN (per sample)", title="speedup vs N")
     ax.legend(fontsize=7)
     _layout(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
+    fig.set_dpi(DPI)
+    return fig
 
 
 def energy_vs_n(
-    frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw], alpha_eta: float, psi: Mapping[str, float], path: Path
-) -> Path:
+    frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw], alpha_eta: float, psi: Mapping[str, float]
+) -> Figure:
     """Energy per sample relative to the workload's single run, vs N per strategy.
 
     Lines: what the efficiency-aware law implies for a fixed job,
@@ -139,5 +140,5 @@ def energy_vs_n(
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.legend(fontsize=7)
     _layout(fig)
-    fig.savefig(path, dpi=DPI)
-    return path
+    fig.set_dpi(DPI)
+    return fig

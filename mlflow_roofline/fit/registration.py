@@ -29,6 +29,7 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.artifacts import write_artifacts
 from mlflow_roofline.fit.hardware import HardwareFit
 from mlflow_roofline.fit.run_data import RunData
+from mlflow_roofline.fit.run_page import log_run_page
 
 
 def _log_run_contents(fit: HardwareFit, run_data: RunData, params: dict[str, str]) -> None:
@@ -39,7 +40,6 @@ def _log_run_contents(fit: HardwareFit, run_data: RunData, params: dict[str, str
             TAG_HARDWARE: fit.hardware,
             TAG_ENERGY_SOURCE: fit.energy_source,
             TAG_FORM: fit.energy.chosen,
-            "mlflow.note.content": "```\n" + run_data.summary() + "\n" + fit.report() + "\n```",
         }
     )
     mlflow.log_params({**params, "hardware": fit.hardware, "form": fit.energy.chosen,
@@ -51,6 +51,7 @@ def _log_run_contents(fit: HardwareFit, run_data: RunData, params: dict[str, str
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)
         mlflow.log_artifacts(tmp)
+    log_run_page(fit, run_data.n_found)  # plots as figures, the measured-vs-predicted table, the description
 
 
 class RegistryLedger:

@@ -39,10 +39,18 @@ class Progress:
         pending: configurations the sweep means to run or wait for.
         show: draw the bar (else lines go to ``echo``).
         echo: where lines go without a bar.
+        on_log: called each time the counts are logged (the sweep run's description is rewritten).
     """
 
     def __init__(
-        self, client: Any, parent_id: str, counts: dict[str, int], pending: int, show: bool, echo: Callable[[str], None]
+        self,
+        client: Any,
+        parent_id: str,
+        counts: dict[str, int],
+        pending: int,
+        show: bool,
+        echo: Callable[[str], None],
+        on_log: Callable[[], None] | None = None,
     ) -> None:
         from tqdm import tqdm
 
@@ -52,6 +60,7 @@ class Progress:
         self.pending = pending
         self.tally = dict.fromkeys(TALLIES, 0)
         self.step = 0
+        self.on_log = on_log
         self.bar = tqdm(total=pending, unit="config", disable=not show, dynamic_ncols=True, file=sys.stderr)
         self.write: Callable[[str], None] = self.bar.write if show else echo
         self._show()
@@ -105,3 +114,5 @@ class Progress:
         }
         now = int(time.time() * 1000)
         self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now, self.step) for k, v in metrics.items()])
+        if self.on_log is not None:
+            self.on_log()

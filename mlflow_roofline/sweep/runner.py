@@ -31,6 +31,7 @@ from mlflow_roofline.core.schema import (
     TAG_ERROR,
 )
 from mlflow_roofline.sweep.child_run import create_child_run, run_child
+from mlflow_roofline.sweep.description import update_description
 from mlflow_roofline.sweep.claim import check_claim, withdraw
 from mlflow_roofline.sweep.parent_run import (
     log_plan,
@@ -197,8 +198,15 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
     as they come back (:mod:`mlflow_roofline.sweep.remote_results`).
     """
     queue = collections.deque(e for e in entries if e.action in ("run", "wait"))
-    progress = Progress(sweep.client, sweep.parent_id, plan_counts(entries, sweep.plan), len(queue), show, echo)
     results: list[Result] = []
+
+    def describe() -> None:  # the sweep run's Markdown description, rewritten with its counts
+        outcomes = {r.config: r.outcome for r in results}
+        update_description(sweep.client, sweep.parent_id, sweep.spec, sweep.plan, entries, outcomes)
+
+    progress = Progress(
+        sweep.client, sweep.parent_id, plan_counts(entries, sweep.plan), len(queue), show, echo, describe
+    )
     in_flight: dict[str, Entry] = {}
     rerun: set[TrainConfig] = set()
     deferred = 0

@@ -1,12 +1,23 @@
-"""Finding or creating the MLflow experiment a command writes to, with errors that name it."""
+"""Finding or creating the MLflow experiment a command writes to, with errors that name it.
+
+Experiments this package creates, or first writes train runs into, are tagged as model
+training (``mlflow.experimentKind``), so the MLflow UI opens them in its Model training
+view (runs, metrics, charts) rather than the GenAI view (traces, sessions, judges).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import EXPERIMENT_KIND_MODEL_TRAINING, TAG_EXPERIMENT_KIND
+
+logger = logging.getLogger(__name__)
+
+_told_other_kind: set[str] = set()  # experiment ids whose other kind was already reported
 
 
 def find_experiment(client: Any, name: str) -> Any | None:
@@ -24,14 +35,45 @@ def find_experiment(client: Any, name: str) -> Any | None:
 
 
 def get_or_create_experiment(client: Any, name: str) -> str:
-    """The id of the experiment called ``name``, created if missing (see :func:`find_experiment`)."""
+    """The id of the experiment called ``name``, created if missing (see :func:`find_experiment`).
+
+    A new experiment is tagged as model training; an existing one gets the tag if it has
+    no kind yet (see :func:`mark_model_training`).
+    """
     found = find_experiment(client, name)
     if found is not None:
+        mark_model_training(client, found)
         return found.experiment_id
     try:
-        return client.create_experiment(name)
+        return client.create_experiment(name, tags={TAG_EXPERIMENT_KIND: EXPERIMENT_KIND_MODEL_TRAINING})
     except MlflowException:  # created meanwhile by a concurrent run
         found = client.get_experiment_by_name(name)
         if found is None:
             raise
+        mark_model_training(client, found)
         return found.experiment_id
+
+
+def mark_model_training(client: Any, experiment: Any) -> bool:
+    """Tag ``experiment`` (an MLflow ``Experiment``) as model training unless it has a kind.
+
+    An experiment of another kind (a GenAI one, say) is left as it is: its owner chose
+    that view. That is reported once per experiment and process, as a warning.
+
+    Returns:
+        True when the experiment is (now) of the model-training kind.
+    """
+    kind = (experiment.tags or {}).get(TAG_EXPERIMENT_KIND)
+    if kind == EXPERIMENT_KIND_MODEL_TRAINING:
+        return True
+    if not kind:
+        client.set_experiment_tag(experiment.experiment_id, TAG_EXPERIMENT_KIND, EXPERIMENT_KIND_MODEL_TRAINING)
+        return True
+    if experiment.experiment_id not in _told_other_kind:
+        _told_other_kind.add(experiment.experiment_id)
+        logger.warning(
+            "Note: experiment %r is of kind %r (%s); left as it is, so the MLflow UI shows it in that view "
+            "rather than as model training",
+            experiment.name, kind, TAG_EXPERIMENT_KIND,
+        )
+    return False

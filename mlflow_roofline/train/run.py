@@ -54,6 +54,7 @@ def train(
     experiment: str | None = None,
     seed: int = 0,
     carbon: Mapping[str, Any] | None = None,
+    system_metrics: bool | None = None,
 ) -> tuple[str, JobResult]:
     """Run and log one train run; return its MLflow run id and the job's result.
 
@@ -65,6 +66,8 @@ def train(
         carbon: keyword arguments of :func:`~mlflow_roofline.core.carbon.resolve_carbon`
             (``carbon_intensity``, ``region``, ``pue``, ``price_per_kwh``); the env vars
             fill what they leave out.
+        system_metrics: log MLflow's system metrics for the run (None: on unless
+            ``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`` says false).
 
     Raises:
         ConfigError: a bad param or carbon setting (the run has ended FAILED).
@@ -74,11 +77,16 @@ def train(
     """
     # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
     with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
-        return _train(options, meter, experiment, seed, carbon or {})
+        return _train(options, meter, experiment, seed, carbon or {}, system_metrics)
 
 
 def _train(
-    options: Mapping[str, Any], meter: str, experiment: str | None, seed: int, carbon: Mapping[str, Any]
+    options: Mapping[str, Any],
+    meter: str,
+    experiment: str | None,
+    seed: int,
+    carbon: Mapping[str, Any],
+    system_metrics: bool | None = None,
 ) -> tuple[str, JobResult]:
     try:
         config = parse_config(options)
@@ -100,7 +108,10 @@ def _train(
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
             params = {**config.to_params(), P_METER: meter}
-            with train_tracking.tracked_run(experiment, config.run_name, params) as run_id:
+            from mlflow_roofline.tracking import system_metrics as sysm  # MLflow's System metrics tab
+
+            with train_tracking.tracked_run(experiment, config.run_name, params) as run_id, \
+                    sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()

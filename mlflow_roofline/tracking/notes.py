@@ -1,0 +1,32 @@
+"""Run descriptions: the Markdown the MLflow UI shows at the top of a run's page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_NOTE
+
+CUT_LINE = "\n\n*(description cut to fit MLflow's tag limit; the run's artifacts hold everything)*\n"
+
+
+def fit_note(markdown: str, limit: int = MAX_TAG_CHARS) -> str:
+    """``markdown`` cut at a line boundary to at most ``limit`` characters, saying so when cut."""
+    if len(markdown) <= limit:
+        return markdown
+    room = limit - len(CUT_LINE)
+    head = markdown[:room]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    return head.rstrip() + CUT_LINE
+
+
+def set_description(client: Any, run_id: str, markdown: str) -> None:
+    """Make ``markdown`` the run's description (the tag ``mlflow.note.content``), cut to the tag limit."""
+    client.set_tag(run_id, TAG_NOTE, fit_note(markdown))
+
+
+def md_table(header: list[str], rows: list[list[str]], align: str = "") -> str:
+    """A Markdown table; ``align`` has one letter per column, ``l`` or ``r`` (default: left)."""
+    marks = ["---:" if (align[i:i + 1] == "r") else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""MLflow's own system metrics (CPU, memory, disk, network; GPU utilisation and power) for a run.
+
+MLflow samples them in a background thread (``SystemMetricsMonitor``, what
+``mlflow.start_run(log_system_metrics=True)`` starts) and logs them as ``system/...``
+metrics, which the UI shows in the run's System metrics tab. This module starts that
+monitor for a run given by id, so it works with the client API the train run uses and
+with the fluent run a Trainer callback joins. CPU and memory need ``psutil``; GPU
+figures need ``nvidia-ml-py`` and a GPU, and are simply absent otherwise.
+
+The sampling thread runs in the process that talks to MLflow, not in the training
+processes; ``benchmarks/system_metrics_overhead.py`` measures what it costs the
+energy window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SAMPLING_INTERVAL_S = 2.0
+"""Seconds between samples: short enough that a train run of a few seconds gets a point.
+
+MLflow's own ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` overrides it.
+"""
+ENV_SWITCH = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"  # MLflow's own switch, read when no option is given
+
+
+def system_metrics_wanted(option: bool | None) -> bool:
+    """Whether to log system metrics: ``option`` when given, else MLflow's environment switch, else on."""
+    if option is not None:
+        return option
+    value = os.environ.get(ENV_SWITCH, "").strip().lower()
+    return value not in ("false", "0", "no", "off") if value else True
+
+
+class SystemMetrics:
+    """MLflow's system-metrics monitor for one run, started and stopped explicitly.
+
+    ``start()`` does nothing (and says why once, as a warning) without ``psutil``.
+    ``stop()`` also logs the samples of a run shorter than one logging period, which
+    MLflow's monitor would otherwise drop.
+    """
+
+    def __init__(self, run_id: str, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S,
+                 tracking_uri: str | None = None) -> None:
+        self.run_id = run_id
+        self.sampling_interval_s = sampling_interval_s
+        self.tracking_uri = tracking_uri
+        self._monitor: Any = None
+
+    @property
+    def running(self) -> bool:
+        """True between a successful ``start()`` and ``stop()``."""
+        return self._monitor is not None
+
+    def start(self) -> bool:
+        """Start sampling; True when the monitor runs."""
+        if importlib.util.find_spec("psutil") is None:
+            logger.warning("system metrics are off: the package psutil is not installed (pip install psutil)")
+            return False
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        try:
+            monitor = SystemMetricsMonitor(self.run_id, sampling_interval=self.sampling_interval_s,
+                                           resume_logging=True, tracking_uri=self.tracking_uri)
+            monitor.start()
+        except Exception as exc:  # the run goes on without them
+            logger.warning("system metrics are off: MLflow's monitor did not start (%s)", exc)
+            return False
+        self._monitor = monitor
+        return True
+
+    def stop(self) -> None:
+        """Stop sampling and log what was sampled since the last logged point."""
+        monitor, self._monitor = self._monitor, None
+        if monitor is None:
+            return
+        monitor.finish()
+        try:
+            if any(m.metrics for m in monitor.monitors):
+                monitor.publish_metrics(monitor.aggregate_metrics())
+                monitor.mlflow_logger.flush()
+        except Exception as exc:  # a late sample is not worth failing a finished run
+            logger.warning("system metrics: the last sample was not logged (%s)", exc)
+
+
+@contextlib.contextmanager
+def system_metrics(run_id: str, enabled: bool = True,
+                   sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S) -> Iterator[SystemMetrics | None]:
+    """Log MLflow's system metrics for ``run_id`` while the block runs (nothing when not ``enabled``)."""
+    if not enabled:
+        yield None
+        return
+    metrics = SystemMetrics(run_id, sampling_interval_s)
+    metrics.start()
+    try:
+        yield metrics
+    finally:
+        metrics.stop()

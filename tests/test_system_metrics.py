@@ -1,0 +1,67 @@
+"""MLflow's system metrics on train runs: on by default, off on request, short runs still get a point."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+from mlflow_roofline.cli import main
+from mlflow_roofline.tracking.system_metrics import SystemMetrics, system_metrics, system_metrics_wanted
+
+TINY = ["--num-layers", "1", "--hidden-size", "16", "--num-heads", "2", "--ffn-size", "32", "--seq-len", "8",
+        "--batch-size", "4", "--num-steps", "2", "--warmup-steps", "1", "--meter", "estimate", "--device", "cpu"]
+
+
+def system_keys(client: MlflowClient, run_id: str) -> set[str]:
+    return {k for k in client.get_run(run_id).data.metrics if k.startswith("system/")}
+
+
+def test_the_option_wins_then_mlflows_switch_then_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", raising=False)
+    assert system_metrics_wanted(None) is True
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+    assert system_metrics_wanted(None) is False and system_metrics_wanted(True) is True
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true")
+    assert system_metrics_wanted(None) is True and system_metrics_wanted(False) is False
+
+
+def test_samples_are_logged_per_interval_and_a_short_block_still_gets_one(tracking_uri: str) -> None:
+    client = MlflowClient()
+    experiment = client.create_experiment("sysm")
+    long_run = client.create_run(experiment).info.run_id
+    with system_metrics(long_run, sampling_interval_s=0.2) as monitor:
+        assert monitor is not None and monitor.running
+        time.sleep(1.5)
+    history = client.get_metric_history(long_run, "system/cpu_utilization_percentage")
+    assert len(history) >= 3 and [m.step for m in history] == list(range(len(history)))
+    assert all(0.0 <= m.value <= 100.0 for m in history)
+
+    short_run = client.create_run(experiment).info.run_id
+    with system_metrics(short_run, sampling_interval_s=30.0):
+        time.sleep(0.1)  # far shorter than one interval: MLflow's monitor alone would log nothing
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= system_keys(
+        client, short_run)
+
+    off_run = client.create_run(experiment).info.run_id
+    with system_metrics(off_run, enabled=False) as monitor:
+        assert monitor is None
+    assert system_keys(client, off_run) == set()
+    stopped = SystemMetrics(off_run)
+    stopped.stop()  # never started: nothing to do
+    assert not stopped.running
+
+
+@pytest.mark.slow
+def test_train_runs_log_system_metrics_unless_turned_off(tracking_uri: str) -> None:
+    client = MlflowClient()
+    main(["train", *TINY, "--experiment", "sysm"])
+    main(["train", *TINY, "--experiment", "sysm", "--no-system-metrics"])
+    experiment_id = client.get_experiment_by_name("sysm").experiment_id
+    first, second = sorted(client.search_runs([experiment_id]), key=lambda r: r.info.start_time)
+    assert first.info.status == second.info.status == "FINISHED"
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_percentage"} <= system_keys(
+        client, first.info.run_id)
+    assert system_keys(client, second.info.run_id) == set()
+    assert "energy_j" in first.data.metrics and "energy_j" in second.data.metrics
