@@ -7,17 +7,24 @@ STAMP := $(VENV)/.installed
 # The tracking store the demo writes to (MLflow's own default); override on the command line.
 export MLFLOW_TRACKING_URI ?= sqlite:///mlflow.db
 
-.PHONY: install test test-fast demo bench clean
+.PHONY: install lint test test-fast demo bench clean
 
 install: $(STAMP)
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,cluster]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,cluster,lint]'
 	touch $(STAMP)
 
-test: install
+# Style, types and the import contracts (.importlinter); `make test` runs it first, so CI fails on a violation.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy mlflow_roofline
+	$(BIN)/lint-imports
+
+test: lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests
 
 test-fast: install
@@ -30,4 +37,4 @@ bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash -c 'for b in benchmarks/*.py; do echo "== $$b"; python $$b || exit 1; done'
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

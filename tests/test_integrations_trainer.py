@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.train.device import hardware_name
 from mlflow_roofline.core.schema import PARAM_NAMES
 from mlflow_roofline.integrations.transformers import RooflineCallback
 

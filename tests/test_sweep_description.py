@@ -68,7 +68,7 @@ def test_nothing_finished_yet_says_so() -> None:
 def test_a_real_sweep_describes_its_children_on_the_parent(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.train.device import hardware_name
     from mlflow_roofline.sweep.runner import run_sweep
 
     good = config(1)

@@ -158,7 +158,7 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
 def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.train.device import hardware_name
 
     spec = tmp_path / "tiny.yaml"
     spec.write_text("experiment: dry\ndevice: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"

@@ -141,7 +141,7 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
 def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.train.device import hardware_name
     from mlflow_roofline.sweep.plan import Plan
     from mlflow_roofline.sweep.runner import run_sweep
     from mlflow_roofline.sweep.spec import parse_spec
@@ -172,7 +172,7 @@ def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(trackin
 def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.core.hardware import hardware_name
+    from mlflow_roofline.train.device import hardware_name
     from mlflow_roofline.system.liveness import TAG_PID
     from mlflow_roofline.sweep.child_run import run_configuration
 

@@ -17,7 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.train.device import hardware_name
 from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
     M_ENERGY_J,

@@ -186,12 +186,9 @@ def _summary(m: Measurement, carbon: CarbonSettings | None) -> str:
 
 def _experiment_id(client: Any, name: str | None) -> str:
     """``--experiment`` (created if missing), else MLflow's environment variables, else Default."""
-    name = name or os.environ.get("MLFLOW_EXPERIMENT_NAME")
-    if name:
-        from mlflow_roofline.tracking.experiments import get_or_create_experiment
+    from mlflow_roofline.tracking.experiments import experiment_id_for
 
-        return get_or_create_experiment(client, name)
-    return os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"
+    return experiment_id_for(client, name or None, default=None)
 
 
 def _run_forwarding_signals(command: list[str], watchdog: Watchdog) -> int:

@@ -123,7 +123,7 @@ def _plan(checked: SweepSpec, dry_run: bool, max_configs: int, show_progress: bo
     """
     from tqdm import tqdm
 
-    from mlflow_roofline.core.hardware import (
+    from mlflow_roofline.train.device import (
         cuda_device_count,
         hardware_name,
         resolve_device,

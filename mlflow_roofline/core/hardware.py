@@ -1,7 +1,8 @@
-"""Which device a job runs on, and the hardware name runs are grouped by.
+"""Hardware facts that need no torch: whether NVIDIA's driver loads, and the CPU's name.
 
-``roofline.hardware`` is the key the fit groups laws by: the GPU model on CUDA, the CPU
-model on CPU, so that runs from different machines never share a law by accident.
+``roofline.hardware`` (the key the fit groups laws by) is the GPU model on CUDA and
+:func:`cpu_hardware_name` on CPU; the CUDA half needs torch and lives in
+:mod:`mlflow_roofline.train.device`, which also resolves ``--device auto``.
 """
 
 from __future__ import annotations
@@ -10,33 +11,6 @@ import ctypes
 import functools
 import platform
 from pathlib import Path
-
-from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import DEVICE_CHOICES
-
-
-def cuda_device_count() -> int:
-    """GPUs torch can see (0 without CUDA)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def resolve_device(requested: str) -> str:
-    """Turn ``auto`` into ``cuda`` when a GPU is visible, else ``cpu``; check the others.
-
-    Raises:
-        ConfigError: an unknown device, or ``cuda`` on a machine without one.
-    """
-    if requested not in DEVICE_CHOICES:
-        raise ConfigError("device", f"must be one of {', '.join(DEVICE_CHOICES)}, got {requested!r}")
-    if requested == "cpu" or (requested == "auto" and not nvidia_driver_present()):
-        return "cpu"  # no torch import needed (about a second before a job can start)
-    if requested == "auto":
-        return "cuda" if cuda_device_count() > 0 else "cpu"
-    if requested == "cuda" and cuda_device_count() == 0:
-        raise ConfigError("device", "cuda was asked for but no CUDA device is visible here")
-    return requested
 
 
 def nvidia_driver_present() -> bool:
@@ -48,16 +22,9 @@ def nvidia_driver_present() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
-def hardware_name(device: str) -> str:
-    """A readable, stable name of the hardware ``device`` runs on.
-
-    CUDA: the name of GPU 0 (``NVIDIA H200``); CPU: ``cpu:`` plus the CPU model.
-    """
-    if device == "cuda":
-        import torch
-
-        return torch.cuda.get_device_name(0)
+@functools.cache
+def cpu_hardware_name() -> str:
+    """The hardware name of a CPU run: ``cpu:`` plus the CPU model."""
     return f"cpu:{_cpu_model()}"
 
 

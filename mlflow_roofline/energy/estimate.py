@@ -30,7 +30,7 @@ import time
 import psutil
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
-from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.core.hardware import cpu_hardware_name
 
 DEFAULT_WATTS_PER_CORE = 6.0
 WATTS_ENV = "ROOFLINE_ESTIMATE_WATTS_PER_CORE"
@@ -91,7 +91,7 @@ class EstimateMeter(EnergyMeter):
 
     @property
     def hardware(self) -> str:
-        return hardware_name("cpu")
+        return cpu_hardware_name()
 
     @property
     def devices(self) -> list[str]:

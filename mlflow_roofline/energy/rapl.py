@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.sampler import PeriodicSampler
-from mlflow_roofline.core.hardware import hardware_name
+from mlflow_roofline.core.hardware import cpu_hardware_name
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ROOT_ENV = "ROOFLINE_RAPL_ROOT"
@@ -113,7 +113,7 @@ class RaplMeter(EnergyMeter):
 
     @property
     def hardware(self) -> str:
-        return hardware_name("cpu")
+        return cpu_hardware_name()
 
     @property
     def devices(self) -> list[str]:

@@ -78,7 +78,7 @@ class JobTracker:
     # -- lifecycle ---------------------------------------------------------------------
     def begin(self, facts: JobFacts) -> None:
         """Build the meter and, on the main process, open or join the run and tag it."""
-        from mlflow_roofline.core.hardware import hardware_name
+        from mlflow_roofline.train.device import hardware_name
         from mlflow_roofline.energy import make_meter
         from mlflow_roofline.integrations.summary import start_tags
 

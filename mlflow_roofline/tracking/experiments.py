@@ -8,12 +8,16 @@ view (runs, metrics, charts) rather than the GenAI view (traces, sessions, judge
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import EXPERIMENT_KIND_MODEL_TRAINING, TAG_EXPERIMENT_KIND
+from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, EXPERIMENT_KIND_MODEL_TRAINING, TAG_EXPERIMENT_KIND
+
+MLFLOW_DEFAULT_EXPERIMENT_ID = "0"
+"""MLflow's own ``Default`` experiment, which every tracking store has."""
 
 logger = logging.getLogger(__name__)
 
@@ -77,3 +81,20 @@ def mark_model_training(client: Any, experiment: Any) -> bool:
             experiment.name, kind, TAG_EXPERIMENT_KIND,
         )
     return False
+
+
+def experiment_id_for(client: Any, name: str | None, default: str | None = DEFAULT_EXPERIMENT) -> str:
+    """The id of the experiment a run writes to: the one lookup every command uses.
+
+    ``name`` when given, else ``MLFLOW_EXPERIMENT_ID``, else ``MLFLOW_EXPERIMENT_NAME``, else
+    the experiment called ``default`` (``roofline-bert``); a name is created if missing.
+    ``default=None`` means MLflow's own ``Default`` experiment (id ``0``), as
+    ``mlflow.start_run`` does (``measure`` uses it).
+    """
+    if name is None:
+        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+            return os.environ["MLFLOW_EXPERIMENT_ID"]
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or default
+    if name is None:
+        return MLFLOW_DEFAULT_EXPERIMENT_ID
+    return get_or_create_experiment(client, name)

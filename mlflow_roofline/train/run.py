@@ -37,7 +37,7 @@ from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
-from mlflow_roofline.core.hardware import cuda_device_count, hardware_name, resolve_device
+from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs

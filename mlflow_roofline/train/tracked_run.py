@@ -24,7 +24,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
-from mlflow_roofline.tracking.experiments import get_or_create_experiment
+from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.train.job_energy import JobExtras
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.train.job_io import JobResult
@@ -102,11 +102,7 @@ def tracked_run(
 
 
 def _experiment_id(client: MlflowClient, name: str | None) -> str:
-    if name is None:
-        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
-            return os.environ["MLFLOW_EXPERIMENT_ID"]
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
-    return get_or_create_experiment(client, name)
+    return experiment_id_for(client, name)
 
 
 def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:
