@@ -32,7 +32,7 @@ from mlflow_roofline.core.schema import (
     TAG_PUE,
 )
 from mlflow_roofline.sweep.plan import expand
-from mlflow_roofline.sweep.runner import train_command
+from mlflow_roofline.sweep.child_run import train_command
 from mlflow_roofline.sweep.spec import parse_spec
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]

@@ -9,9 +9,9 @@ import pytest
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_NOTE
-from mlflow_roofline.sweep.description import sweep_markdown
-from mlflow_roofline.sweep.plan import DONE, FAILED, NEW, Entry, Plan, Skipped, Status
-from mlflow_roofline.sweep.runner import Outcome
+from mlflow_roofline.sweep.description import Row, sweep_markdown
+from mlflow_roofline.sweep.plan import Plan, Skipped
+from mlflow_roofline.sweep.status import DONE, FAILED, NEW, Outcome, Status
 from mlflow_roofline.sweep.spec import parse_spec
 
 SPEC = parse_spec({"device": "cpu", "meter": "estimate", "grid": {"num_layers": [1, 2], "hidden_size": 16,
@@ -33,11 +33,11 @@ def test_description_counts_tabulates_and_explains_each_state() -> None:
     skipped = Skipped("L1-d16-h3-tp2", (("num_heads", 3),), "num_heads", "must be divisible by num_devices (2)")
     plan = Plan(configs=(a, b, c, d, e), skipped=(skipped,), hardware="cpu-x", device="cpu")
     entries = [
-        Entry(a, Status(DONE, "run-a"), "skip"),
-        Entry(b, Status(NEW), "run", Outcome("run-b", "FINISHED", "", 3.0, 0)),
-        Entry(c, Status(FAILED, "run-c0", "out of memory"), "skip"),
-        Entry(d, Status(NEW), "run", Outcome("run-d", "FAILED", "boom\nlong", 2.0, 1, "gloo timeout")),
-        Entry(e, Status(NEW), "run"),
+        Row(a, Status(DONE, "run-a"), "skip", None),
+        Row(b, Status(NEW), "run", Outcome("run-b", "FINISHED", "", 3.0, 0)),
+        Row(c, Status(FAILED, "run-c0", "out of memory"), "skip", None),
+        Row(d, Status(NEW), "run", Outcome("run-d", "FAILED", "boom\nlong", 2.0, 1, "gloo timeout")),
+        Row(e, Status(NEW), "run", None),
     ]
     figures = {"run-a": (10.0, 2.0), "run-b": (30.0, 5.0)}
     text = sweep_markdown(SPEC, plan, entries, figures)
@@ -60,7 +60,7 @@ def test_description_counts_tabulates_and_explains_each_state() -> None:
 
 def test_nothing_finished_yet_says_so() -> None:
     plan = Plan(configs=(config(1),), skipped=(), hardware="cpu-x", device="cpu")
-    text = sweep_markdown(SPEC, plan, [Entry(config(1), Status(NEW), "run")], {})
+    text = sweep_markdown(SPEC, plan, [Row(config(1), Status(NEW), "run", None)], {})
     assert "No configuration has finished yet." in text and "### Failed" not in text
 
 
