@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -112,3 +113,56 @@ def test_liveness_tests_the_recorded_process_itself_not_a_group_it_does_not_lead
         child.kill()
         child.wait()
     assert liveness(tags) == "dead" and liveness(sweep_tags) == "dead"
+
+
+# One claimant: waits for the start signal, then claims each config hash in turn, as a sweep does.
+CLAIMANT = """
+import os, sys, time
+from mlflow.tracking import MlflowClient
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.sweep.child_run import create_child_run
+from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.store import config_status
+exp, go, hw = sys.argv[1], sys.argv[2], sys.argv[3]
+client = MlflowClient()
+configs = [TrainConfig(num_layers=n, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
+           for n in range(1, 6)]
+while not os.path.exists(go):
+    time.sleep(0.005)
+for config in configs:
+    key = config.config_hash(hw)
+    seen = config_status(client, exp, key).run_ids
+    ticket = create_child_run(config, exp, None, hardware=hw, client=client)
+    claim = check_claim(client, exp, key, ticket, seen)
+    if not claim.won:
+        withdraw(client, ticket, claim)
+    print(key, "won" if claim.won else "lost", flush=True)
+time.sleep(5)  # stay alive while the others look at this process's tickets
+"""
+
+
+@pytest.mark.slow
+def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> None:
+    from collections import Counter
+
+    client, exp = store
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMANT, exp, str(go), HW], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        time.sleep(8)  # let every claimant import MLflow and wait at the line
+        go.touch()
+        outputs = [proc.communicate(timeout=300) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0, 0, 0], [err for _, err in outputs]
+    verdicts = [line.split() for out, _ in outputs for line in out.splitlines()]
+    assert len(verdicts) == 4 * 5
+    wins = Counter(key for key, verdict in verdicts if verdict == "won")
+    assert all(n == 1 for n in wins.values()), wins  # never two winners of one configuration
+    # the store agrees: one live ticket per won configuration, every lost one withdrawn
+    runs = train_runs(client, exp)
+    assert Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs) == wins

@@ -34,7 +34,8 @@ def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> int:
 
     The leader is waited for first, then the rest of its group (ranks that take a moment
     longer to end their work); whatever still lives when the grace period is over gets
-    SIGKILL. The leader is reaped in every case. Safe to call on a group that already ended.
+    SIGKILL. The leader is reaped in every case, and the call returns once the group id is
+    free (or after another ``grace_s``). Safe to call on a group that already ended.
 
     Args:
         proc: a process started with ``start_new_session=True`` (its pid is its group id).
@@ -52,7 +53,24 @@ def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> int:
         time.sleep(POLL_S)
     if proc.poll() is None or group_alive(pgid):
         signal_group(pgid, signal.SIGKILL)
-    return proc.wait()
+    returncode = proc.wait()
+    # Members whose parent was the leader are reaped by init once they exit: wait for that
+    # too (bounded), so that the group id no longer answers when this returns.
+    reap_deadline = time.monotonic() + grace_s
+    while _group_exists(pgid) and time.monotonic() < reap_deadline:
+        time.sleep(POLL_S)
+    return returncode
+
+
+def _group_exists(pgid: int) -> bool:
+    """Whether group ``pgid`` still holds any process, exited ones not yet reaped included."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def die_with_parent() -> None:
