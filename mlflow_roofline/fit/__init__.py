@@ -1,6 +1,10 @@
-"""Fit the scaling laws on finished train runs: pulling runs, measured speedup, speedup
-fits, law forms, OLS, the additive roofline, the time law, CV, diagnostics, report, plots
-and registration.
+"""Fit the scaling laws on finished train runs: pulling and validating runs (run_data,
+validity), measured speedup and speedup fits, the form table (forms), OLS forms (ols), the
+additive roofline (roofline), the roofline x efficiency form (roofline_eff), the time law,
+grouped CV (cv), the size-extrapolation check (extrapolation), sanity properties (sanity),
+the choice of form (selection), diagnostics, every law of one hardware (energy_laws,
+hardware), the fit run's metrics, report, files and plots, registration and how a failing
+fit ends (failure); job only orchestrates.
 
 May import core, law, serve (to log the model), system and tracking; never train or sweep.
 """

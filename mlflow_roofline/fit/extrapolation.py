@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import statsmodels.formula.api as smf
 
 from mlflow_roofline.fit.cv import heldout_mape
 from mlflow_roofline.fit.roofline_eff import RooflineFormFit, fit_roofline_eff
@@ -53,13 +52,16 @@ def held_out_mask(data: pd.DataFrame, quantile: float = EXTRAP_QUANTILE) -> tupl
     return held_out, float(np.exp(threshold))
 
 
-def _ols_prediction(formula: str, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
-    """Predicted log response of the held-out rows by least squares on the others (shift-free, as in CV)."""
-    model = smf.ols(formula, data, missing="raise")
-    x = np.asarray(model.exog, dtype=float)
-    y = np.asarray(model.endog, dtype=float)
+def _ols_prediction(fit: Any, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+    """Predicted log E of the held-out rows by least squares on the others.
+
+    Reuses the design matrix of the form's fit on all runs (its kept columns); a
+    per-work response is shifted back by ``log_M`` (``fit.offset``).
+    """
+    x = np.asarray(fit.result.model.exog, dtype=float)
+    y = np.asarray(fit.result.model.endog, dtype=float)
     coef, *_ = np.linalg.lstsq(x[~held_out], y[~held_out], rcond=None)
-    shift = data["log_E"].to_numpy(dtype=float) - y  # 0, or log_M for a per-work formula
+    shift = np.zeros(len(y)) if fit.offset is None else np.asarray(fit.offset, dtype=float)
     return (x[held_out] @ coef) + shift[held_out]
 
 
@@ -69,7 +71,7 @@ def _prediction(fit: Any, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarra
         train, test = data.loc[~held_out], data.loc[held_out]
         law = fit_roofline_eff(train, fit.name).law
         return law.mean({c: test[c].to_numpy() for c in test.columns})
-    return _ols_prediction(fit.formula, data, held_out)
+    return _ols_prediction(fit, data, held_out)
 
 
 def check_extrapolation(forms: Mapping[str, Any], data: pd.DataFrame) -> tuple[Extrapolation | None, list[str]]:
