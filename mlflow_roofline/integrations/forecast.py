@@ -32,6 +32,7 @@ step cost drifts is outside the model. Pure numpy/scipy: no MLflow, no torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from scipy import stats
@@ -119,11 +120,17 @@ def forecast(samples: StepSamples, planned_steps: int, prior: Prior | None = Non
     if used_prior:
         assert prior is not None
         mu, var_mu = _posterior(prior, planned_steps, samples.mean_j, var_mu)
-    t = float(stats.t.ppf(0.975, samples.samples - 1))
+    t = _t975(samples.samples - 1)
     half = t * math.sqrt(remaining * sigma2 + remaining**2 * var_mu)
     centre = samples.energy_j + remaining * mu
     time_s = samples.time_s + remaining * samples.time_s / samples.steps
     return Forecast(centre, max(centre - half, samples.energy_j), centre + half, time_s, mu, used_prior)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t975(dof: int) -> float:
+    """97.5 % quantile of Student's t with ``dof`` degrees of freedom (scipy's is slow: cached)."""
+    return float(stats.t.ppf(0.975, dof))
 
 
 def _posterior(prior: Prior, planned_steps: int, mean_j: float, var_mean: float) -> tuple[float, float]:

@@ -43,6 +43,14 @@ from mlflow_roofline.integrations.options import JOULES_PER_KWH, TrackOptions
 
 logger = logging.getLogger(__name__)
 
+ESTIMATE_RESCAN_S = 10.0
+"""Seconds between two listings of live descendants by the ``estimate`` meter inside a loop.
+
+Listing them walks ``/proc`` (milliseconds on a busy machine); the default once a second
+costs more than the per-step cuts themselves. CPU time of descendants already listed is
+still read at every cut; a new one (a data-loader worker) is found within this time, and
+its CPU time so far lands in the sample where it is found."""
+
 
 class JobTracker:
     """Measures one training job; one instance per process, driven by an adapter."""
@@ -90,6 +98,8 @@ class JobTracker:
 
             gpus = [torch.cuda.current_device()]
         meter = make_meter(self.options.meter, device=device, gpu_indices=gpus)
+        if hasattr(meter, "rescan_s"):  # estimate: the window is cut every step; list descendants less often
+            meter.rescan_s = max(meter.rescan_s, ESTIMATE_RESCAN_S)
         reads = meter.scope != "node" or facts.parallel.local_rank == 0
         self.window = RankWindow(meter, reads)
         self.hardware = hardware_name(device if device != "auto" else "cpu")
