@@ -166,10 +166,10 @@ def _load(model_uri: str) -> Any:
 def _carbon_options(command: Any) -> Any:
     """The options that turn joules into emissions and cost (the served model's request params)."""
     options = [
-        click.option("--carbon-intensity", type=float, default=None, help="Grid intensity, g CO2e per kWh."),
+        click.option("--carbon-intensity", type=FINITE_FLOAT, default=None, help="Grid intensity, g CO2e per kWh."),
         click.option("--region", default=None, help="ISO country code or cloud region (shipped table)."),
-        click.option("--pue", type=float, default=None, help="Power usage effectiveness (>= 1; default 1)."),
-        click.option("--price-per-kwh", type=float, default=None, help="Price of one kWh, for the cost column."),
+        click.option("--pue", type=FINITE_FLOAT, default=None, help="Power usage effectiveness (>= 1; default 1)."),
+        click.option("--price-per-kwh", type=FINITE_FLOAT, default=None, help="Price of one kWh, for the cost column."),
     ]
     for option in reversed(options):
         command = option(command)
