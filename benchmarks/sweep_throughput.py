@@ -9,8 +9,8 @@ local Ray instance, ``--workers-on-this-host``), and prints for each:
   median step time, an estimate: the warm-up is not timed on its own) plus the measured
   window ``time_s``;
 - the fixed cost per configuration, ``(wall - windows) / configs``, and the same per class
-  from each child run's own start and end: single-process configurations and
-  multi-process (``num_devices`` > 1) ones.
+  from each train process's start (tag ``roofline.pid_start``) to its run's end:
+  single-process configurations and multi-process (``num_devices`` > 1) ones.
 
 Targets: <= 3 s fixed cost per single configuration, <= 4.5 s per two-rank one.
 
@@ -55,7 +55,10 @@ def child_costs(store: Path) -> tuple[float, dict[str, list[float]]]:
         metrics, params = run.data.metrics, run.data.params
         windows = metrics["time_s"] + int(params["warmup_steps"]) * metrics["step_time_s"]
         windows_total += windows
-        run_wall = (run.info.end_time - run.info.start_time) / 1000.0
+        # From the train process's own start (a remote executor claims every run up front, so the
+        # run's start_time includes its time in the queue), else from the run's start.
+        started = float(run.data.tags.get("roofline.pid_start") or 0.0) or run.info.start_time / 1000.0
+        run_wall = run.info.end_time / 1000.0 - started
         kind = "multi-process" if int(params["num_devices"]) > 1 else "single-process"
         fixed[kind].append(run_wall - windows)
     return windows_total, fixed

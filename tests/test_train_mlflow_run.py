@@ -96,6 +96,7 @@ def test_finished_run_with_every_schema_field(runs: dict, strategy: str) -> None
     assert {k: params[k] for k in PARAM_NAMES} == expected
     hardware = hardware_name("cpu")
     assert tags[TAG_RUN_TYPE] == "train" and tags[TAG_DEVICE] == "cpu" and tags[TAG_HARDWARE] == hardware
+    assert tags["roofline.source"] == "train"
     assert tags[TAG_CONFIG_HASH] == config.config_hash(hardware)
     assert tags[TAG_WORKLOAD_HASH] == config.workload_hash(hardware)
     assert tags[TAG_ENERGY_SOURCE] in ("rapl", "estimate")

@@ -25,6 +25,8 @@ from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
+    SOURCE_TRAIN,
+    TAG_SOURCE,
     MAX_TAG_CHARS,
     TAG_ERROR,
     TAG_PARENT_RUN_ID,
@@ -71,7 +73,7 @@ def create_child_run(
     from mlflow_roofline.train.tracked_run import train_tags
 
     client = client or MlflowClient()
-    tags = {**train_tags(config, hardware), **sweep_process_tags(os.getpid())}
+    tags = {**train_tags(config, hardware), TAG_SOURCE: SOURCE_TRAIN, **sweep_process_tags(os.getpid())}
     if parent_run_id:
         tags[TAG_PARENT_RUN_ID] = parent_run_id
         tags[TAG_SWEEP_RUN_ID] = parent_run_id

@@ -30,6 +30,8 @@ from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, s
 from mlflow_roofline.train.job_io import JobResult
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    SOURCE_TRAIN,
+    TAG_SOURCE,
     DEFAULT_EXPERIMENT,
     MAX_TAG_CHARS,
     M_ENERGY_CPU_J,
@@ -136,7 +138,7 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
             params.append(Param(name, value))
         elif not same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
-    tags = {**train_tags(config, hardware), TAG_DEVICE: config.device}
+    tags = {**train_tags(config, hardware), TAG_DEVICE: config.device, TAG_SOURCE: SOURCE_TRAIN}
     client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
 
 
