@@ -39,3 +39,7 @@ def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     yield uri
     while mlflow.active_run() is not None:
         mlflow.end_run()
+    # mlflow.set_experiment sets a process-wide active experiment (and MLFLOW_EXPERIMENT_ID):
+    # an id from this store must not follow the next test into another store.
+    mlflow.tracking.fluent._active_experiment_id = None
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
