@@ -190,9 +190,12 @@ def test_the_childrens_energy_column_can_be_shown_and_sorted(page: Any, ui: str,
     ascending = urllib.parse.parse_qs(page.url.split("?", 1)[1])["orderByAsc"] == ["true"]
     energy = {c.info.run_name: c.data.metrics[M_ENERGY_J] for c in store.children}
     expected = sorted(energy, key=energy.get, reverse=not ascending)
-    page.wait_for_function(
-        "([sel, n]) => document.querySelectorAll(sel).length >= n", arg=[f'[role="gridcell"][{ENERGY}]', 3])
-    shown = [name for name in names_in_row_order(page) if name in energy]
+    shown: list[str] = []
+    for _ in range(60):  # the table reloads the runs in the new order from the server
+        shown = [name for name in names_in_row_order(page) if name in energy]
+        if shown == expected:
+            break
+        page.wait_for_timeout(500)
     assert shown == expected
     cells = page.locator(f'[role="gridcell"][{ENERGY}]').all_inner_texts()
     assert sum(bool(text.strip()) and text.strip() != "-" for text in cells) == 3  # the children's energies
