@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The tracking store the demo writes to (MLflow's own default); override on the command line.
 export MLFLOW_TRACKING_URI ?= sqlite:///mlflow.db
 
-.PHONY: install lint test test-fast demo bench clean
+.PHONY: install lint test test-fast demo bench screenshots clean
 
 install: $(STAMP)
 
@@ -35,6 +35,12 @@ demo: install
 
 bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash -c 'for b in benchmarks/*.py; do echo "== $$b"; python $$b || exit 1; done'
+
+# The README's two UI screenshots (docs/img/ui-*.png), from the real-browser test:
+# a small real sweep and a fit in a fresh store, mlflow server on loopback, Debian's chromium.
+screenshots: install
+	ROOFLINE_SCREENSHOT_DIR="$(CURDIR)/docs/img" PATH="$(CURDIR)/$(BIN):$$PATH" \
+		$(BIN)/python -m pytest tests/test_ui_browser.py -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

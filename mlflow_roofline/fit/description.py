@@ -119,7 +119,8 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
     rows = []
     for name, form in fit.energy.forms.items():
         mark = " (registered)" if name == fit.energy.chosen else ""
-        rows.append([f"`{name}`{mark}", _r2(form.adj_r2), _num(form.rmse_log), f"{form.cv_mape:.3g} ± {form.cv_se:.2g}"])
+        cv = f"{form.cv_mape:.3g} ± {form.cv_se:.2g}"
+        rows.append([f"`{name}`{mark}", _r2(form.adj_r2), _num(form.rmse_log), cv])
     text = (f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
             "never split between training and test), mean absolute % error of the energy:\n\n"
             + md_table(["form", "adjusted R²", "log RMSE", "CV MAPE %"], rows, "lrrr")
