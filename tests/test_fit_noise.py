@@ -27,7 +27,8 @@ def test_spread_follows_the_generators_repeat_noise_and_is_reported() -> None:
 
 def test_no_repeats_no_noise_floor_and_no_noise_no_spread() -> None:
     quiet = RooflineHardware(time_noise_sd=0.0, energy_noise_sd=0.0)
-    assert repeat_spread(generate_roofline_runs(6, hardware=[quiet], repeats=2, steps=(20,), seed=2)).median_rel_std_pct < 1e-9
+    twice = generate_roofline_runs(6, hardware=[quiet], repeats=2, steps=(20,), seed=2)
+    assert repeat_spread(twice).median_rel_std_pct < 1e-9
     once = repeat_spread(generate_roofline_runs(6, hardware=[quiet], repeats=1, seed=2))
     assert once.n_configs == 0 and math.isnan(once.median_rel_std_pct)
     assert "noise floor unknown" in once.describe()

@@ -59,6 +59,14 @@ class HardwareSpec:
         """Peak FLOP/s at ``precision``: the FP32 rate for ``fp32``, else the FP16/BF16 tensor rate."""
         return self.fp32_flops if precision == "fp32" else self.fp16_tensor_flops
 
+    def covariates(self, precision: str = "fp16") -> dict[str, float]:
+        """What a law pooled over hardware knows of this GPU, natural logs: ``log_jpf`` (board watts per
+        peak FLOP/s: J/FLOP at peak), ``log_ridge`` (peak FLOP/s per byte/s of bandwidth: the roofline's
+        ridge point, FLOP/byte) and ``log_peak`` (peak FLOP/s)."""
+        peak = self.peak_flops(precision)
+        return {"log_jpf": math.log(self.board_power_w / peak),
+                "log_ridge": math.log(peak / self.mem_bandwidth_bytes_per_s), "log_peak": math.log(peak)}
+
 
 @dataclasses.dataclass(frozen=True)
 class HardwareTable:

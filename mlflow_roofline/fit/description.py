@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scipy import stats
 
-from mlflow_roofline.fit import forms
+from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.tracking.notes import md_table
 
 if TYPE_CHECKING:  # the job imports this module
@@ -119,7 +119,7 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
     for name, form in fit.energy.forms.items():
         mark = " (registered)" if name == fit.energy.chosen else ""
         rows.append([f"`{name}`{mark}", _r2(form.adj_r2), _num(form.rmse_log), f"{form.cv_mape:.3g} ± {form.cv_se:.2g}"])
-    text = (f"### Errors on unseen workloads\n\nGrouped {forms.CV_FOLDS}-fold cross-validation (a workload's runs "
+    text = (f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
             "never split between training and test), mean absolute % error of the energy:\n\n"
             + md_table(["form", "adjusted R²", "log RMSE", "CV MAPE %"], rows, "lrrr")
             + f"\n\nTime law CV MAPE {metrics['time_cv_mape']:.3g} %; additive roofline "

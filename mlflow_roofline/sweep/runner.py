@@ -3,7 +3,8 @@
 :func:`run_sweep` reconciles the plan with the store (resume), then works through what is
 left, baselines first, with a progress bar. A spec with ``repeats: k`` measures each
 configuration k times, each repeat its own train run; the unit planned, claimed and
-resumed is one (configuration, repeat). Just before each unit it looks it up again and claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
+resumed is one (configuration, repeat). Just before each unit it looks it up again and
+claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
 sharing a store never run one configuration twice; one held by a live run of another
 process is put back in the queue and, when nothing else is left, waited for. Each run
 is measured by :func:`~mlflow_roofline.sweep.child_run.run_child`.
