@@ -93,3 +93,22 @@ def unmeasured_time_shift(law: FittedLaw, covariates: Mapping[str, float]) -> fl
     if "log_peak" not in reference:
         return 0.0
     return reference["log_peak"] - covariates["log_peak"]
+
+
+def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> FittedLaw:
+    """The law recommend and pareto modes search with: a pooled law's own law of the one measured hardware named.
+
+    Raises:
+        InputError: a pooled law without a ``hardware`` column, with several hardware in
+            one request, or with one no run measured.
+    """
+    if not law.hardware_laws:
+        return law
+    values, unmeasured = resolve_hardware(frame, law)
+    assert values is not None  # resolve_hardware requires the column of a pooled law
+    names = list(dict.fromkeys(values))
+    if unmeasured or len(names) > 1:
+        rows = np.flatnonzero(values != names[0]) if len(names) > 1 else np.arange(len(values))
+        raise invalid(HARDWARE_COLUMN, "this mode searches one measured hardware per request; "
+                                       f"name one of {', '.join(law.known_hardware)} in every row", rows)
+    return law.hardware_laws[names[0]]
