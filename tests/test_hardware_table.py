@@ -74,10 +74,13 @@ def _write(path: Path, rows: list[str]) -> Path:
 
 
 def test_a_user_table_extends_and_overrides_from_the_env_or_an_argument(tmp_path: Path) -> None:
-    user = _write(tmp_path / "mine.csv", [
-        "Lab GPU,LAB-GPU-\\d+,100e12,10e12,1e12,200,https://lab.example/datasheet",
-        "H200 capped,NVIDIA H200,989.4e12,67e12,4.8e12,500,https://lab.example/power-cap",
-    ])
+    user = _write(
+        tmp_path / "mine.csv",
+        [
+            "Lab GPU,LAB-GPU-\\d+,100e12,10e12,1e12,200,https://lab.example/datasheet",
+            "H200 capped,NVIDIA H200,989.4e12,67e12,4.8e12,500,https://lab.example/power-cap",
+        ],
+    )
     by_env = load_hardware_table(env={ENV_HARDWARE_TABLE: str(user)})
     assert by_env.lookup("LAB-GPU-7").mem_bandwidth_bytes_per_s == 1e12
     assert by_env.lookup("NVIDIA H200").board_power_w == 500  # the user's row wins

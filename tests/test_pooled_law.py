@@ -30,12 +30,28 @@ HELD_OUT_MAPE = 20.0
 LOHO_MAPE = 10.0
 """Stated bound (%) on the leave-one-hardware-out error of the covariate form over the three (measured ~6 %)."""
 
-JOBS = pd.DataFrame([
-    dict(num_layers=layers, hidden_size=d, num_heads=d // 64, ffn_size=4 * d, seq_len=seq, batch_size=batch,
-         num_steps=1000, strategy="single", num_devices=1)
-    for layers, d, seq, batch in [(2, 256, 128, 16), (6, 512, 128, 32), (12, 768, 256, 32), (4, 1024, 512, 8),
-                                  (24, 1024, 128, 16)]
-])
+JOBS = pd.DataFrame(
+    [
+        dict(
+            num_layers=layers,
+            hidden_size=d,
+            num_heads=d // 64,
+            ffn_size=4 * d,
+            seq_len=seq,
+            batch_size=batch,
+            num_steps=1000,
+            strategy="single",
+            num_devices=1,
+        )
+        for layers, d, seq, batch in [
+            (2, 256, 128, 16),
+            (6, 512, 128, 32),
+            (12, 768, 256, 32),
+            (4, 1024, 512, 8),
+            (24, 1024, 128, 16),
+        ]
+    ]
+)
 
 
 def fleet_fits(fleet: tuple[RooflineHardware, ...], seed: int = 0) -> list[HardwareFit]:
@@ -76,8 +92,9 @@ def test_a_pooled_form_wins_and_the_law_round_trips_through_json(pooled: PooledF
 
 def test_the_pooled_law_recovers_the_generators_hardware_ranking(pooled: PooledFit) -> None:
     assert pooled.law is not None
-    predicted = {hw.name: predict_frame(pooled.law, JOBS.assign(hardware=hw.name))["energy_j"].to_numpy()
-                 for hw in FLEET}
+    predicted = {
+        hw.name: predict_frame(pooled.law, JOBS.assign(hardware=hw.name))["energy_j"].to_numpy() for hw in FLEET
+    }
     truth = {hw.name: true_energy(hw, JOBS) for hw in FLEET}
     for job in range(len(JOBS)):
         assert sorted(predicted, key=lambda h: predicted[h][job]) == sorted(truth, key=lambda h: truth[h][job])

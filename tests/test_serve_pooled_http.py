@@ -20,8 +20,17 @@ from mlflow_roofline.testing.synthetic import log_runs
 pytestmark = pytest.mark.slow
 
 MODEL_URI = "models:/fleet-energy@champion"
-JOB = {"num_layers": 6, "hidden_size": 512, "num_heads": 8, "ffn_size": 2048, "seq_len": 128, "batch_size": 32,
-       "num_steps": 1000, "strategy": "single", "num_devices": 1}
+JOB = {
+    "num_layers": 6,
+    "hidden_size": 512,
+    "num_heads": 8,
+    "ffn_size": 2048,
+    "seq_len": 128,
+    "batch_size": 32,
+    "num_steps": 1000,
+    "strategy": "single",
+    "num_devices": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +90,7 @@ def test_recommend_searches_the_named_measured_hardware(served) -> None:
     response = server.invocations({"dataframe_records": [job], "params": {"mode": "recommend", "max_devices": 4}})
     assert response.status_code == 200, response.text
     assert response.json()["predictions"][0]["energy_j"] > 0
-    several = server.invocations({"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}],
-                                  "params": {"mode": "recommend"}})
+    several = server.invocations(
+        {"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}], "params": {"mode": "recommend"}}
+    )
     assert several.status_code == 400 and "one measured hardware per request" in several.json()["message"]

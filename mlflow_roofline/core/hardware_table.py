@@ -64,8 +64,11 @@ class HardwareSpec:
         peak FLOP/s: J/FLOP at peak), ``log_ridge`` (peak FLOP/s per byte/s of bandwidth: the roofline's
         ridge point, FLOP/byte) and ``log_peak`` (peak FLOP/s)."""
         peak = self.peak_flops(precision)
-        return {"log_jpf": math.log(self.board_power_w / peak),
-                "log_ridge": math.log(peak / self.mem_bandwidth_bytes_per_s), "log_peak": math.log(peak)}
+        return {
+            "log_jpf": math.log(self.board_power_w / peak),
+            "log_ridge": math.log(peak / self.mem_bandwidth_bytes_per_s),
+            "log_peak": math.log(peak),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +96,11 @@ def parse_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> tuple[Ha
     for line, row in enumerate(rows, start=2):
         missing = [c for c in COLUMNS if c not in row]
         if missing:
-            raise ConfigError(where, f"the hardware table lacks the column(s) {', '.join(missing)}; "
-                                     f"expected {', '.join(COLUMNS)} (and optionally note)")
+            raise ConfigError(
+                where,
+                f"the hardware table lacks the column(s) {', '.join(missing)}; "
+                f"expected {', '.join(COLUMNS)} (and optionally note)",
+            )
         specs.append(_spec(row, f"{where}:{line}"))
     return tuple(specs)
 
@@ -123,7 +129,7 @@ def _spec(row: Mapping[str, str | None], at: str) -> HardwareSpec:
 @functools.cache
 def shipped_specs() -> tuple[HardwareSpec, ...]:
     """The rows of the table shipped as package data."""
-    text = resources.files("mlflow_roofline").joinpath("data", TABLE_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("mlflow_roofline").joinpath(f"data/{TABLE_RESOURCE}").read_text(encoding="utf-8")
     return parse_rows(csv.DictReader(text.splitlines()), f"package:data/{TABLE_RESOURCE}")
 
 

@@ -34,8 +34,10 @@ class RepeatSpread:
         """One line for the fit report."""
         if not self.n_configs:
             return "repeats: no configuration measured more than once, noise floor unknown (spec key repeats: k)"
-        return (f"repeats: {self.n_configs} configurations measured more than once; median relative std of energy "
-                f"across repeats {self.median_rel_std_pct:.3g}% (the noise floor no law can beat)")
+        return (
+            f"repeats: {self.n_configs} configurations measured more than once; median relative std of energy "
+            f"across repeats {self.median_rel_std_pct:.3g}% (the noise floor no law can beat)"
+        )
 
 
 def repeat_spread(frame: pd.DataFrame, energy: str = M_ENERGY_J) -> RepeatSpread:
@@ -47,4 +49,4 @@ def repeat_spread(frame: pd.DataFrame, energy: str = M_ENERGY_J) -> RepeatSpread
     rel = rel[np.isfinite(rel)]
     if rel.empty:
         return RepeatSpread(0, float("nan"))
-    return RepeatSpread(int(len(rel)), float(100.0 * rel.median()))
+    return RepeatSpread(len(rel), float(100.0 * rel.median()))

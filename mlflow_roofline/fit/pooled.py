@@ -108,17 +108,24 @@ class PooledFit:
 
     def report(self) -> str:
         """The pooled comparison in words, one line per form."""
-        lines = [f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
-                 f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload):"]
+        lines = [
+            f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
+            f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload):"
+        ]
         for name, form in self.forms.items():
             loho = f"  loho_mape {self.loho[name][0]:.3g}%" if name in self.loho else ""
             mark = "  <- chosen" if name == self.chosen else ""
             lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){loho}{mark}")
         if self.missing:
-            lines.append(f"no hardware covariates: the hardware table lacks {', '.join(self.missing)} "
-                         "(extend it with ROOFLINE_HARDWARE_TABLE)")
-        lines.append("registered: the pooled law" if self.law is not None else
-                     "registered: one law per hardware (separate slopes fit best)")
+            lines.append(
+                f"no hardware covariates: the hardware table lacks {', '.join(self.missing)} "
+                "(extend it with ROOFLINE_HARDWARE_TABLE)"
+            )
+        lines.append(
+            "registered: the pooled law"
+            if self.law is not None
+            else "registered: one law per hardware (separate slopes fit best)"
+        )
         return "\n".join(lines)
 
 
@@ -135,8 +142,10 @@ def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, flo
 
 def _formulas(data: pd.DataFrame, with_covariates: bool) -> dict[str, str]:
     strategy = " + strategy" if data["strategy"].nunique() > 1 else ""
-    out = {HARDWARE_SLOPES: f"log_E ~ (log_C + log_M + log_eta) * hardware{strategy}",
-           HARDWARE_INTERCEPTS: f"log_E ~ log_C + log_M + log_eta + hardware{strategy}"}
+    out = {
+        HARDWARE_SLOPES: f"log_E ~ (log_C + log_M + log_eta) * hardware{strategy}",
+        HARDWARE_INTERCEPTS: f"log_E ~ log_C + log_M + log_eta + hardware{strategy}",
+    }
     if with_covariates:
         out[HARDWARE_OFFSET] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta{strategy}"
         if data["hardware"].nunique() >= 3:

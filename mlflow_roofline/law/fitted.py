@@ -100,7 +100,6 @@ class FittedLaw:
         data["speedup_laws"] = {k: v.to_dict() for k, v in self.speedup_laws.items()}
         data["hardware_laws"] = {k: v.to_data() for k, v in self.hardware_laws.items()}
         data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
-        data["loho_mape"] = self.loho_mape if self.loho_mape == self.loho_mape else None  # JSON has no NaN
         return data
 
     def to_json(self) -> str:
@@ -138,5 +137,5 @@ class FittedLaw:
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),
             covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
-            loho_mape=float(data["loho_mape"]) if data.get("loho_mape") is not None else float("nan"),
+            loho_mape=float(data.get("loho_mape", float("nan"))),
         )

@@ -44,8 +44,10 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
     known = law.known_hardware
     if HARDWARE_COLUMN not in frame.columns:
         if len(known) > 1:
-            raise invalid(HARDWARE_COLUMN, f"missing column; this model knows {len(known)} hardware, "
-                                           f"say which per row: {', '.join(known)}")
+            raise invalid(
+                HARDWARE_COLUMN,
+                f"missing column; this model knows {len(known)} hardware, say which per row: {', '.join(known)}",
+            )
         return None, {}
     values = frame[HARDWARE_COLUMN].to_numpy(dtype=object)
     not_text = np.flatnonzero([not isinstance(v, str) for v in values])
@@ -57,24 +59,37 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
         if covariates is None:
             rows = np.flatnonzero(values == name)
             table = " (or a GPU of the hardware table)" if law.covariate_law is not None else ""
-            raise invalid(HARDWARE_COLUMN,
-                          f"unknown hardware {name!r}; this model knows {', '.join(known)}{table}", rows)
+            raise invalid(
+                HARDWARE_COLUMN, f"unknown hardware {name!r}; this model knows {', '.join(known)}{table}", rows
+            )
         extra[name] = covariates
     return values, extra
 
 
 def pooled_energy(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray,
-    hardware: str, covariates: Mapping[str, float],
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    hardware: str,
+    covariates: Mapping[str, float],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and interval of log E (log joules) of rows all on ``hardware``, from the pooled law.
 
     A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
     its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
-    features = law_features(num_layers=sizes["num_layers"], hidden_size=sizes["hidden_size"],
-                            seq_len=sizes["seq_len"], batch_size=sizes["batch_size"], num_steps=sizes["num_steps"],
-                            num_devices=n, speedup=speedup, strategy=strategy)
+    features = law_features(
+        num_layers=sizes["num_layers"],
+        hidden_size=sizes["hidden_size"],
+        seq_len=sizes["seq_len"],
+        batch_size=sizes["batch_size"],
+        num_steps=sizes["num_steps"],
+        num_devices=n,
+        speedup=speedup,
+        strategy=strategy,
+    )
     features[HARDWARE_COLUMN] = np.full(len(n), hardware, dtype=object)
     for name in COVARIATE_NAMES:
         if name in covariates:
@@ -109,6 +124,10 @@ def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> FittedLaw:
     names = list(dict.fromkeys(values))
     if unmeasured or len(names) > 1:
         rows = np.flatnonzero(values != names[0]) if len(names) > 1 else np.arange(len(values))
-        raise invalid(HARDWARE_COLUMN, "this mode searches one measured hardware per request; "
-                                       f"name one of {', '.join(law.known_hardware)} in every row", rows)
+        raise invalid(
+            HARDWARE_COLUMN,
+            "this mode searches one measured hardware per request; "
+            f"name one of {', '.join(law.known_hardware)} in every row",
+            rows,
+        )
     return law.hardware_laws[names[0]]
