@@ -10,6 +10,12 @@ predicting the larger models), both in %, and how often each form was registered
   communication term per strategy);
 - ``power-law``: :mod:`mlflow_roofline.testing.synthetic` (the paper's law, exactly).
 
+Then the pooled forms over the three simulated GPUs of
+:mod:`mlflow_roofline.testing.hardware_fleet` (roofline generator, their rows in a
+temporary hardware table): grouped-CV MAPE of every pooled form, the
+leave-one-hardware-out MAPE (``loho_mape``: each GPU predicted by the law fitted on the
+two others, from its table row alone) of the covariate forms, and how often each won.
+
     python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5]
 """
 
@@ -54,7 +60,40 @@ def main() -> int:
         for name, errors in cv.items():
             print(f"  {name:16s} {np.nanmean(errors):8.2f} {np.nanmean(extrap[name]):12.2f} "
                   f"{chosen[name]:>7d}/{args.seeds}")
+    _pooled(args.workloads, args.seeds)
     return 0
+
+
+def _pooled(workloads: int, seeds: int) -> None:
+    """Print the pooled forms' CV and leave-one-hardware-out errors on the simulated fleet."""
+    import tempfile
+    from pathlib import Path
+
+    from mlflow_roofline.core.hardware_table import load_hardware_table
+    from mlflow_roofline.fit.hardware import fit_hardware
+    from mlflow_roofline.fit.pooled import fit_pooled
+    from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+    from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        table = load_hardware_table(write_fleet_table(Path(tmp) / "fleet.csv"), env={})
+    cv: dict[str, list[float]] = collections.defaultdict(list)
+    loho: dict[str, list[float]] = collections.defaultdict(list)
+    chosen: collections.Counter[str] = collections.Counter()
+    for seed in range(seeds):
+        frame = generate_roofline_runs(workloads, hardware=FLEET, seed=seed)
+        fits = sorted((fit_hardware(rows.copy(), str(hw)) for hw, rows in frame.groupby("hardware")),
+                      key=lambda f: -len(f.frame))
+        pooled = fit_pooled(fits, table, seed)
+        chosen[pooled.chosen] += 1
+        for name, form in pooled.forms.items():
+            cv[name].append(form.cv_mape)
+            loho[name].append(pooled.loho.get(name, (np.nan, np.nan))[0])
+    print(f"pooled over {len(FLEET)} simulated GPUs, {workloads} workloads each, {seeds} seeds (mean over seeds, %):")
+    print(f"  {'form':20s} {'cv_mape':>8s} {'loho_mape':>10s} {'chosen':>7s}")
+    for name, errors in cv.items():
+        held = f"{np.nanmean(loho[name]):10.2f}" if np.isfinite(loho[name]).any() else f"{'-':>10s}"
+        print(f"  {name:20s} {np.nanmean(errors):8.2f} {held} {chosen[name]:>3d}/{seeds}")
 
 
 if __name__ == "__main__":

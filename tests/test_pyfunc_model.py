@@ -65,8 +65,8 @@ def test_signature_params_and_input_example(registered: str, law: FittedLaw) -> 
     assert params == {"mode": "predict", "max_devices": 8, "objective": "energy",
                       "carbon_intensity": None, "region": None, "pue": None, "price_per_kwh": None}
     inputs = {c.name: c.required for c in meta.get_input_schema().inputs}
-    assert inputs["num_layers"] and not inputs["speedup"]
-    assert set(inputs) == set(query()) | {"speedup"}
+    assert inputs["num_layers"] and not inputs["speedup"] and not inputs["hardware"]
+    assert set(inputs) == set(query()) | {"speedup", "hardware"}
     assert {"energy_j", "energy_j_lower", "energy_j_upper", "energy_kwh", "speedup", "eta", "extrapolated"} <= set(
         meta.get_output_schema().input_names()
     )

@@ -166,3 +166,27 @@ def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> N
     # the store agrees: one live ticket per won configuration, every lost one withdrawn
     runs = train_runs(client, exp)
     assert Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs) == wins
+
+
+def test_each_repeat_is_claimed_on_its_own(store) -> None:
+    from mlflow_roofline.core.schema import TAG_REPEAT
+    from mlflow_roofline.sweep.status import DONE
+
+    client, exp = store
+    first = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=0)
+    assert client.get_run(first).data.tags[TAG_REPEAT] == "0"
+    assert check_claim(client, exp, HASH, first, frozenset(), 0).won
+    # repeat 1 of the same configuration does not compete with repeat 0's live ticket
+    second = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=1)
+    assert check_claim(client, exp, HASH, second, frozenset(), 1).won
+    # a second ticket for repeat 1 loses to the first one
+    again = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=1)
+    verdict = check_claim(client, exp, HASH, again, frozenset(), 1)
+    assert not verdict.won and verdict.rival == second
+    client.set_terminated(first, "FINISHED")
+    assert config_status(client, exp, HASH, 0).state == DONE
+    assert config_status(client, exp, HASH, 1).state != DONE
+    # a run logged before repeats existed (no tag) is repeat 0
+    legacy = ticket(client, exp, {})
+    assert legacy in config_status(client, exp, HASH, 0).run_ids
+    assert legacy not in config_status(client, exp, HASH, 1).run_ids

@@ -127,14 +127,14 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
         other = client.create_experiment("elsewhere")
         _run(client, other, new, "FINISHED")
         statuses = store_status(plan, train_runs(client, exp))
-        assert statuses[done].state == DONE and statuses[done].run_id == ids["done"]
-        assert statuses[failed].state == FAILED and statuses[failed].detail == "OOM at step 3"
-        assert statuses[stale].state == STALE and statuses[stale].stale_run_ids == (ids["stale"],)
-        assert statuses[alive].state == ALIVE and statuses[alive].run_id == ids["alive"]
-        assert statuses[elsewhere].state == ELSEWHERE and "node-17" in statuses[elsewhere].detail
-        assert statuses[killed].state == NEW
-        assert statuses[new].state == NEW
-        assert statuses[rank].state == ALIVE and statuses[rank].run_id == ids["rank"]
+        assert statuses[(done, 0)].state == DONE and statuses[(done, 0)].run_id == ids["done"]
+        assert statuses[(failed, 0)].state == FAILED and statuses[(failed, 0)].detail == "OOM at step 3"
+        assert statuses[(stale, 0)].state == STALE and statuses[(stale, 0)].stale_run_ids == (ids["stale"],)
+        assert statuses[(alive, 0)].state == ALIVE and statuses[(alive, 0)].run_id == ids["alive"]
+        assert statuses[(elsewhere, 0)].state == ELSEWHERE and "node-17" in statuses[(elsewhere, 0)].detail
+        assert statuses[(killed, 0)].state == NEW
+        assert statuses[(new, 0)].state == NEW
+        assert statuses[(rank, 0)].state == ALIVE and statuses[(rank, 0)].run_id == ids["rank"]
 
         entries = reconcile(plan, statuses, retry_failed=False)
         actions = {e.config: e.action for e in entries}
@@ -152,7 +152,7 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
             proc.wait()
     # once their processes are gone, the same RUNNING runs are stale
     after = store_status(plan, train_runs(client, exp))
-    assert after[alive].state == STALE and after[rank].state == STALE
+    assert after[(alive, 0)].state == STALE and after[(rank, 0)].state == STALE
 
 
 def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_path) -> None:

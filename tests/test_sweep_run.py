@@ -232,3 +232,34 @@ def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(tracking_u
     assert run.data.tags[TAG_ERROR].startswith("train process timed out after 2 s and was killed")
     (parent,) = runs_of("slow", "sweep")
     assert parent.info.status == "FAILED" and parent.data.metrics["configs_failed"] == 1
+
+
+def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: str, tmp_path: Path) -> None:
+    from mlflow_roofline.core.schema import TAG_REPEAT, TAG_WORKLOAD_HASH
+
+    spec = write_spec(tmp_path / "twice.yaml", "twice", "{num_layers: [1, 2], hidden_size: 16}", repeats=2)
+    first = subprocess.run(CLI + ["sweep", str(spec)], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    children = runs_of("twice", "train")
+    assert Counter(c.info.status for c in children) == {"FINISHED": 4}
+    by_hash: dict[str, list[str]] = {}
+    for child in children:
+        by_hash.setdefault(child.data.tags[TAG_CONFIG_HASH], []).append(child.data.tags[TAG_REPEAT])
+    assert {h: sorted(r) for h, r in by_hash.items()} == {h: ["0", "1"] for h in by_hash} and len(by_hash) == 2
+    assert len({c.data.tags[TAG_WORKLOAD_HASH] for c in children}) == 2  # repeats share their workload
+    from mlflow_roofline.fit.noise import repeat_spread
+    from mlflow_roofline.fit.run_data import runs_to_frame
+
+    assert repeat_spread(runs_to_frame(children).frame).n_configs == 2  # the fit sees both repeats of each
+    # one repeat's run is deleted: resuming measures that repeat only
+    from mlflow.tracking import MlflowClient
+
+    lost = next(c for c in children if c.data.tags[TAG_REPEAT] == "1")
+    MlflowClient().delete_run(lost.info.run_id)
+    again = subprocess.run(CLI + ["sweep", str(spec)], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    after = runs_of("twice", "train")
+    assert len(after) == 4 and all(c.info.status == "FINISHED" for c in after)
+    (rerun,) = [c for c in after if c.info.run_id not in {x.info.run_id for x in children}]
+    assert rerun.data.tags[TAG_CONFIG_HASH] == lost.data.tags[TAG_CONFIG_HASH]
+    assert rerun.data.tags[TAG_REPEAT] == "1"

@@ -102,6 +102,10 @@ def test_scalars_top_level_defaults_and_alternatives() -> None:
         (spec_with(device="tpu"), "device", ["auto, cuda, cpu"]),
         (spec_with(meter="wattmeter"), "meter", ["nvml", "rapl", "estimate"]),
         (spec_with(timeout_s=0), "timeout_s", ["positive number"]),
+        (spec_with(repeats=0), "repeats", ["positive integer"]),
+        (spec_with(repeats="2"), "repeats", ["positive integer"]),
+        (spec_with(repeats=True), "repeats", ["positive integer"]),
+        (spec_with(repeats=1.5), "repeats", ["positive integer"]),
         (spec_with(experiment=""), "experiment", ["non-empty"]),
         (spec_with(grid={}), "grid", ["empty"]),
         (spec_with(grid=[]), "grid", ["empty"]),
@@ -151,3 +155,14 @@ def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
     )
     assert proc.returncode == 2
     assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr
+
+
+def test_repeats_default_to_one_and_multiply_the_units_of_the_plan() -> None:
+    once = parse_spec(spec_with())
+    thrice = parse_spec(spec_with(repeats=3))
+    assert once.repeats == 1 and thrice.repeats == 3
+    assert once.spec_hash != thrice.spec_hash
+    plan = expand(thrice, "cpu", "cpu:test")
+    assert plan.repeats == 3
+    assert plan.units == [(config, r) for config in plan.configs for r in range(3)]
+    assert len(expand(once, "cpu", "cpu:test").units) == len(plan.configs)

@@ -55,6 +55,12 @@ from mlflow_roofline.core.schema import (
 )
 @click.option("--register/--no-register", default=True, show_default=True, help="Register the model.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the cross-validation folds.")
+@click.option(
+    "--hardware-table",
+    default=None,
+    metavar="CSV",
+    help="A hardware table extending the shipped one (default: the file in ROOFLINE_HARDWARE_TABLE).",
+)
 def fit_command(
     experiments: tuple[str, ...],
     model_name: str,
@@ -65,6 +71,7 @@ def fit_command(
     energy: str,
     register: bool,
     seed: int,
+    hardware_table: str | None,
 ) -> None:
     """Fit the efficiency-aware energy law (and its baseline) and register it as a pyfunc model."""
     from mlflow_roofline.fit.job import run_fit
@@ -81,4 +88,5 @@ def fit_command(
         register=register,
         seed=seed,
         echo=click.echo,
+        hardware_table=hardware_table or None,
     )

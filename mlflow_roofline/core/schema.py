@@ -98,6 +98,8 @@ TAG_ENERGY_SOURCE = "roofline.energy_source"
 TAG_HARDWARE = "roofline.hardware"
 TAG_CONFIG_HASH = "roofline.config_hash"
 TAG_WORKLOAD_HASH = "roofline.workload_hash"
+TAG_REPEAT = "roofline.repeat"
+"""Which measured run of its configuration a train run is: 0 .. repeats-1 (absent: 0)."""
 TAG_ERROR = "roofline.error"
 TAG_ENERGY_ERROR = "roofline.energy_error"
 TAG_ENERGY_WARNING = "roofline.energy_warning"
@@ -178,3 +180,6 @@ M_EXTRAP_MAPE_FORM_PREFIX = "extrap_mape_"
 M_EXTRAP_MAPE_SE_FORM_PREFIX = "extrap_mape_se_"
 M_EXTRAP_HELD_OUT = "extrap_n_held_out"  # runs held out (larger models)
 M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to
+M_REPEAT_SPREAD = "repeat_spread_pct"  # median relative std (%) of energy across repeats of one config: the noise floor
+M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than once
+M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form

@@ -22,6 +22,7 @@ from mlflow_roofline.fit.diagnostics import law_ranges
 from mlflow_roofline.fit.energy_laws import EnergyFits, fit_energy_laws
 from mlflow_roofline.fit.features import feature_frame
 from mlflow_roofline.fit.forms import PAPER
+from mlflow_roofline.fit.noise import RepeatSpread, repeat_spread
 from mlflow_roofline.fit.measured_speedup import fill_from_laws, measure_speedup
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 from mlflow_roofline.law.fitted import FittedLaw
@@ -45,6 +46,7 @@ class HardwareFit:
         run_id: the fit run.
         model_version: the registered version (None without registration).
         aliases: aliases set on that version.
+        noise: the repeat-to-repeat spread of energy (:mod:`fit.noise`), the noise floor.
     """
 
     hardware: str
@@ -58,6 +60,7 @@ class HardwareFit:
     run_id: str = ""
     model_version: str | None = None
     aliases: list[str] = dataclasses.field(default_factory=list)
+    noise: RepeatSpread = dataclasses.field(default_factory=lambda: RepeatSpread(0, float("nan")))
 
     @property
     def psi(self) -> dict[str, float]:
@@ -136,4 +139,4 @@ def fit_hardware(
         n_runs=len(used),
         cv_mape=energy.forms[energy.chosen].cv_mape,
     )
-    return HardwareFit(hardware, sources, used, data, speedup, energy, law, dropped)
+    return HardwareFit(hardware, sources, used, data, speedup, energy, law, dropped, noise=repeat_spread(used))

@@ -13,9 +13,12 @@ Steps (one pass per ``roofline.hardware``):
    form is the param ``form`` and the tag ``roofline.form``; the fit run also carries
    ``n_runs_found`` and ``n_runs_dropped_pull``.
 
-With several hardware, each gets a nested fit run under one parent (which also logs the
-pooled comparison of common against hardware-specific slopes); the hardware with the
-most runs gets ``alias`` and every hardware gets ``alias-<hardware>``.
+With several hardware, each gets a nested fit run under one parent, which also fits the
+pooled forms over all hardware (:mod:`fit.pooled`: hardware intercepts, hardware
+covariates from the hardware table, separate slopes) and logs their grouped-CV and
+leave-one-hardware-out errors. When a pooled form wins, the pooled law is logged in the
+parent and registered as the model with ``alias``; otherwise the hardware with the most
+runs gets ``alias``. Every hardware gets ``alias-<hardware>``.
 Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
 """
 
@@ -29,15 +32,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import mlflow
-import pandas as pd
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
-from mlflow_roofline.core.schema import FIT_ENERGY_METRICS, TAG_HARDWARE, TAG_RUN_TYPE, present_strategies
+from mlflow_roofline.core.hardware_table import load_hardware_table
+from mlflow_roofline.core.schema import FIT_ENERGY_METRICS, TAG_FORM, TAG_HARDWARE, TAG_RUN_TYPE
 from mlflow_roofline.fit.cv import CV_FOLDS
-from mlflow_roofline.fit.diagnostics import compare_hardware_slopes
 from mlflow_roofline.fit.failure import record_failure
 from mlflow_roofline.fit.hardware import HardwareFit, fit_hardware
+from mlflow_roofline.fit.pooled import PooledFit, fit_pooled
 from mlflow_roofline.fit.registration import RegistryLedger, log_fit_run
 from mlflow_roofline.fit.registry_names import check_alias, check_model_name
 from mlflow_roofline.fit.run_data import RunData, load_train_runs
@@ -57,6 +60,8 @@ class FitOutcome:
     """Wall seconds of each phase: ``pull``, ``fit`` (all laws and CV), ``log`` (run, artifacts, model, registry)."""
     rollback_problems: list[str] = dataclasses.field(default_factory=list)
     """Registrations a failed fit could not undo, in words (empty when all were undone)."""
+    pooled: PooledFit | None = None
+    """The pooled forms over every hardware (two hardware or more)."""
 
     @property
     def run_ids(self) -> list[str]:
@@ -77,11 +82,13 @@ def _check_arguments(experiments: Sequence[str], model_name: str, alias: str, re
         check_alias(alias)
 
 
-def _aliases_of(fits: Sequence[HardwareFit], alias: str) -> list[list[str]]:
-    """The aliases of each fit's version: ``alias`` alone, or ``alias-<hardware>`` each and ``alias`` on the first."""
+def _aliases_of(fits: Sequence[HardwareFit], alias: str, pooled_wins: bool = False) -> list[list[str]]:
+    """The aliases of each fit's version: ``alias`` alone, or ``alias-<hardware>`` each and ``alias`` on the
+    first (unless the pooled law wins: then ``alias`` is its own)."""
     if len(fits) == 1:
         return [[alias]]
-    return [[f"{alias}-{_slug(fit.hardware)}"] + ([alias] if i == 0 else []) for i, fit in enumerate(fits)]
+    first = [] if pooled_wins else [alias]
+    return [[f"{alias}-{_slug(fit.hardware)}"] + (first if i == 0 else []) for i, fit in enumerate(fits)]
 
 
 def _fit_every_hardware(run_data: RunData, fit_args: dict[str, Any], echo: Callable[[str], Any]) -> tuple[
@@ -107,11 +114,16 @@ def _fit_every_hardware(run_data: RunData, fit_args: dict[str, Any], echo: Calla
     return fits, skipped
 
 
-def _register_all(ledger: RegistryLedger | None, fits: Sequence[HardwareFit], infos: Sequence[Any], alias: str) -> None:
-    """Register every fit's model with its aliases (nothing without a ledger: ``--no-register``)."""
+def _register_all(
+    ledger: RegistryLedger | None, fits: Sequence[HardwareFit], infos: Sequence[Any], alias: str,
+    pooled: tuple[PooledFit, Any] | None = None,
+) -> None:
+    """Register every fit's model with its aliases, and the pooled law's with ``alias`` (nothing without a ledger)."""
     if ledger is None:
         return
-    for fit, info, aliases in zip(fits, infos, _aliases_of(fits, alias)):
+    if pooled is not None:
+        ledger.register(pooled[0], pooled[1].model_uri, [alias])  # type: ignore[arg-type]
+    for fit, info, aliases in zip(fits, infos, _aliases_of(fits, alias, pooled is not None)):
         ledger.register(fit, info.model_uri, aliases)
 
 
@@ -127,16 +139,26 @@ def _log_parent_and_children(
         mlflow.log_params(params)
         if outcome.skipped:
             mlflow.log_dict(outcome.skipped, "skipped_hardware.json")
+        pooled = outcome.pooled
         mlflow.log_metrics(
             {"n_runs": float(sum(len(f.frame) for f in fits)), "n_hardware": float(len(fits)),
-             "n_hardware_skipped": float(len(outcome.skipped)),
-             **{f"cv_mape_pooled_{k}": v for k, v in outcome.hardware_comparison.items()}}
+             "n_hardware_skipped": float(len(outcome.skipped)), **(pooled.metrics() if pooled else {})}
         )
+        pooled_info = None
+        if pooled is not None:
+            mlflow.log_text(pooled.report() + "\n", "pooled_report.txt")
+            if pooled.law is not None:
+                from mlflow_roofline.serve.pyfunc_model import log_law_model
+
+                pooled.run_id = parent.info.run_id
+                mlflow.set_tag(TAG_FORM, pooled.chosen)
+                mlflow.log_text(pooled.law.to_json(), "fitted_law.json")
+                pooled_info = (pooled, log_law_model(pooled.law, name="model"))
         for fit in fits:
             run_name = f"fit-{_slug(fit.hardware)}"
             with mlflow.start_run(experiment_id=parent.info.experiment_id, run_name=run_name, nested=True):
                 infos.append(log_fit_run(fit, outcome.run_data, params))
-        _register_all(ledger, fits, infos, alias)
+        _register_all(ledger, fits, infos, alias, pooled_info)
 
 
 def _log_and_register(
@@ -153,21 +175,13 @@ def _log_and_register(
                 infos = [log_fit_run(fits[0], outcome.run_data, params)]
                 _register_all(ledger, fits, infos, alias)
         else:
-            outcome.hardware_comparison = _pooled_comparison(fits, int(params["seed"]))
+            if outcome.pooled is not None:
+                outcome.hardware_comparison = {name: form.cv_mape for name, form in outcome.pooled.forms.items()}
             _log_parent_and_children(outcome, start, params, ledger, alias)
     except Exception:
         if ledger is not None:
             outcome.rollback_problems = ledger.rollback()
         raise
-
-
-def _pooled_comparison(fits: Sequence[HardwareFit], seed: int) -> dict[str, float]:
-    """Grouped-CV MAPE of common against hardware-specific slopes over every fitted hardware."""
-    if len(fits) < 2:
-        return {}
-    pooled = pd.concat([f.data for f in fits], ignore_index=True)
-    pooled["strategy"] = pd.Categorical(pooled["strategy"].astype(str), categories=present_strategies(pooled["strategy"]))
-    return compare_hardware_slopes(pooled, seed=seed)
 
 
 def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], Any]) -> None:
@@ -176,9 +190,11 @@ def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], An
         where = (f"registered {model_name} version {fit.model_version} as @{', @'.join(fit.aliases)}"
                  if fit.model_version else "not registered")
         echo(f"fit run {fit.run_id}: {where}")
-    if outcome.hardware_comparison:
-        echo("pooled over hardware, grouped-CV MAPE: "
-             + ", ".join(f"{k} {v:.2f}%" for k, v in outcome.hardware_comparison.items()))
+    if outcome.pooled is not None:
+        echo(outcome.pooled.report())
+        pooled = outcome.pooled
+        if pooled.model_version:
+            echo(f"pooled law: registered {model_name} version {pooled.model_version} as @{', @'.join(pooled.aliases)}")
 
 
 def run_fit(
@@ -193,8 +209,12 @@ def run_fit(
     seed: int = 0,
     echo: Callable[[str], Any] = print,
     energy: str = "gpu",
+    hardware_table: str | None = None,
 ) -> FitOutcome:
     """Run the whole fit job (see the module docstring); returns what was fitted and logged.
+
+    ``hardware_table``: a CSV extending the shipped hardware table (default: the file
+    named by ``ROOFLINE_HARDWARE_TABLE``, if any).
 
     Raises:
         RooflineError: with one line saying what is wrong and what to do; a fit that
@@ -213,13 +233,14 @@ def run_fit(
         clock = time.perf_counter()
         fit_args = {"allow_estimate": allow_estimate, "missing_baseline": missing_baseline, "seed": seed}
         fits, skipped = _fit_every_hardware(run_data, fit_args, echo)
+        pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
         if register:
-            for fit_aliases in _aliases_of(fits, alias):
+            for fit_aliases in _aliases_of(fits, alias, pooled is not None and pooled.law is not None):
                 for name in fit_aliases:
                     check_alias(name)
         timings["fit"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped)
+        outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = {"run_id": env_run} if env_run else {"experiment_id": run_data.experiment_ids[0], "run_name": "fit"}
         _log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)

@@ -12,7 +12,9 @@ units); ``rmse_reduction`` (% by which the paper's rmse_log is below the baselin
 size-extrapolation check), ``extrap_mape_<form>``, ``extrap_mape_se_<form>``,
 ``extrap_n_held_out`` and ``extrap_size_bound`` (L*d^2 fitted up to);
 ``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``; run counts
-``n_runs_dropped``, ``n_eta_measured``, ``n_eta_from_law``, ``n_workloads``.
+``n_runs_dropped``, ``n_eta_measured``, ``n_eta_from_law``, ``n_workloads``;
+``n_repeated_configs`` and ``repeat_spread_pct`` (median relative std of energy across
+repeats of one configuration, %, the noise floor; only when some configuration repeats).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from mlflow_roofline.core.schema import (
     M_EXTRAP_MAPE_FORM_PREFIX,
     M_EXTRAP_MAPE_SE_FORM_PREFIX,
     M_EXTRAP_SIZE_BOUND,
+    M_REPEAT_SPREAD,
+    M_REPEATED_CONFIGS,
 )
 from mlflow_roofline.fit.diagnostics import collinearity
 from mlflow_roofline.fit.forms import BASELINE, PAPER
@@ -63,6 +67,8 @@ def _run_metrics(fit: HardwareFit) -> dict[str, float]:
         "n_eta_measured": float((fit.frame["eta_source"] == ETA_MEASURED).sum()),
         "n_workloads": float(fit.frame["workload_hash"].nunique()),
         "corr_log_c_log_m": collinearity(fit.data),
+        M_REPEATED_CONFIGS: float(fit.noise.n_configs),
+        **({M_REPEAT_SPREAD: fit.noise.median_rel_std_pct} if fit.noise.n_configs else {}),
     }
 
 

@@ -52,6 +52,7 @@ def hardware_report(fit: HardwareFit) -> str:
     lines.append("speedup laws:")
     lines += [f"  {speedup.describe()}" for s, speedup in fit.speedup.items() if s != "single"]
     lines += _form_lines(fit)
+    lines.append(fit.noise.describe())
     lines += _law_lines(fit, m)
     lines += [f"note: {n}" for n in fit.energy.notes]
     return "\n".join(lines)

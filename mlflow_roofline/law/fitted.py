@@ -53,6 +53,17 @@ class FittedLaw:
             a query outside them is flagged ``extrapolated``.
         n_runs: runs the law was fitted on.
         cv_mape: grouped cross-validated mean absolute percentage error of energy, in %.
+        hardware_laws: a law pooled over several hardware holds each hardware's own law
+            here (its time law, speedup laws and ranges serve that hardware's rows); its
+            ``energy_law`` then takes the feature ``hardware`` (and the covariates). Empty
+            for a law of one hardware.
+        covariates: per known hardware, the covariate values the pooled forms use
+            (``log_jpf``: log board watts per peak FLOP/s, J/FLOP; ``log_ridge``: log peak
+            FLOP/s per byte/s of memory bandwidth; ``log_peak``: log peak FLOP/s).
+        covariate_form, covariate_law: the pooled form that predicts a hardware no run
+            measured from its covariates (hardware table), or "" / None.
+        loho_mape: that form's leave-one-hardware-out MAPE of energy, %, the error its
+            predictions for an unmeasured hardware are widened by (NaN without one).
     """
 
     hardware: str
@@ -65,18 +76,34 @@ class FittedLaw:
     n_runs: int
     cv_mape: float
     schema_version: int = LAW_SCHEMA_VERSION
+    hardware_laws: dict[str, FittedLaw] = dataclasses.field(default_factory=dict)
+    covariates: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    covariate_form: str = ""
+    covariate_law: LinearLaw | None = None
+    loho_mape: float = float("nan")
+
+    @property
+    def known_hardware(self) -> list[str]:
+        """The hardware this law has runs of (several for a pooled law, the reference first)."""
+        return list(self.hardware_laws) or [self.hardware]
 
     @property
     def strategies(self) -> list[str]:
         """Strategies the law can predict."""
         return sorted(self.speedup_laws)
 
-    def to_json(self) -> str:
-        data = dataclasses.asdict(self)
+    def to_data(self) -> dict[str, Any]:
+        """The law as JSON-ready data (:meth:`to_json` writes it)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["energy_law"] = self.energy_law.to_dict()
         data["time_law"] = self.time_law.to_dict()
         data["speedup_laws"] = {k: v.to_dict() for k, v in self.speedup_laws.items()}
-        return json.dumps(data, indent=2, sort_keys=True)
+        data["hardware_laws"] = {k: v.to_data() for k, v in self.hardware_laws.items()}
+        data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_data(), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> FittedLaw:
@@ -106,4 +133,9 @@ class FittedLaw:
             ranges={k: [float(lo), float(hi)] for k, (lo, hi) in data["ranges"].items()},
             n_runs=int(data["n_runs"]),
             cv_mape=float(data["cv_mape"]),
+            hardware_laws={k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()},
+            covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
+            covariate_form=str(data.get("covariate_form") or ""),
+            covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
+            loho_mape=float(data.get("loho_mape", float("nan"))),
         )

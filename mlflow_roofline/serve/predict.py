@@ -3,7 +3,9 @@
 Units: energies in joules (``energy_kwh`` in kilowatt-hours), times in seconds, speedup
 and efficiency dimensionless. ``energy_j`` and ``time_s`` are the exponentials of the
 laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_upper`` are
-the 95 % prediction interval of a single new run, transformed to joules.
+the 95 % prediction interval of a single new run, transformed to joules. A law pooled
+over several hardware predicts each row on the hardware its ``hardware`` column names
+(:mod:`serve.hardware`); ``extrapolated_hardware`` marks rows on a GPU no run measured.
 
 A speedup above the device count (efficiency ``eta = S/N`` above 1) is physically
 implausible beyond measurement noise: two time measurements with a few percent of
@@ -22,6 +24,7 @@ from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
 from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.hardware import pooled_energy, resolve_hardware, unmeasured_time_shift
 from mlflow_roofline.serve.validate import validate_jobs
 
 ETA_TOLERANCE = 0.10
@@ -37,6 +40,7 @@ PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     "eta",
     "extrapolated",
     "speedup_implausible",
+    "extrapolated_hardware",
 )
 
 
@@ -101,6 +105,7 @@ def evaluate(
         "eta": eta,
         "extrapolated": _extrapolated(law, known, len(n)),
         "speedup_implausible": eta > 1.0 + ETA_TOLERANCE,
+        "extrapolated_hardware": np.zeros(len(n), dtype=bool),
     }
 
 
@@ -135,13 +140,49 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
         InputError: INVALID_PARAMETER_VALUE naming the field and row of bad input.
     """
     jobs = validate_jobs(frame, law)
-    speedup = jobs.speedup
-    use_law = np.isnan(speedup)
-    if use_law.any():
-        speedup[use_law] = law_speedup(law, jobs.strategy[use_law], jobs.num_devices[use_law])
-    out = evaluate(law, jobs.sizes, jobs.strategy, jobs.num_devices, speedup)
+    hardware, unmeasured = resolve_hardware(frame, law)
+    if hardware is None or not law.hardware_laws:
+        out = _evaluate_on(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup)
+    else:
+        out = _evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
     check_finite(out)
     return add_emissions(as_frame(out, PREDICT_OUTPUT_COLUMNS), carbon)
+
+
+def _evaluate_on(
+    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
+) -> dict[str, np.ndarray]:
+    """:func:`evaluate` with the law's speedup where none was measured."""
+    speedup = speedup.copy()
+    use_law = np.isnan(speedup)
+    if use_law.any():
+        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law])
+    return evaluate(law, sizes, strategy, n, speedup)
+
+
+def _evaluate_pooled(
+    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray,
+    hardware: np.ndarray, unmeasured: Mapping[str, Mapping[str, float]],
+) -> dict[str, np.ndarray]:
+    """Each hardware's rows: its own law for time and speedup, the pooled law for energy (see :mod:`serve.hardware`)."""
+    out: dict[str, np.ndarray] = {}
+    for name in dict.fromkeys(hardware):
+        rows = np.flatnonzero(hardware == name)
+        own = law.hardware_laws.get(name) or law.hardware_laws[law.known_hardware[0]]
+        part_sizes = {k: v[rows] for k, v in sizes.items()}
+        part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows])
+        covariates = law.covariates.get(name) or unmeasured.get(name, {})
+        log_e, log_lo, log_hi = pooled_energy(law, part_sizes, strategy[rows], n[rows], part["speedup"], name,
+                                              covariates)
+        with np.errstate(over="ignore"):
+            part.update(energy_j=np.exp(log_e), energy_j_lower=np.exp(log_lo), energy_j_upper=np.exp(log_hi))
+        part["energy_kwh"] = part["energy_j"] / JOULES_PER_KWH
+        if name not in law.hardware_laws:
+            part["time_s"] = part["time_s"] * np.exp(unmeasured_time_shift(law, covariates))
+            part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
+        for key, values in part.items():
+            out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values
+    return out
 
 
 def as_frame(out: Mapping[str, np.ndarray], columns: tuple[str, ...]) -> pd.DataFrame:

@@ -44,6 +44,7 @@ from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
+from mlflow_roofline.serve.hardware import HARDWARE_COLUMN, law_for_search
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
@@ -67,7 +68,9 @@ EXAMPLE_QUERY: dict[str, Any] = {
 
 def input_example(law: FittedLaw) -> pd.DataFrame:
     """The DESIGN.md query, moved to a strategy the law knows when it was not fitted on fsdp."""
-    query = dict(EXAMPLE_QUERY)
+    query: dict[str, object] = dict(EXAMPLE_QUERY)
+    if len(law.known_hardware) > 1:
+        query[HARDWARE_COLUMN] = law.known_hardware[0]
     if query["strategy"] not in law.strategies:
         parallel = [s for s in law.strategies if s != "single"]
         query["strategy"] = parallel[0] if parallel else "single"
@@ -79,7 +82,8 @@ def model_signature() -> ModelSignature:
     """Inputs (DESIGN.md), outputs of both modes, and the inference params with defaults.
 
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
-    ignores them; predict mode reports their absence by name. ``speedup`` is optional.
+    ignores them; predict mode reports their absence by name. ``speedup`` is optional;
+    ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware`).
     The numeric inputs are typed ``Any``: MLflow would cast them to the declared type
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
@@ -89,6 +93,7 @@ def model_signature() -> ModelSignature:
         ColSpec(DataType.string, "strategy", required=False),
         ColSpec(AnyType(), "num_devices", required=False),
         ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
+        ColSpec(DataType.string, HARDWARE_COLUMN, required=False),
     ]
     inputs = Schema(columns)
     output_types = {
@@ -98,6 +103,7 @@ def model_signature() -> ModelSignature:
         "time_optimal_strategy": DataType.string,
         "extrapolated": DataType.boolean,
         "speedup_implausible": DataType.boolean,
+        "extrapolated_hardware": DataType.boolean,
         "num_devices": DataType.long,
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,
@@ -153,9 +159,10 @@ class RooflineEnergyModel(PythonModel):
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
         if request.mode == "recommend":
-            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
+            return recommend_frame(law_for_search(model_input, law), model_input, request.max_devices,
+                                   request.objective, request.carbon)
         if request.mode == "pareto":
-            return pareto_frame(law, model_input, request.max_devices, request.carbon)
+            return pareto_frame(law_for_search(model_input, law), model_input, request.max_devices, request.carbon)
         return predict_frame(law, model_input, request.carbon)
 
 

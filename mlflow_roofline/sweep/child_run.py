@@ -30,6 +30,7 @@ from mlflow_roofline.core.schema import (
     MAX_TAG_CHARS,
     TAG_ERROR,
     TAG_PARENT_RUN_ID,
+    TAG_REPEAT,
     TAG_SWEEP_RUN_ID,
 )
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome, SweepInterrupted
@@ -55,12 +56,19 @@ def train_command(config: TrainConfig, meter: str = "auto", extra_args: Sequence
 
 
 def create_child_run(
-    config: TrainConfig, experiment_id: str, parent_run_id: str | None, *, hardware: str, client: Any = None
+    config: TrainConfig,
+    experiment_id: str,
+    parent_run_id: str | None,
+    *,
+    hardware: str,
+    client: Any = None,
+    repeat: int = 0,
 ) -> str:
     """Create the RUNNING train run of ``config`` nested under ``parent_run_id``; its id.
 
     Named and tagged as train names and tags it (``roofline.run_type=train``, the hashes,
-    the hardware), with every param logged, so the run is self-describing even if its
+    the hardware, ``roofline.repeat``: which measured run of the configuration it is),
+    with every param logged, so the run is self-describing even if its
     process never starts. It names this process as the one that waits for it
     (:func:`~mlflow_roofline.system.liveness.sweep_process_tags`), in the same call that
     creates it, so no other sweep ever sees it without a live owner. Whatever executes the
@@ -73,7 +81,12 @@ def create_child_run(
     from mlflow_roofline.train.tracked_run import train_tags
 
     client = client or MlflowClient()
-    tags = {**train_tags(config, hardware), TAG_SOURCE: SOURCE_TRAIN, **sweep_process_tags(os.getpid())}
+    tags = {
+        **train_tags(config, hardware),
+        TAG_SOURCE: SOURCE_TRAIN,
+        **sweep_process_tags(os.getpid()),
+        TAG_REPEAT: str(repeat),
+    }
     if parent_run_id:
         tags[TAG_PARENT_RUN_ID] = parent_run_id
         tags[TAG_SWEEP_RUN_ID] = parent_run_id

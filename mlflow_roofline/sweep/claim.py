@@ -1,8 +1,12 @@
-"""Claiming a configuration in the tracking store, so that sweeps sharing a store never run it twice.
+"""Claiming a configuration's repeat in the tracking store, so that sweeps sharing a store never run it twice.
 
 Several sweeps may work on one store at once: two started together from one spec, on one
 host or on several hosts behind one tracking server. Before a sweep runs a configuration
-it claims it, and only the winner of the claim runs it.
+it claims it, and only the winner of the claim runs it. The unit claimed is one
+(configuration, repeat): a spec with ``repeats: k`` measures each configuration ``k``
+times, and each repeat index is claimed on its own, exactly as a configuration was; the
+runs of one unit are those with its ``roofline.config_hash`` and its ``roofline.repeat``
+(absent: 0), and below "the configuration" means that unit.
 
 What the protocol relies on (and nothing more): creating a run is atomic, with its tags;
 a run (and its tags) is visible to every search that starts after ``create_run``
@@ -11,15 +15,15 @@ front of one such database give both; nothing here needs a lock, a unique key, o
 clocks that agree (the runs' ``start_time`` comes from each client's clock, and a run
 created later may carry an earlier time, so no "earliest run wins" rule is safe).
 
-The protocol, for one configuration (one ``roofline.config_hash``):
+The protocol, for one configuration (one ``roofline.config_hash`` and ``roofline.repeat``):
 
 1. Look the configuration up (:func:`~mlflow_roofline.sweep.store.config_status`): done,
    failed, or a live run of another process (a RUNNING run whose recorded process lives,
    or that was recorded on another host) means there is nothing to claim now.
 2. Create the child run. It is the claim ticket: it carries the config hash and, in the
    same atomic call, the host, pid and start time of the sweep that owns it, so every
-   other sweep sees it as live from the moment it exists.
-3. Search the runs of the config hash again (:func:`check_claim`). The claim is won only
+   other sweep sees it as live from the moment it exists; its repeat index is among those tags.
+3. Search the runs of the config hash and repeat again (:func:`check_claim`). The claim is won only
    if the ticket is the ONLY live run there, and no run this sweep did not see in step 1
    has finished or failed meanwhile.
 4. The winner runs the configuration in its ticket. A loser withdraws its ticket
@@ -47,7 +51,7 @@ from typing import Any
 
 from mlflow_roofline.core.schema import TAG_CLAIM, TAG_ERROR
 from mlflow_roofline.sweep.status import RUN_STATES
-from mlflow_roofline.sweep.store import train_runs
+from mlflow_roofline.sweep.store import repeat_runs
 from mlflow_roofline.system.liveness import liveness
 
 
@@ -66,18 +70,21 @@ class Claim:
     reason: str = ""
 
 
-def check_claim(client: Any, experiment_id: str, config_hash: str, ticket: str, seen: frozenset[str]) -> Claim:
-    """Whether ``ticket`` (a RUNNING run just created) wins its configuration.
+def check_claim(
+    client: Any, experiment_id: str, config_hash: str, ticket: str, seen: frozenset[str], repeat: int = 0
+) -> Claim:
+    """Whether ``ticket`` (a RUNNING run just created) wins its configuration's repeat.
 
     Args:
         client: an ``MlflowClient``.
         experiment_id: the experiment of the ticket.
         config_hash: the ticket's ``roofline.config_hash``.
         ticket: the run id of the ticket.
-        seen: the runs of this hash the caller saw before creating the ticket; a FAILED
-            run not among them failed meanwhile in another process.
+        seen: the runs of this hash and repeat the caller saw before creating the ticket; a
+            FAILED run not among them failed meanwhile in another process.
+        repeat: the ticket's ``roofline.repeat``; runs of other repeats never compete with it.
     """
-    runs = train_runs(client, experiment_id, config_hash)
+    runs = repeat_runs(client, experiment_id, config_hash, repeat)
     if ticket not in {run.info.run_id for run in runs}:
         # The store does not show our own ticket yet: it breaks the protocol's premise, so never win.
         return Claim(False, None, "own claim not visible in the store yet")

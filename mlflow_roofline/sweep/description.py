@@ -61,10 +61,10 @@ def update_description(
     spec: SweepSpec,
     plan: Plan,
     planned: Sequence[Entry],
-    outcomes: Mapping[TrainConfig, Outcome],
+    outcomes: Mapping[tuple[TrainConfig, int], Outcome],
 ) -> None:
     """Rewrite the sweep run's description from the plan's entries, their outcomes so far and the finished runs' metrics."""
-    entries = [Row(e.config, e.status, e.action, outcomes.get(e.config)) for e in planned]
+    entries = [Row(e.config, e.status, e.action, outcomes.get(e.key)) for e in planned]
     for run_id in _finished_run_ids(entries):
         if run_id not in _figures:
             metrics = client.get_run(run_id).data.metrics

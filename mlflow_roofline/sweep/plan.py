@@ -46,12 +46,20 @@ class Plan:
         hardware: the ``roofline.hardware`` value the hashes use, or None when the
             device is not available here (dry run of a GPU spec on a CPU machine).
         device: the resolved device (``cuda`` or ``cpu``).
+        repeats: measured runs per configuration (each its own train run, ``roofline.repeat``
+            0 .. repeats-1); the unit a sweep claims and resumes is one (configuration, repeat).
     """
 
     configs: tuple[TrainConfig, ...]
     skipped: tuple[Skipped, ...]
     hardware: str | None
     device: str
+    repeats: int = 1
+
+    @property
+    def units(self) -> list[tuple[TrainConfig, int]]:
+        """Every (configuration, repeat) to measure, configurations in plan order, repeats together."""
+        return [(config, repeat) for config in self.configs for repeat in range(self.repeats)]
 
     def config_hash(self, config: TrainConfig) -> str | None:
         """The config's hash on this plan's hardware (None without hardware)."""
@@ -123,7 +131,8 @@ def expand(
             progress(PROGRESS_EVERY)
     if progress is not None and done % PROGRESS_EVERY:
         progress(done % PROGRESS_EVERY)
-    return Plan(configs=tuple(baselines) + tuple(runnable), skipped=tuple(skipped), hardware=hardware, device=device)
+    return Plan(configs=tuple(baselines) + tuple(runnable), skipped=tuple(skipped), hardware=hardware, device=device,
+                repeats=spec.repeats)
 
 
 def _place(

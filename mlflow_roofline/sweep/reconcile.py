@@ -36,6 +36,17 @@ class Entry:
     config: TrainConfig
     status: Status
     action: str  # "run", "wait" (in progress here), "skip"
+    repeat: int = 0
+
+    @property
+    def key(self) -> tuple[TrainConfig, int]:
+        """The unit this entry stands for: (configuration, repeat)."""
+        return self.config, self.repeat
+
+    @property
+    def name(self) -> str:
+        """The configuration's run name, with ``#r`` for a repeat after the first."""
+        return self.config.run_name + (f"#{self.repeat}" if self.repeat else "")
 
     @property
     def label(self) -> str:
@@ -62,6 +73,7 @@ class Entry:
             "config": self.config.run_name,
             "config_hash": self.config.config_hash(hardware) if hardware else None,
             "params": self.config.to_params(),
+            "repeat": self.repeat,
             "status": self.label,
             "action": self.action,
             "run_id": self.status.run_id,
@@ -77,27 +89,27 @@ class Entry:
         return out
 
 
-def reconcile(plan: Plan, statuses: dict[TrainConfig, Status], retry_failed: bool) -> list[Entry]:
-    """Decide per configuration: run it, wait for its live process, or skip it."""
+def reconcile(plan: Plan, statuses: dict[tuple[TrainConfig, int], Status], retry_failed: bool) -> list[Entry]:
+    """Decide per (configuration, repeat): run it, wait for its live process, or skip it."""
     entries = []
-    for config in plan.configs:
-        status = statuses.get(config, Status(NEW))
+    for config, repeat in plan.units:
+        status = statuses.get((config, repeat), Status(NEW))
         if status.state in (NEW, STALE) or (status.state == FAILED and retry_failed):
             action = "run"
         elif status.state == ALIVE:
             action = "wait"
         else:
             action = "skip"
-        entries.append(Entry(config, status, action))
+        entries.append(Entry(config, status, action, repeat))
     return entries
 
 
 def plan_table(entries: list[Entry], plan: Plan) -> str:
     """The plan as a text table (configuration, status) followed by the skipped grid points."""
-    width = max([len(e.config.run_name) for e in entries] + [len(s.label) for s in plan.skipped] + [6])
+    width = max([len(e.name) for e in entries] + [len(s.label) for s in plan.skipped] + [6])
     lines = [f"{'#':>4}  {'config':<{width}}  status"]
     for i, e in enumerate(entries, 1):
-        lines.append(f"{i:>4}  {e.config.run_name:<{width}}  {e.label}")
+        lines.append(f"{i:>4}  {e.name:<{width}}  {e.label}")
     for s in plan.skipped:
         lines.append(f"{'-':>4}  {s.label:<{width}}  skipped: {s.reason}")
     return "\n".join(lines)

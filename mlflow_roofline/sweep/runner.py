@@ -1,8 +1,10 @@
 """Run a sweep: one parent MLflow run, each configuration a nested train run in its own process.
 
 :func:`run_sweep` reconciles the plan with the store (resume), then works through what is
-left, baselines first, with a progress bar. Just before each configuration it looks the
-configuration up again and claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
+left, baselines first, with a progress bar. A spec with ``repeats: k`` measures each
+configuration k times, each repeat its own train run; the unit planned, claimed and
+resumed is one (configuration, repeat). Just before each unit it looks it up again and
+claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
 sharing a store never run one configuration twice; one held by a live run of another
 process is put back in the queue and, when nothing else is left, waited for. Each run
 is measured by :func:`~mlflow_roofline.sweep.child_run.run_child`.
@@ -179,8 +181,8 @@ def _sweep(
         results = _run_entries(sweep, entries, echo, progress)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)  # failed runs hold their output as an artifact
-    by_config = {r.config: r.outcome for r in results}
-    rows = [e.to_dict(plan.hardware, by_config.get(e.config)) for e in entries]
+    by_key = {r.entry.key: r.outcome for r in results}
+    rows = [e.to_dict(plan.hardware, by_key.get(e.key)) for e in entries]
     client.log_dict(parent_id, {"entries": rows}, "results.json")
     failed = [r for r in results if r.outcome.status != "FINISHED" and not r.outcome.elsewhere]
     if failed:
@@ -201,23 +203,23 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
     results: list[Result] = []
 
     def describe() -> None:  # the sweep run's Markdown description, rewritten with its counts
-        outcomes = {r.config: r.outcome for r in results}
+        outcomes = {r.entry.key: r.outcome for r in results}
         update_description(sweep.client, sweep.parent_id, sweep.spec, sweep.plan, entries, outcomes)
 
     progress = Progress(
         sweep.client, sweep.parent_id, plan_counts(entries, sweep.plan), len(queue), show, echo, describe
     )
     in_flight: dict[str, Entry] = {}
-    rerun: set[TrainConfig] = set()
+    rerun: set[tuple[TrainConfig, int]] = set()
     deferred = 0
     try:
         while queue or in_flight:
             if in_flight and (not queue or not _has_room(sweep.executor)):
                 entry, outcome, node_lost = collect_one(sweep, in_flight)
-                if node_lost and entry.config not in rerun and outcome.status != "FINISHED":
-                    rerun.add(entry.config)  # once: its node died under it; a new claim runs it elsewhere
-                    progress.write(f"{entry.config.run_name}: {outcome.summary}; rerunning it (run {outcome.run_id} FAILED)")
-                    resubmitted = _reclaim(sweep, entry.config)
+                if node_lost and entry.key not in rerun and outcome.status != "FINISHED":
+                    rerun.add(entry.key)  # once: its node died under it; a new claim runs it elsewhere
+                    progress.write(f"{entry.name}: {outcome.summary}; rerunning it (run {outcome.run_id} FAILED)")
+                    resubmitted = _reclaim(sweep, entry)
                     if isinstance(resubmitted, tuple):
                         in_flight[resubmitted[1]] = entry
                         continue
@@ -225,7 +227,7 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
                 _record(results, progress, entry, outcome)
                 continue
             entry = queue.popleft()
-            progress.starting(entry.config.run_name)
+            progress.starting(entry.name)
             outcome = _settle(sweep, entry, progress.write, may_wait=deferred >= len(queue) and not in_flight)
             if outcome == DEFER:
                 queue.append(entry)
@@ -244,10 +246,11 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
     return results
 
 
-def _reclaim(sweep: _Sweep, config: TrainConfig) -> Outcome | tuple[str, str] | None:
-    """Claim ``config`` again after its remote run was lost, and submit it (None: another process holds it)."""
-    config_hash = sweep.plan.config_hash(config) or ""
-    return _claim_and_run(sweep, config, config_hash, config_status(sweep.client, sweep.experiment_id, config_hash))
+def _reclaim(sweep: _Sweep, entry: Entry) -> Outcome | tuple[str, str] | None:
+    """Claim ``entry`` again after its remote run was lost, and submit it (None: another process holds it)."""
+    config_hash = sweep.plan.config_hash(entry.config) or ""
+    status = config_status(sweep.client, sweep.experiment_id, config_hash, entry.repeat)
+    return _claim_and_run(sweep, entry, config_hash, status)
 
 
 def _has_room(executor: Any) -> bool:
@@ -258,7 +261,7 @@ def _record(results: list[Result], progress: Progress, entry: Entry, outcome: Ou
     if outcome is not None:
         results.append(Result(entry, outcome))
         if outcome.status != "FINISHED" and not outcome.elsewhere:
-            progress.write(f"FAILED {entry.config.run_name} (run {outcome.run_id}): {outcome.summary}")
+            progress.write(f"FAILED {entry.name} (run {outcome.run_id}): {outcome.summary}")
     progress.settled(outcome)
 
 
@@ -273,7 +276,7 @@ def _settle(
     config_hash = sweep.plan.config_hash(entry.config) or ""
     waited_s = 0.0
     for attempt in range(1, CLAIM_ATTEMPTS + 1):
-        status = config_status(sweep.client, sweep.experiment_id, config_hash)
+        status = config_status(sweep.client, sweep.experiment_id, config_hash, entry.repeat)
         settled = _settled_elsewhere(entry, status, sweep.retry_failed, waited_s)
         if settled is not None or status.state == ELSEWHERE:
             return settled
@@ -284,7 +287,7 @@ def _settle(
             continue
         for run_id in status.stale_run_ids:
             mark_killed(sweep.client, run_id, sweep.parent_id)
-        outcome = _claim_and_run(sweep, entry.config, config_hash, status)
+        outcome = _claim_and_run(sweep, entry, config_hash, status)
         if outcome is not None:
             return outcome
         time.sleep(random.uniform(0.0, CLAIM_BACKOFF_S * attempt))
@@ -303,18 +306,19 @@ def _settled_elsewhere(entry: Entry, status: Status, retry_failed: bool, waited_
 
 
 def _claim_and_run(
-    sweep: _Sweep, config: TrainConfig, config_hash: str, status: Status
+    sweep: _Sweep, entry: Entry, config_hash: str, status: Status
 ) -> Outcome | tuple[str, str] | None:
-    """Create the child run, claim the configuration with it, and run it if the claim is won (else None).
+    """Create the child run, claim the (configuration, repeat) with it, and run it if the claim is won (else None).
 
     With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
     """
-    client = sweep.client
+    client, config = sweep.client, entry.config
     run_id = create_child_run(
-        config, sweep.experiment_id, sweep.parent_id, hardware=sweep.plan.hardware or "", client=client
+        config, sweep.experiment_id, sweep.parent_id, hardware=sweep.plan.hardware or "", client=client,
+        repeat=entry.repeat,
     )
     try:
-        claim = check_claim(client, sweep.experiment_id, config_hash, run_id, status.run_ids)
+        claim = check_claim(client, sweep.experiment_id, config_hash, run_id, status.run_ids, entry.repeat)
     except BaseException:
         with contextlib.suppress(Exception):
             client.set_terminated(run_id, "KILLED")
@@ -339,7 +343,7 @@ def _claim_and_run(
 
 def _wait_for_live(client: Any, run_id: str, entry: Entry, write: Callable[[str], None]) -> float:
     """Wait until run ``run_id``, measured by another process here, ends or its process dies; seconds waited."""
-    write(f"waiting for {entry.config.run_name}: run {run_id} is still running here")
+    write(f"waiting for {entry.name}: run {run_id} is still running here")
     started = time.monotonic()
     while True:
         run = client.get_run(run_id)

@@ -62,7 +62,9 @@ GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precisio
 CARBON_KEYS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
 """Top-level keys passed to every train run as its carbon options."""
 
-SETTING_KEYS: tuple[str, ...] = ("experiment", "device", "meter", "timeout_s", "description", "slurm") + CARBON_KEYS
+SETTING_KEYS: tuple[str, ...] = (
+    "experiment", "device", "meter", "timeout_s", "description", "slurm", "repeats"
+) + CARBON_KEYS
 """Top-level keys that are settings of the sweep, not grid values."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -104,6 +106,7 @@ class SweepSpec:
         slurm: the ``slurm`` section for ``--executor slurm``: ``partition``, ``account``
             (names) and ``time_min`` (minutes per configuration); the command's options win.
         carbon: the carbon settings given (keys of :data:`CARBON_KEYS`), passed to every train run.
+        repeats: measured runs per configuration (a positive integer, default 1).
     """
 
     name: str
@@ -117,6 +120,7 @@ class SweepSpec:
     description: str = ""
     slurm: dict[str, Any] = dataclasses.field(default_factory=dict)
     carbon: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    repeats: int = 1
 
     @property
     def carbon_args(self) -> list[str]:
@@ -126,12 +130,14 @@ class SweepSpec:
     @property
     def spec_hash(self) -> str:
         """Stable hash of the checked content (not of comments or layout)."""
-        content = {
+        content: dict[str, Any] = {
             "experiment": self.experiment,
             "device": self.device,
             "meter": self.meter,
             "grids": [{k: list(v) for k, v in sorted(g.items())} for g in self.grids],
         }
+        if self.repeats != 1:  # specs without repeats keep the hash they always had
+            content["repeats"] = self.repeats
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -219,6 +225,9 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
     timeout_s = data.get("timeout_s")
     if timeout_s is not None and not _positive_number(timeout_s):
         raise ConfigError("timeout_s", f"must be a finite positive number of seconds, got {timeout_s!r}")
+    repeats = data.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError("repeats", f"must be a positive integer (measured runs per configuration), got {repeats!r}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be text, got {type(description).__name__}")
@@ -230,6 +239,7 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
         "description": description,
         "slurm": _slurm(data.get("slurm")),
         "carbon": _carbon(data),
+        "repeats": repeats,
     }
 
 

@@ -1,9 +1,11 @@
-"""Where each planned configuration stands in the tracking store.
+"""Where each planned (configuration, repeat) stands in the tracking store.
 
 A configuration is found by ``roofline.config_hash`` among the active train runs of the
-experiment; :func:`store_status` turns the runs of one hash into a :class:`Status`
-(done, failed, live here, live elsewhere, stale, new). :func:`config_status` looks one
-configuration up again, as a sweep does just before it runs it.
+experiment, and one repeat of it by ``roofline.repeat`` (a run without that tag is repeat
+0, as every run was before repeats existed); :func:`store_status` turns the runs of one
+(hash, repeat) into a :class:`Status` (done, failed, live here, live elsewhere, stale,
+new). :func:`config_status` looks one up again, as a sweep does just before it runs it.
+A configuration measured ``k`` times is done when each of its ``k`` repeats is.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_REPEAT, TAG_RUN_TYPE
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.status import (
     ALIVE,
@@ -29,23 +31,33 @@ from mlflow_roofline.system.liveness import TAG_HOST, liveness
 PAGE_SIZE = 1000
 
 
-def store_status(plan: Plan, runs: Iterable[Any]) -> dict[TrainConfig, Status]:
-    """Each planned configuration's state, from the train runs of the experiment.
+Unit = tuple[TrainConfig, int]
+"""What a sweep claims, runs and resumes: one configuration and one repeat index."""
+
+
+def repeat_of(run: Any) -> int:
+    """The run's ``roofline.repeat`` (0 when absent or not an integer)."""
+    value = run.data.tags.get(TAG_REPEAT, "0")
+    return int(value) if value.isdigit() else 0
+
+
+def store_status(plan: Plan, runs: Iterable[Any]) -> dict[Unit, Status]:
+    """Each planned (configuration, repeat)'s state, from the train runs of the experiment.
 
     ``runs`` are MLflow ``Run`` objects (``client.search_runs`` results). Per config
-    hash: any FINISHED run -> DONE; else a RUNNING run whose process lives -> ALIVE
-    (or ELSEWHERE when recorded on another host), RUNNING runs whose process is gone ->
-    STALE; else the latest FAILED run -> FAILED; else (none, or only KILLED) -> NEW.
+    hash and repeat: any FINISHED run -> DONE; else a RUNNING run whose process lives ->
+    ALIVE (or ELSEWHERE when recorded on another host), RUNNING runs whose process is
+    gone -> STALE; else the latest FAILED run -> FAILED; else (none, or only KILLED) -> NEW.
     """
-    by_hash: dict[str, list[Any]] = {}
+    by_key: dict[tuple[str, int], list[Any]] = {}
     for run in runs:
         tags = run.data.tags
         if tags.get(TAG_RUN_TYPE) == "train" and TAG_CONFIG_HASH in tags:
-            by_hash.setdefault(tags[TAG_CONFIG_HASH], []).append(run)
-    statuses: dict[TrainConfig, Status] = {}
-    for config in plan.configs:
+            by_key.setdefault((tags[TAG_CONFIG_HASH], repeat_of(run)), []).append(run)
+    statuses: dict[Unit, Status] = {}
+    for config, repeat in plan.units:
         key = plan.config_hash(config)
-        statuses[config] = status_of(by_hash.get(key, []) if key else [])
+        statuses[(config, repeat)] = status_of(by_key.get((key, repeat), []) if key else [])
     return statuses
 
 
@@ -78,8 +90,8 @@ def _started(run: Any) -> int:
     return run.info.start_time or 0
 
 
-def store_statuses(client: Any, plan: Plan, experiment_id: str) -> dict[TrainConfig, Status]:
-    """Each planned configuration's status among the experiment's train runs."""
+def store_statuses(client: Any, plan: Plan, experiment_id: str) -> dict[Unit, Status]:
+    """Each planned (configuration, repeat)'s status among the experiment's train runs."""
     return store_status(plan, train_runs(client, experiment_id))
 
 
@@ -98,6 +110,11 @@ def train_runs(client: Any, experiment_id: str, config_hash: str | None = None) 
             return runs
 
 
-def config_status(client: Any, experiment_id: str, config_hash: str) -> Status:
-    """The state of one configuration, looked up now."""
-    return status_of(train_runs(client, experiment_id, config_hash))
+def repeat_runs(client: Any, experiment_id: str, config_hash: str, repeat: int) -> list[Any]:
+    """Every active train run of one (config hash, repeat), all pages."""
+    return [run for run in train_runs(client, experiment_id, config_hash) if repeat_of(run) == repeat]
+
+
+def config_status(client: Any, experiment_id: str, config_hash: str, repeat: int = 0) -> Status:
+    """The state of one (configuration, repeat), looked up now."""
+    return status_of(repeat_runs(client, experiment_id, config_hash, repeat))

@@ -1,0 +1,218 @@
+"""One law for every hardware the runs hold: pooled forms, chosen as the per-hardware forms are.
+
+With runs of two or more hardware, the fit pools them (each hardware's runs as its own
+fit prepared them: speedup, eta, features) and compares, by grouped CV over workloads
+with the 1-SE rule (:func:`fit.selection.choose_form`):
+
+- ``hardware_slopes``     ``log_E ~ (log_C + log_M + log_eta) * hardware + strategy``: a
+  separate paper law per hardware (what registering one law per hardware amounts to);
+- ``hardware_intercepts`` ``log_E ~ log_C + log_M + log_eta + strategy + hardware``: one
+  law, each hardware shifting its level;
+- ``hardware_offset``     ``log_E - log_jpf ~ log_C + log_M + log_eta + strategy``: one law
+  in which energy scales with the hardware's joules per FLOP at peak
+  (``log_jpf = log(board_power_w / peak FLOP/s)``, from the hardware table), no free
+  parameter per hardware;
+- ``hardware_covariates`` (three hardware or more) ``+ log_ridge``, the log of the
+  roofline ridge point ``peak FLOP/s / (bytes/s)``, so that a more memory-bound
+  device may cost more per FLOP than its peak says.
+
+The two covariate forms predict a GPU no run measured, given its table row; their
+leave-one-hardware-out MAPE (every hardware held out in turn, fitted on the others) is
+``loho_mape``. When a pooled form (not ``hardware_slopes``) wins, :attr:`PooledFit.law`
+is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.hardware_table import HardwareTable
+from mlflow_roofline.core.schema import M_LOHO_MAPE, present_strategies
+from mlflow_roofline.fit.cv import cv_mape, grouped_cv_mape
+from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
+from mlflow_roofline.fit.hardware import HardwareFit
+from mlflow_roofline.fit.ols import FormFit, fit_ols
+from mlflow_roofline.fit.selection import choose_form
+from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.linear import LinearLaw
+
+HARDWARE_OFFSET = "hardware_offset"
+HARDWARE_COVARIATES = "hardware_covariates"
+COVARIATE_FORMS: tuple[str, ...] = (HARDWARE_OFFSET, HARDWARE_COVARIATES)
+OFFSET = "log_jpf"
+
+
+@dataclasses.dataclass
+class _Chosen:
+    chosen: str
+
+
+@dataclasses.dataclass
+class PooledFit:
+    """The pooled forms over several hardware (see the module docstring).
+
+    Attributes:
+        forms: each evaluated pooled form by name.
+        chosen: the form the 1-SE rule picks (``hardware_slopes``: keep one law per hardware).
+        loho: leave-one-hardware-out (MAPE %, its standard error) of each covariate form.
+        covariates: per hardware, its covariates (only hardware the table knows).
+        missing: hardware the table does not know (then no covariate form is tried).
+        law: the pooled law when a pooled form wins, else None.
+        run_id, model_version, aliases: set when logged and registered.
+    """
+
+    forms: dict[str, FormFit]
+    chosen: str
+    loho: dict[str, tuple[float, float]]
+    covariates: dict[str, dict[str, float]]
+    missing: list[str]
+    law: FittedLaw | None = None
+    run_id: str = ""
+    model_version: str | None = None
+    aliases: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def hardware(self) -> str:
+        return ", ".join(self.covariates) if self.law is None else self.law.hardware
+
+    @property
+    def energy_source(self) -> str:
+        return self.law.energy_source if self.law is not None else ""
+
+    @property
+    def energy(self) -> _Chosen:
+        """What registration reads the chosen form from (as from a per-hardware fit)."""
+        return _Chosen(self.chosen)
+
+    @property
+    def covariate_form(self) -> str:
+        """The covariate form with the smallest leave-one-hardware-out error ("" without one)."""
+        scored = {n: v for n, v in self.loho.items() if np.isfinite(v[0])}
+        return min(scored, key=lambda n: scored[n][0]) if scored else ""
+
+    def metrics(self) -> dict[str, float]:
+        """``cv_mape_pooled_<form>``, ``cv_mape_se_pooled_<form>``, ``loho_mape`` and ``loho_mape_<form>`` (%)."""
+        out: dict[str, float] = {"pooled_registered": float(self.law is not None)}
+        for name, form in self.forms.items():
+            out[f"cv_mape_pooled_{name}"] = form.cv_mape
+            out[f"cv_mape_se_pooled_{name}"] = form.cv_se
+        for name, (mape, se) in self.loho.items():
+            out[f"{M_LOHO_MAPE}_{name}"], out[f"{M_LOHO_MAPE}_se_{name}"] = mape, se
+        if self.covariate_form:
+            out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
+        return out
+
+    def report(self) -> str:
+        """The pooled comparison in words, one line per form."""
+        lines = [
+            f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
+            f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload):"
+        ]
+        for name, form in self.forms.items():
+            loho = f"  loho_mape {self.loho[name][0]:.3g}%" if name in self.loho else ""
+            mark = "  <- chosen" if name == self.chosen else ""
+            lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){loho}{mark}")
+        if self.missing:
+            lines.append(
+                f"no hardware covariates: the hardware table lacks {', '.join(self.missing)} "
+                "(extend it with ROOFLINE_HARDWARE_TABLE)"
+            )
+        lines.append(
+            "registered: the pooled law"
+            if self.law is not None
+            else "registered: one law per hardware (separate slopes fit best)"
+        )
+        return "\n".join(lines)
+
+
+def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Every hardware's law features in one frame, ``hardware`` a categorical (the first fit's is the reference)."""
+    data = pd.concat([f.data.assign(hardware=f.hardware) for f in fits], ignore_index=True)
+    data["strategy"] = pd.Categorical(data["strategy"].astype(str), categories=present_strategies(data["strategy"]))
+    data["hardware"] = pd.Categorical(data["hardware"].astype(str), categories=[f.hardware for f in fits])
+    if len(covariates) == len(fits):
+        for name in ("log_jpf", "log_ridge"):
+            data[name] = data["hardware"].astype(str).map({hw: c[name] for hw, c in covariates.items()}).astype(float)
+    return data
+
+
+def _formulas(data: pd.DataFrame, with_covariates: bool) -> dict[str, str]:
+    strategy = " + strategy" if data["strategy"].nunique() > 1 else ""
+    out = {
+        HARDWARE_SLOPES: f"log_E ~ (log_C + log_M + log_eta) * hardware{strategy}",
+        HARDWARE_INTERCEPTS: f"log_E ~ log_C + log_M + log_eta + hardware{strategy}",
+    }
+    if with_covariates:
+        out[HARDWARE_OFFSET] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta{strategy}"
+        if data["hardware"].nunique() >= 3:
+            out[HARDWARE_COVARIATES] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta + log_ridge{strategy}"
+    return out
+
+
+def _with_offset(fit: FormFit, data: pd.DataFrame) -> FormFit:
+    """A ``log_E - log_jpf`` fit as a law of ``log_E`` itself: the term ``log_jpf`` with coefficient 1, exactly."""
+    law = fit.law
+    k = len(law.terms)
+    cov = np.zeros((k + 1, k + 1))
+    cov[:k, :k] = np.asarray(law.cov)
+    fit.law = LinearLaw(law.formula, [*law.terms, OFFSET], [*law.coef, 1.0], cov.tolist(), law.resid_var, law.df_resid)
+    fit.offset = data[OFFSET].to_numpy(dtype=float)
+    return fit
+
+
+def leave_one_hardware_out(formula: str, data: pd.DataFrame) -> tuple[float, float]:
+    """MAPE (%) of energy on each hardware's runs from the law fitted on the other hardware, and its se."""
+    folds = [np.flatnonzero((data["hardware"] == hw).to_numpy()) for hw in data["hardware"].cat.categories]
+    return cv_mape(formula, data, [f for f in folds if len(f)])
+
+
+def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0) -> PooledFit:
+    """The pooled forms over ``fits`` (two hardware or more, most runs first), scored and chosen."""
+    covariates = {f.hardware: s.covariates() for f in fits if (s := table.lookup(f.hardware)) is not None}
+    missing = [f.hardware for f in fits if f.hardware not in covariates]
+    data = pooled_data(fits, covariates)
+    forms: dict[str, FormFit] = {}
+    loho: dict[str, tuple[float, float]] = {}
+    for name, formula in _formulas(data, not missing).items():
+        fit = fit_ols(name, formula, data)
+        fit.cv_mape, fit.cv_se = grouped_cv_mape(formula, data, seed=seed)
+        if name in COVARIATE_FORMS:
+            fit = _with_offset(fit, data)
+            loho[name] = leave_one_hardware_out(formula, data)
+        forms[name] = fit
+    pooled = PooledFit(forms, choose_form(forms, default=HARDWARE_SLOPES), loho, covariates, missing)
+    if pooled.chosen != HARDWARE_SLOPES:
+        pooled.law = pooled_law(pooled, fits)
+    return pooled
+
+
+def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit]) -> FittedLaw:
+    """The pooled law: the chosen form's energy law, each hardware's own law, the covariate form."""
+    reference = fits[0].law
+    ranges: dict[str, list[float]] = {}
+    for fit in fits:
+        for key, (lo, hi) in fit.law.ranges.items():
+            old = ranges.get(key, [lo, hi])
+            ranges[key] = [min(old[0], lo), max(old[1], hi)]
+    chosen = pooled.forms[pooled.chosen]
+    covariate_form = pooled.covariate_form
+    return FittedLaw(
+        hardware=", ".join(f.hardware for f in fits),
+        energy_source="+".join(sorted({s for f in fits for s in f.energy_source.split("+")})),
+        form=pooled.chosen,
+        energy_law=chosen.law,
+        time_law=reference.time_law,
+        speedup_laws=reference.speedup_laws,
+        ranges=ranges,
+        n_runs=sum(f.law.n_runs for f in fits),
+        cv_mape=chosen.cv_mape,
+        hardware_laws={f.hardware: f.law for f in fits},
+        covariates=pooled.covariates,
+        covariate_form=covariate_form,
+        covariate_law=pooled.forms[covariate_form].law if covariate_form else None,
+        loho_mape=pooled.loho[covariate_form][0] if covariate_form else float("nan"),
+    )

@@ -1,0 +1,133 @@
+"""The optional ``hardware`` input column: which GPU each row's job runs on.
+
+A law of one hardware takes no ``hardware`` column, or one naming its own hardware. A
+law pooled over several hardware (:attr:`~law.fitted.FittedLaw.hardware_laws`) needs
+it: each row is predicted with the pooled energy law and its own hardware's time and
+speedup laws. A hardware no run measured is predicted through the pooled covariate form
+when the hardware table (:mod:`core.hardware_table`, extendable with
+``ROOFLINE_HARDWARE_TABLE``) knows it: ``extrapolated_hardware`` is then true, the
+energy interval is widened by the leave-one-hardware-out error (``loho_mape``: the
+bounds move out by a factor ``1 + loho_mape/100``), and the time is the reference
+hardware's scaled by the ratio of peak FLOP/s (a compute-bound job's time). Any other
+name is refused with the list of the hardware the model knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.core.hardware_table import load_hardware_table
+from mlflow_roofline.law.fitted import FittedLaw, law_features
+from mlflow_roofline.serve.errors import invalid, show
+
+HARDWARE_COLUMN = "hardware"
+COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
+
+
+def _covariates_of(name: str) -> dict[str, float] | None:
+    """The covariates of a GPU the hardware table knows (None when it does not)."""
+    spec = load_hardware_table().lookup(name)
+    return spec.covariates() if spec is not None else None
+
+
+def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | None, dict[str, dict[str, float]]]:
+    """The validated ``hardware`` column (None when the law needs none) and the covariates of unmeasured ones.
+
+    Raises:
+        InputError: the column is missing where the law knows several hardware, holds a
+            non-text value, or names a hardware neither the law nor (for a pooled law with
+            a covariate form) the hardware table knows.
+    """
+    known = law.known_hardware
+    if HARDWARE_COLUMN not in frame.columns:
+        if len(known) > 1:
+            raise invalid(
+                HARDWARE_COLUMN,
+                f"missing column; this model knows {len(known)} hardware, say which per row: {', '.join(known)}",
+            )
+        return None, {}
+    values = frame[HARDWARE_COLUMN].to_numpy(dtype=object)
+    not_text = np.flatnonzero([not isinstance(v, str) for v in values])
+    if len(not_text):
+        raise invalid(HARDWARE_COLUMN, f"must be a hardware name, got {show(values[not_text[0]])}", not_text)
+    extra: dict[str, dict[str, float]] = {}
+    for name in sorted(set(values) - set(known)):
+        covariates = _covariates_of(name) if law.covariate_law is not None else None
+        if covariates is None:
+            rows = np.flatnonzero(values == name)
+            table = " (or a GPU of the hardware table)" if law.covariate_law is not None else ""
+            raise invalid(
+                HARDWARE_COLUMN, f"unknown hardware {name!r}; this model knows {', '.join(known)}{table}", rows
+            )
+        extra[name] = covariates
+    return values, extra
+
+
+def pooled_energy(
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    hardware: str,
+    covariates: Mapping[str, float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and interval of log E (log joules) of rows all on ``hardware``, from the pooled law.
+
+    A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
+    its interval widened by ``log(1 + loho_mape/100)`` on each side.
+    """
+    features = law_features(
+        num_layers=sizes["num_layers"],
+        hidden_size=sizes["hidden_size"],
+        seq_len=sizes["seq_len"],
+        batch_size=sizes["batch_size"],
+        num_steps=sizes["num_steps"],
+        num_devices=n,
+        speedup=speedup,
+        strategy=strategy,
+    )
+    features[HARDWARE_COLUMN] = np.full(len(n), hardware, dtype=object)
+    for name in COVARIATE_NAMES:
+        if name in covariates:
+            features[name] = np.full(len(n), covariates[name])
+    if hardware in law.hardware_laws:
+        return law.energy_law.predict(features)
+    assert law.covariate_law is not None
+    mean, lower, upper = law.covariate_law.predict(features)
+    widen = float(np.log1p(law.loho_mape / 100.0)) if np.isfinite(law.loho_mape) else 0.0
+    return mean, lower - widen, upper + widen
+
+
+def unmeasured_time_shift(law: FittedLaw, covariates: Mapping[str, float]) -> float:
+    """log of (reference peak FLOP/s / this GPU's): the reference hardware's time is scaled by it."""
+    reference = law.covariates.get(law.known_hardware[0], {})
+    if "log_peak" not in reference:
+        return 0.0
+    return reference["log_peak"] - covariates["log_peak"]
+
+
+def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> FittedLaw:
+    """The law recommend and pareto modes search with: a pooled law's own law of the one measured hardware named.
+
+    Raises:
+        InputError: a pooled law without a ``hardware`` column, with several hardware in
+            one request, or with one no run measured.
+    """
+    if not law.hardware_laws:
+        return law
+    values, unmeasured = resolve_hardware(frame, law)
+    assert values is not None  # resolve_hardware requires the column of a pooled law
+    names = list(dict.fromkeys(values))
+    if unmeasured or len(names) > 1:
+        rows = np.flatnonzero(values != names[0]) if len(names) > 1 else np.arange(len(values))
+        raise invalid(
+            HARDWARE_COLUMN,
+            "this mode searches one measured hardware per request; "
+            f"name one of {', '.join(law.known_hardware)} in every row",
+            rows,
+        )
+    return law.hardware_laws[names[0]]

@@ -1,0 +1,96 @@
+"""End to end: runs of three simulated GPUs logged, fitted into one pooled law, served by `mlflow models serve`."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import mlflow
+import pandas as pd
+import pytest
+
+from mlflow_roofline.core.hardware_table import ENV_HARDWARE_TABLE
+from mlflow_roofline.fit.job import run_fit
+from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
+from mlflow_roofline.testing.scoring_server import ScoringServer
+from mlflow_roofline.testing.synthetic import log_runs
+
+pytestmark = pytest.mark.slow
+
+MODEL_URI = "models:/fleet-energy@champion"
+JOB = {
+    "num_layers": 6,
+    "hidden_size": 512,
+    "num_heads": 8,
+    "ffn_size": 2048,
+    "seq_len": 128,
+    "batch_size": 32,
+    "num_steps": 1000,
+    "strategy": "single",
+    "num_devices": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringServer, Any]]:
+    """The fleet's runs (their GPUs in the user's hardware table) fitted into one pooled law and served."""
+    warnings.simplefilter("ignore")
+    root = tmp_path_factory.mktemp("pooled-store")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    table = write_fleet_table(root / "fleet.csv")
+    previous = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setenv(ENV_HARDWARE_TABLE, str(table))
+        mlflow.set_tracking_uri(uri)
+        client = mlflow.MlflowClient()
+        frame = generate_roofline_runs(20, hardware=FLEET, seed=0)
+        log_runs(client, client.create_experiment("fleet"), frame)
+        outcome = run_fit(["fleet"], model_name="fleet-energy", alias="champion", echo=lambda *_: None)
+        assert outcome.pooled is not None and outcome.pooled.law is not None, outcome.pooled
+        server = ScoringServer(MODEL_URI, env={"MLFLOW_TRACKING_URI": uri, ENV_HARDWARE_TABLE: str(table)}).start()
+        try:
+            yield server, mlflow.pyfunc.load_model(MODEL_URI)
+        finally:
+            server.stop()
+            mlflow.set_tracking_uri(previous)
+
+
+def test_measured_and_table_hardware_over_http(served) -> None:
+    server, model = served
+    rows = [{**JOB, "hardware": "Sim Base"}, {**JOB, "hardware": "Sim Fast"}, {**JOB, "hardware": "NVIDIA L4"}]
+    response = server.invocations({"dataframe_records": rows})
+    assert response.status_code == 200, response.text
+    out = pd.DataFrame(response.json()["predictions"])
+    pd.testing.assert_frame_equal(out, model.predict(pd.DataFrame(rows)), check_dtype=False, rtol=1e-12)
+    assert out["extrapolated_hardware"].tolist() == [False, False, True]
+    assert out["energy_j"].iloc[1] < out["energy_j"].iloc[0]  # Sim Fast spends less than Sim Base, as generated
+    # the shipped table's L4 is predicted through the covariates, its interval widened
+    widths = out["energy_j_upper"] / out["energy_j_lower"]
+    assert widths.iloc[2] > widths.iloc[:2].max()
+
+
+def test_hardware_errors_are_400_with_the_known_hardware(served) -> None:
+    server, _ = served
+    missing = server.invocations({"dataframe_records": [JOB]})
+    assert missing.status_code == 400
+    assert "hardware: missing column; this model knows 3 hardware" in missing.json()["message"]
+    unknown = server.invocations({"dataframe_records": [{**JOB, "hardware": "Abacus"}]})
+    assert unknown.status_code == 400
+    message = unknown.json()["message"]
+    assert "unknown hardware 'Abacus'" in message and "Sim Base" in message and "Sim Fast" in message
+
+
+def test_recommend_searches_the_named_measured_hardware(served) -> None:
+    server, _ = served
+    job = {**JOB, "hardware": "Sim Fast"}
+    response = server.invocations({"dataframe_records": [job], "params": {"mode": "recommend", "max_devices": 4}})
+    assert response.status_code == 200, response.text
+    assert response.json()["predictions"][0]["energy_j"] > 0
+    several = server.invocations(
+        {"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}], "params": {"mode": "recommend"}}
+    )
+    assert several.status_code == 400 and "one measured hardware per request" in several.json()["message"]
