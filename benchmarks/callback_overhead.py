@@ -97,17 +97,30 @@ def timed_callback() -> TrainerCallback:
 def job(args: argparse.Namespace, with_callback: bool, out: str) -> tuple[float, float, float]:
     """One Trainer job: mean wall and CPU seconds of a step (all but the first two); whole train() seconds."""
     torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(
-        vocab_size=1000, hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=args.heads,
-        intermediate_size=4 * args.hidden, max_position_embeddings=args.seq))
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=1000,
+            hidden_size=args.hidden,
+            num_hidden_layers=args.layers,
+            num_attention_heads=args.heads,
+            intermediate_size=4 * args.hidden,
+            max_position_embeddings=args.seq,
+        )
+    )
     clock = StepClock()
     callbacks: list[TrainerCallback] = [timed_callback()] if with_callback else []
     # The clock goes last: its on_step_end sees the step plus every callback's on_step_end but its own.
-    training = TrainingArguments(out, max_steps=args.steps, per_device_train_batch_size=args.batch,
-                                 logging_steps=args.logging_steps, report_to=[], use_cpu=True,
-                                 save_strategy="no", disable_tqdm=True)
-    trainer = Trainer(model=model, args=training, train_dataset=Tokens(4096, args.seq),
-                      callbacks=[*callbacks, clock])
+    training = TrainingArguments(
+        out,
+        max_steps=args.steps,
+        per_device_train_batch_size=args.batch,
+        logging_steps=args.logging_steps,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(model=model, args=training, train_dataset=Tokens(4096, args.seq), callbacks=[*callbacks, clock])
     t0 = time.perf_counter()
     trainer.train()
     whole = time.perf_counter() - t0
@@ -153,14 +166,18 @@ def main() -> None:
         with_cb = [r[index] for r in results[True]]
         without = [r[index] for r in results[False]]
         ratio, lo, hi = geometric_ci([a / b for a, b in zip(with_cb, without)])
-        print(f"{what}: without {statistics.median(without) * 1e3:.2f} ms, with {statistics.median(with_cb) * 1e3:.2f}"
-              f" ms (medians over rounds); paired ratio {ratio:.4f}  95% CI [{lo:.4f}, {hi:.4f}]")
+        print(
+            f"{what}: without {statistics.median(without) * 1e3:.2f} ms, with {statistics.median(with_cb) * 1e3:.2f}"
+            f" ms (medians over rounds); paired ratio {ratio:.4f}  95% CI [{lo:.4f}, {hi:.4f}]"
+        )
     steps = (len(results[True]) + 1) * args.steps
     plain_cpu = statistics.median(r[1] for r in results[False])
     for what, spent in (("wall", INSIDE), ("CPU", INSIDE_CPU)):
         per_step = sum(spent) / steps
-        print(f"inside the callback ({what}): {per_step * 1e6:.1f} us per step (mean, logging steps included) = "
-              f"{per_step / plain_cpu:.2%} of the plain step's CPU time")
+        print(
+            f"inside the callback ({what}): {per_step * 1e6:.1f} us per step (mean, logging steps included) = "
+            f"{per_step / plain_cpu:.2%} of the plain step's CPU time"
+        )
     print("target: step time ratio <= 1.01 on a step of >= 10 ms")
 
 

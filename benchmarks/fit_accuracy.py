@@ -58,8 +58,10 @@ def main() -> int:
         print(f"{generator} generator, {args.workloads} workloads, {args.seeds} seeds (mean over seeds, %):")
         print(f"  {'form':16s} {'cv_mape':>8s} {'extrap_mape':>12s} {'registered':>11s}")
         for name, errors in cv.items():
-            print(f"  {name:16s} {np.nanmean(errors):8.2f} {np.nanmean(extrap[name]):12.2f} "
-                  f"{chosen[name]:>7d}/{args.seeds}")
+            print(
+                f"  {name:16s} {np.nanmean(errors):8.2f} {np.nanmean(extrap[name]):12.2f} "
+                f"{chosen[name]:>7d}/{args.seeds}"
+            )
     _pooled(args.workloads, args.seeds)
     return 0
 
@@ -82,8 +84,9 @@ def _pooled(workloads: int, seeds: int) -> None:
     chosen: collections.Counter[str] = collections.Counter()
     for seed in range(seeds):
         frame = generate_roofline_runs(workloads, hardware=FLEET, seed=seed)
-        fits = sorted((fit_hardware(rows.copy(), str(hw)) for hw, rows in frame.groupby("hardware")),
-                      key=lambda f: -len(f.frame))
+        fits = sorted(
+            (fit_hardware(rows.copy(), str(hw)) for hw, rows in frame.groupby("hardware")), key=lambda f: -len(f.frame)
+        )
         pooled = fit_pooled(fits, table, seed)
         chosen[pooled.chosen] += 1
         for name, form in pooled.forms.items():

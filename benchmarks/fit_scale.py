@@ -98,14 +98,20 @@ def main() -> int:
 
     metrics = fit.metrics()
     print()
-    print(f"runs                                   {n_runs}   (min of {args.repeat} runs each; all samples in brackets)")
+    print(
+        f"runs                                   {n_runs}   (min of {args.repeat} runs each; all samples in brackets)"
+    )
     print(f"(a) bare mlflow.search_runs            {best['search']:8.2f} s  [{show(samples['search'])}]")
     print(f"(b) whole fit incl. logging + registry {best['fit']:8.2f} s  [{show(samples['fit'])}]")
-    print(f"    fastest (b): pull {fastest['pull']:.2f} s, laws + CV {fastest['fit']:.2f} s, "
-          f"logging + model + registry {fastest['log']:.2f} s")
+    print(
+        f"    fastest (b): pull {fastest['pull']:.2f} s, laws + CV {fastest['fit']:.2f} s, "
+        f"logging + model + registry {fastest['log']:.2f} s"
+    )
     print(f"ratio (b)/(a)                          {best['fit'] / best['search']:8.2f}   (target <= 1.5)")
-    print(f"fit: form {fit.energy.chosen}, alpha_c {metrics['alpha_c']:.3f}, alpha_m {metrics['alpha_m']:.3f}, "
-          f"alpha_eta {metrics['alpha_eta']:.3f}, cv_mape {metrics['cv_mape']:.2f}%, model version {fit.model_version}")
+    print(
+        f"fit: form {fit.energy.chosen}, alpha_c {metrics['alpha_c']:.3f}, alpha_m {metrics['alpha_m']:.3f}, "
+        f"alpha_eta {metrics['alpha_eta']:.3f}, cv_mape {metrics['cv_mape']:.2f}%, model version {fit.model_version}"
+    )
     if args.keep is None:
         os.chdir(tempfile.gettempdir())
         shutil.rmtree(workdir, ignore_errors=True)

@@ -119,7 +119,10 @@ def main() -> None:
         return float(lo), float(hi)
 
     print(f"meter: {meter.source} ({meter.selection})")
-    print(f"model: BERT L={args.layers} d={args.hidden} h={args.heads} ff={args.ffn}, S={args.seq} B={args.batch}, 1 thread, CPU")
+    print(
+        f"model: BERT L={args.layers} d={args.hidden} h={args.heads} ff={args.ffn}, "
+        f"S={args.seq} B={args.batch}, 1 thread, CPU"
+    )
     print(f"steps: {args.steps} rounds of {len(arms)} interleaved arms after {args.warmup} warm-up steps")
     print(f"{'':24}{'wall (ms)':>11}{'ratio':>8}{'95% interval':>18}{'CPU (ms)':>11}{'ratio':>8}")
     for arm in arms:
@@ -143,10 +146,14 @@ def main() -> None:
     edge_us = 1e6 * statistics.median(edges)
     print(f"begin()+end() around a real step: median {edge_us:.1f} us = ratio {1 + edge_us / (1e6 * step_s):.4f}")
     window_us = 1e6 * statistics.median(empty)
-    print(f"empty window (begin+end): median {window_us:.1f} us = {window_us / (1e6 * statistics.median(base)):.2e} of a step")
+    print(
+        f"empty window (begin+end): median {window_us:.1f} us = "
+        f"{window_us / (1e6 * statistics.median(base)):.2e} of a step"
+    )
     print("target: with/without ratio <= 1.005; compare it with the A/A control's distance from 1")
     if failed:
         print(f"windows without an energy reading: {failed} of {args.steps}")
+
 
 if __name__ == "__main__":
     main()

@@ -21,11 +21,19 @@ from mlflow_roofline.sweep.spec import SweepSpec, parse_spec
 
 def grid_spec(layers: int, widths: int, seq_lens: int) -> SweepSpec:
     """A single-strategy grid of ``layers * widths * seq_lens`` points, every one runnable."""
-    return parse_spec({
-        "device": "cpu", "num_heads": 2, "ffn_ratio": 2, "batch_size": 4,
-        "grid": {"num_layers": list(range(1, layers + 1)), "hidden_size": list(range(2, 2 * widths + 2, 2)),
-                 "seq_len": list(range(1, seq_lens + 1))},
-    })
+    return parse_spec(
+        {
+            "device": "cpu",
+            "num_heads": 2,
+            "ffn_ratio": 2,
+            "batch_size": 4,
+            "grid": {
+                "num_layers": list(range(1, layers + 1)),
+                "hidden_size": list(range(2, 2 * widths + 2, 2)),
+                "seq_len": list(range(1, seq_lens + 1)),
+            },
+        }
+    )
 
 
 def best_of(repeat: int, work: object) -> float:

@@ -175,19 +175,26 @@ def report(
     for n in names:
         print(f"{n:<10} {p50[n]:>8.2f} {p99[n]:>8.2f} {statistics.fmean(latency[n]) * 1e3:>8.2f}")
     ratio50, ratio99 = p50["roofline"] / p50["trivial"], p99["roofline"] / p99["trivial"]
-    print(f"roofline/trivial p50 ratio {ratio50:.3f} (target <= 1.2: {'met' if ratio50 <= 1.2 else 'MISSED'}); "
-          f"p99 ratio {ratio99:.3f}")
+    print(
+        f"roofline/trivial p50 ratio {ratio50:.3f} (target <= 1.2: {'met' if ratio50 <= 1.2 else 'MISSED'}); "
+        f"p99 ratio {ratio99:.3f}"
+    )
     print(f"\n{args.batch_rows}-row batch, {args.batch_repeats} repeats (s): median  min")
     for label, times in batch_s.items():
         print(f"  {label:<20} {statistics.median(times):.3f}  {min(times):.3f}")
     trivial = statistics.median(batch_s["trivial"])
     roof = statistics.median(batch_s["roofline"])
-    print(f"roofline {args.batch_rows}-row batch median {roof:.3f} s "
-          f"(target < 0.5 s: {'met' if roof < 0.5 else 'MISSED'}); {roof / trivial:.2f}x the trivial model's")
+    print(
+        f"roofline {args.batch_rows}-row batch median {roof:.3f} s "
+        f"(target < 0.5 s: {'met' if roof < 0.5 else 'MISSED'}); {roof / trivial:.2f}x the trivial model's"
+    )
     front = statistics.median(batch_s["roofline pareto"])
-    print(f"roofline {args.batch_rows}-row pareto median {front:.3f} s "
-          f"(target < 1 s: {'met' if front < 1.0 else 'MISSED'}); {points[0]} frontier points ({points[0] / args.batch_rows:.1f} per row), "
-          f"{front / trivial:.2f}x the trivial batch")
+    print(
+        f"roofline {args.batch_rows}-row pareto median {front:.3f} s "
+        f"(target < 1 s: {'met' if front < 1.0 else 'MISSED'}); {points[0]} frontier points "
+        f"({points[0] / args.batch_rows:.1f} per row), "
+        f"{front / trivial:.2f}x the trivial batch"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

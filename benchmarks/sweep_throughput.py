@@ -34,8 +34,13 @@ def run_sweep(spec: str, store: Path, extra: list[str]) -> float:
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
     env.pop("MLFLOW_RUN_ID", None)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "mlflow_roofline.cli", "sweep", spec, "--no-progress", *extra],
-                          env=env, cwd=store.parent, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", spec, "--no-progress", *extra],
+        env=env,
+        cwd=store.parent,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"sweep failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
@@ -47,8 +52,13 @@ def child_costs(store: Path) -> tuple[float, dict[str, list[float]]]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{store}")
-    runs = [r for e in client.search_experiments() for r in client.search_runs(
-        [e.experiment_id], "tags.`roofline.run_type` = 'train' AND attributes.status = 'FINISHED'", max_results=5000)]
+    runs = [
+        r
+        for e in client.search_experiments()
+        for r in client.search_runs(
+            [e.experiment_id], "tags.`roofline.run_type` = 'train' AND attributes.status = 'FINISHED'", max_results=5000
+        )
+    ]
     windows_total = 0.0
     fixed: dict[str, list[float]] = {"single-process": [], "multi-process": []}
     for run in runs:
@@ -66,12 +76,17 @@ def child_costs(store: Path) -> tuple[float, dict[str, list[float]]]:
 
 def report(label: str, wall: float, windows: float, fixed: dict[str, list[float]]) -> None:
     configs = sum(len(v) for v in fixed.values())
-    print(f"[{label}] {configs} configs: sweep wall {wall:.1f} s, windows {windows:.1f} s, "
-          f"fixed cost per config {(wall - windows) / configs:.2f} s")
+    print(
+        f"[{label}] {configs} configs: sweep wall {wall:.1f} s, windows {windows:.1f} s, "
+        f"fixed cost per config {(wall - windows) / configs:.2f} s"
+    )
     for kind, values in fixed.items():
         if values:
-            print(f"[{label}]   {kind:<15} n={len(values):<3} median fixed cost per run {statistics.median(values):.2f} s "
-                  f"(run wall minus its windows; target {'3' if kind == 'single-process' else '4.5'} s)")
+            print(
+                f"[{label}]   {kind:<15} n={len(values):<3} "
+                f"median fixed cost per run {statistics.median(values):.2f} s "
+                f"(run wall minus its windows; target {'3' if kind == 'single-process' else '4.5'} s)"
+            )
 
 
 def main() -> None:

@@ -30,10 +30,27 @@ def one_run(args: argparse.Namespace, env: dict[str, str], on: bool) -> tuple[fl
     """``time_s`` (s), ``energy_j`` (J or None), the energy source and the system-metric samples of one run."""
     from mlflow.tracking import MlflowClient
 
-    command = [sys.executable, "-m", "mlflow_roofline.cli", "train", "--experiment", "sysm-overhead",
-               "--strategy", args.strategy, "--num-devices", str(args.num_devices), "--device", args.device,
-               "--num-steps", str(args.num_steps), "--warmup-steps", "3", "--meter", args.meter,
-               "--system-metrics" if on else "--no-system-metrics"]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow_roofline.cli",
+        "train",
+        "--experiment",
+        "sysm-overhead",
+        "--strategy",
+        args.strategy,
+        "--num-devices",
+        str(args.num_devices),
+        "--device",
+        args.device,
+        "--num-steps",
+        str(args.num_steps),
+        "--warmup-steps",
+        "3",
+        "--meter",
+        args.meter,
+        "--system-metrics" if on else "--no-system-metrics",
+    ]
     for key, value in SHAPE.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -65,8 +82,12 @@ def main() -> int:
     parser.add_argument("--num-devices", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--meter", default="auto")
-    parser.add_argument("--interval-s", type=float, default=None,
-                        help="sampling interval (MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL); default: the train run's")
+    parser.add_argument(
+        "--interval-s",
+        type=float,
+        default=None,
+        help="sampling interval (MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL); default: the train run's",
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="sysm-overhead-"))
@@ -84,7 +105,7 @@ def main() -> int:
     time_ratios, energy_ratios, samples, sources = [], [], [], set()
     for pair in range(args.pairs):
         results = {}
-        for on in ((True, False) if pair % 2 == 0 else (False, True)):
+        for on in (True, False) if pair % 2 == 0 else (False, True):
             results[on] = one_run(args, env, on)
         (t_on, e_on, s_on, n_on), (t_off, e_off, s_off, _) = results[True], results[False]
         time_ratios.append(t_on / t_off)
@@ -92,18 +113,24 @@ def main() -> int:
             energy_ratios.append(e_on / e_off)
         samples.append(n_on)
         sources |= {s_on, s_off}
-        print(f"pair {pair + 1}: time_s on {t_on:.3f} off {t_off:.3f}; energy_j on {e_on} off {e_off}; "
-              f"{n_on} samples", flush=True)
+        print(
+            f"pair {pair + 1}: time_s on {t_on:.3f} off {t_off:.3f}; energy_j on {e_on} off {e_off}; {n_on} samples",
+            flush=True,
+        )
 
-    print(f"configuration: {SHAPE} steps={args.num_steps} {args.strategy} x{args.num_devices} on {args.device}, "
-          f"energy {'/'.join(sorted(sources))}, cpus={os.cpu_count()} load={os.getloadavg()[0]:.2f}, "
-          f"sampling interval {args.interval_s or 'default'} s, median {statistics.median(samples)} samples per run")
+    print(
+        f"configuration: {SHAPE} steps={args.num_steps} {args.strategy} x{args.num_devices} on {args.device}, "
+        f"energy {'/'.join(sorted(sources))}, cpus={os.cpu_count()} load={os.getloadavg()[0]:.2f}, "
+        f"sampling interval {args.interval_s or 'default'} s, median {statistics.median(samples)} samples per run"
+    )
     g, lo, hi = ratio_ci(time_ratios)
     print(f"time_s   with / without system metrics: {g:.4f}  (95% CI {lo:.4f} .. {hi:.4f}, {len(time_ratios)} pairs)")
     if energy_ratios:
         g, lo, hi = ratio_ci(energy_ratios)
-        print(f"energy_j with / without system metrics: {g:.4f}  (95% CI {lo:.4f} .. {hi:.4f}, "
-              f"{len(energy_ratios)} pairs)")
+        print(
+            f"energy_j with / without system metrics: {g:.4f}  (95% CI {lo:.4f} .. {hi:.4f}, "
+            f"{len(energy_ratios)} pairs)"
+        )
     return 0
 
 

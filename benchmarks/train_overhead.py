@@ -51,9 +51,26 @@ def full_run_s(args: argparse.Namespace, env: dict[str, str], experiment: str) -
     of its whole process tree (launcher, torchrun, ranks: what a busy machine makes you wait for)."""
     from mlflow.tracking import MlflowClient
 
-    command = [sys.executable, "-m", "mlflow_roofline.cli", "train", "--experiment", experiment,
-               "--strategy", args.strategy, "--num-devices", str(args.num_devices), "--device", "cpu",
-               "--num-steps", str(args.num_steps), "--warmup-steps", "3", "--meter", "estimate"]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow_roofline.cli",
+        "train",
+        "--experiment",
+        experiment,
+        "--strategy",
+        args.strategy,
+        "--num-devices",
+        str(args.num_devices),
+        "--device",
+        "cpu",
+        "--num-steps",
+        str(args.num_steps),
+        "--warmup-steps",
+        "3",
+        "--meter",
+        "estimate",
+    ]
     for key, value in SHAPE.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -93,8 +110,9 @@ def main() -> int:
     # The bare loop runs what one rank runs: under ddp/fsdp its share of the batch.
     config = TrainConfig(**SHAPE, num_steps=args.num_steps, warmup_steps=3)
     if args.strategy in ("ddp", "fsdp"):
-        config = TrainConfig(**{**SHAPE, "batch_size": SHAPE["batch_size"] // args.num_devices},
-                             num_steps=args.num_steps, warmup_steps=3)
+        config = TrainConfig(
+            **{**SHAPE, "batch_size": SHAPE["batch_size"] // args.num_devices}, num_steps=args.num_steps, warmup_steps=3
+        )
 
     bare, full, window, cpu = [], [], [], []
     for _ in range(args.repeats):
@@ -105,8 +123,10 @@ def main() -> int:
         cpu.append(cpu_s)
     b, f, w, c = (statistics.median(x) for x in (bare, full, window, cpu))
     overhead = f - b
-    print(f"configuration: {SHAPE} steps={args.num_steps} strategy={args.strategy} x{args.num_devices} "
-          f"OMP_NUM_THREADS={threads} cpus={os.cpu_count()} load={os.getloadavg()[0]:.2f}")
+    print(
+        f"configuration: {SHAPE} steps={args.num_steps} strategy={args.strategy} x{args.num_devices} "
+        f"OMP_NUM_THREADS={threads} cpus={os.cpu_count()} load={os.getloadavg()[0]:.2f}"
+    )
     print(f"bare training loop (in-process, median of {args.repeats}): {b:8.3f} s")
     print(f"full entry point (mlflow-roofline train, wall):      {f:8.3f} s")
     print(f"  its measured window (time_s):                      {w:8.3f} s")

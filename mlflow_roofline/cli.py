@@ -22,7 +22,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("mlflow_roofline.commands.train", "train_command", "Fine-tune one BERT configuration, measured."),
     "sweep": ("mlflow_roofline.commands.sweep", "sweep_command", "Run a spec's grid of train runs (resumable)."),
     "specs": ("mlflow_roofline.commands.sweep", "specs_command", "List the shipped sweep specs."),
-    "import": ("mlflow_roofline.commands.import_", "import_command", "Import runs measured elsewhere (table, CodeCarbon)."),
+    "import": (
+        "mlflow_roofline.commands.import_",
+        "import_command",
+        "Import runs measured elsewhere (table, CodeCarbon).",
+    ),
     "fit": ("mlflow_roofline.commands.fit", "fit_command", "Fit the energy laws and register the model."),
     "predict": ("mlflow_roofline.commands.predict", "predict_command", "Predict or recommend with a registered law."),
 }

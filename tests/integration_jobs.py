@@ -41,9 +41,16 @@ def tiny_bert() -> torch.nn.Module:
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    return BertForSequenceClassification(BertConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=64))
+    return BertForSequenceClassification(
+        BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    )
 
 
 def tiny_gpt2() -> torch.nn.Module:
@@ -51,18 +58,35 @@ def tiny_gpt2() -> torch.nn.Module:
     from transformers import GPT2Config, GPT2ForSequenceClassification
 
     torch.manual_seed(0)
-    return GPT2ForSequenceClassification(GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, pad_token_id=0))
+    return GPT2ForSequenceClassification(
+        GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, pad_token_id=0)
+    )
 
 
-def run_trainer(model: torch.nn.Module, callback: Any, *, max_steps: int, logging_steps: int = 2,
-                report_to: list[str] | None = None, batch: int = 4, output_dir: str = "trainer-out") -> Any:
+def run_trainer(
+    model: torch.nn.Module,
+    callback: Any,
+    *,
+    max_steps: int,
+    logging_steps: int = 2,
+    report_to: list[str] | None = None,
+    batch: int = 4,
+    output_dir: str = "trainer-out",
+) -> Any:
     """Train ``model`` with the Hugging Face Trainer and ``callback``; return the Trainer's state."""
     from transformers import Trainer, TrainingArguments
 
-    args = TrainingArguments(output_dir, max_steps=max_steps, per_device_train_batch_size=batch,
-                             logging_steps=logging_steps, report_to=report_to or [], use_cpu=True,
-                             save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir,
+        max_steps=max_steps,
+        per_device_train_batch_size=batch,
+        logging_steps=logging_steps,
+        report_to=report_to or [],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=TokenData(400), callbacks=[callback])
     trainer.train()
     return trainer.state
@@ -86,8 +110,16 @@ def _loop_job() -> str | None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.utils.data.DataLoader(TokenData(200), batch_size=4)
     model, optimizer, data = accelerator.prepare(model, optimizer, data)
-    with track_training(accelerator, model, total_steps=10, logging_steps=2, meter="estimate", warmup_steps=2,
-                        forecast_after_steps=4, experiment="launched") as tracker:
+    with track_training(
+        accelerator,
+        model,
+        total_steps=10,
+        logging_steps=2,
+        meter="estimate",
+        warmup_steps=2,
+        forecast_after_steps=4,
+        experiment="launched",
+    ) as tracker:
         for step, batch in enumerate(data):
             accelerator.backward(model(**batch).loss)
             optimizer.step()

@@ -29,24 +29,12 @@ from mlflow_roofline.core.schema import (
 
 
 def _raw_rows() -> list[dict[str, str]]:
-    text = (
-        resources.files("mlflow_roofline")
-        .joinpath("data", "carbon_intensity.csv")
-        .read_text("utf-8")
-    )
-    return list(
-        csv.DictReader(
-            line for line in text.splitlines() if line and not line.startswith("#")
-        )
-    )
+    text = resources.files("mlflow_roofline").joinpath("data", "carbon_intensity.csv").read_text("utf-8")
+    return list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
 
 
 def test_table_header_states_source_licence_and_year() -> None:
-    text = (
-        resources.files("mlflow_roofline")
-        .joinpath("data", "carbon_intensity.csv")
-        .read_text("utf-8")
-    )
+    text = resources.files("mlflow_roofline").joinpath("data", "carbon_intensity.csv").read_text("utf-8")
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     for needle in ("Our World in Data", "Ember", "CC BY 4.0", "MIT", "year"):
         assert needle in header
@@ -68,9 +56,7 @@ def test_table_country_rows_are_complete_and_cloud_rows_point_at_a_country() -> 
     assert len({r["region"].lower() for r in rows}) == len(rows)
 
 
-@pytest.mark.parametrize(
-    "region", ["us-east-1", "europe-west4", "eastus", "eu-central-1", "EastUS"]
-)
+@pytest.mark.parametrize("region", ["us-east-1", "europe-west4", "eastus", "eu-central-1", "EastUS"])
 def test_cloud_region_takes_its_countrys_figure(region: str) -> None:
     figure = lookup_region(region)
     country = region_table()[figure.grid.lower()]
@@ -80,16 +66,12 @@ def test_cloud_region_takes_its_countrys_figure(region: str) -> None:
 
 def test_resolution_order_option_then_env_then_region() -> None:
     env = {"ROOFLINE_CARBON_INTENSITY": "123", "ROOFLINE_REGION": "FR"}
-    assert resolve_carbon(carbon_intensity=50, env=env) == CarbonSettings(
-        50.0, "option", 1.0, None
-    )
+    assert resolve_carbon(carbon_intensity=50, env=env) == CarbonSettings(50.0, "option", 1.0, None)
     assert resolve_carbon(env=env) == CarbonSettings(123.0, "env", 1.0, None)
     from_env_region = resolve_carbon(env={"ROOFLINE_REGION": "fr"})
     assert from_env_region.source == "table:FR"
     assert from_env_region.intensity_g_per_kwh == lookup_region("FR").g_co2e_per_kwh
-    assert (
-        resolve_carbon(region="de", env={"ROOFLINE_REGION": "FR"}).source == "table:DE"
-    )
+    assert resolve_carbon(region="de", env={"ROOFLINE_REGION": "FR"}).source == "table:DE"
 
 
 def test_nothing_given_leaves_intensity_unknown() -> None:
@@ -102,9 +84,7 @@ def test_nothing_given_leaves_intensity_unknown() -> None:
 def test_pue_and_price_from_options_and_env() -> None:
     env = {"ROOFLINE_PUE": "1.4", "ROOFLINE_PRICE_PER_KWH": "0.3"}
     assert resolve_carbon(env=env) == CarbonSettings(None, None, 1.4, 0.3)
-    assert resolve_carbon(pue=1.1, price_per_kwh=0.2, env=env) == CarbonSettings(
-        None, None, 1.1, 0.2
-    )
+    assert resolve_carbon(pue=1.1, price_per_kwh=0.2, env=env) == CarbonSettings(None, None, 1.1, 0.2)
     assert resolve_carbon(env={"ROOFLINE_PUE": "  "}).pue == 1.0
 
 
@@ -139,9 +119,7 @@ def test_unknown_region_says_how_to_give_the_figure() -> None:
 
 
 def test_emissions_scalar_follow_the_definition() -> None:
-    settings = CarbonSettings(
-        intensity_g_per_kwh=400.0, source="option", pue=1.5, price_per_kwh=0.25
-    )
+    settings = CarbonSettings(intensity_g_per_kwh=400.0, source="option", pue=1.5, price_per_kwh=0.25)
     out = emissions(2 * J_PER_KWH, settings)
     assert out == {
         "energy_kwh": 2.0,
@@ -165,9 +143,7 @@ def test_emissions_vectorised_match_scalar() -> None:
 def test_carbon_tags_known_and_unknown() -> None:
     known = carbon_tags(resolve_carbon(region="us-east-1", price_per_kwh=0.1, env={}))
     assert known[TAG_CARBON_SOURCE] == "table:us-east-1"
-    assert float(known[TAG_CARBON_INTENSITY]) == pytest.approx(
-        lookup_region("US").g_co2e_per_kwh
-    )
+    assert float(known[TAG_CARBON_INTENSITY]) == pytest.approx(lookup_region("US").g_co2e_per_kwh)
     assert known[TAG_PUE] == "1" and known[TAG_PRICE_PER_KWH] == "0.1"
     assert TAG_CARBON_UNKNOWN not in known
     unknown = carbon_tags(resolve_carbon(env={}))

@@ -31,8 +31,8 @@ from mlflow_roofline.core.schema import (
     TAG_PRICE_PER_KWH,
     TAG_PUE,
 )
-from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.child_run import train_command
+from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.spec import parse_spec
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
@@ -66,9 +66,7 @@ def _busy(seconds: float) -> None:
         pass
 
 
-def _check_emissions(
-    metrics: dict[str, float], intensity: float, pue: float, price: float | None
-) -> None:
+def _check_emissions(metrics: dict[str, float], intensity: float, pue: float, price: float | None) -> None:
     kwh = metrics[M_ENERGY_J] / J_PER_KWH
     assert metrics[M_ENERGY_KWH] == pytest.approx(kwh, rel=1e-9)
     assert metrics[M_CO2E_G] == pytest.approx(kwh * pue * intensity, rel=1e-9)
@@ -79,12 +77,8 @@ def _check_emissions(
 
 
 def test_track_energy_logs_emissions_with_their_source(tracking_uri: str) -> None:
-    settings = CarbonSettings(
-        intensity_g_per_kwh=250.0, source="option", pue=1.3, price_per_kwh=0.2
-    )
-    with mlflow_roofline.track_energy(
-        "estimate", device="cpu", carbon=settings
-    ) as window:
+    settings = CarbonSettings(intensity_g_per_kwh=250.0, source="option", pue=1.3, price_per_kwh=0.2)
+    with mlflow_roofline.track_energy("estimate", device="cpu", carbon=settings) as window:
         _busy(0.2)
     run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
     assert window.measurement.energy_j == pytest.approx(run.data.metrics[M_ENERGY_J])
@@ -105,17 +99,13 @@ def test_track_energy_without_a_figure_logs_kwh_and_says_emissions_are_unknown(
     with mlflow_roofline.track_energy("estimate", device="cpu"):
         _busy(0.1)
     run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
-    assert run.data.metrics[M_ENERGY_KWH] == pytest.approx(
-        run.data.metrics[M_ENERGY_J] / J_PER_KWH
-    )
+    assert run.data.metrics[M_ENERGY_KWH] == pytest.approx(run.data.metrics[M_ENERGY_J] / J_PER_KWH)
     assert M_CO2E_G not in run.data.metrics and M_COST not in run.data.metrics
     assert "--carbon-intensity" in run.data.tags[TAG_CARBON_UNKNOWN]
     assert TAG_CARBON_SOURCE not in run.data.tags
 
 
-def test_track_energy_takes_the_env(
-    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_track_energy_takes_the_env(tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLINE_REGION", "eu-west-3")
     with mlflow_roofline.track_energy("estimate", device="cpu"):
         _busy(0.1)
@@ -124,9 +114,7 @@ def test_track_energy_takes_the_env(
     _check_emissions(run.data.metrics, lookup_region("FR").g_co2e_per_kwh, 1.0, None)
 
 
-def test_track_energy_bad_env_fails_before_the_block(
-    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_track_energy_bad_env_fails_before_the_block(tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLINE_PUE", "0.7")
     ran = []
     with (
@@ -172,9 +160,7 @@ def test_measure_with_region_pue_and_price(tracking_uri: str) -> None:
         (["--carbon-intensity", "x"], "carbon_intensity"),
     ],
 )
-def test_measure_bad_carbon_option_exits_2_before_any_run(
-    tracking_uri: str, args: list[str], field: str
-) -> None:
+def test_measure_bad_carbon_option_exits_2_before_any_run(tracking_uri: str, args: list[str], field: str) -> None:
     proc = subprocess.run(
         check=False,
         args=[*CLI, "measure", *args, "--", sys.executable, "-c", "pass"],
@@ -182,24 +168,17 @@ def test_measure_bad_carbon_option_exits_2_before_any_run(
         text=True,
     )
     assert proc.returncode == 2
-    assert (
-        proc.stderr.startswith(f"Error: {field}:")
-        and len(proc.stderr.strip().splitlines()) == 1
-    )
+    assert proc.stderr.startswith(f"Error: {field}:") and len(proc.stderr.strip().splitlines()) == 1
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
 
 
 @pytest.mark.slow
-def test_train_run_logs_emissions_warmup_energy_and_power_timeline(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_train_run_logs_emissions_warmup_energy_and_power_timeline(tracking_uri: str, tmp_path: Path) -> None:
     from mlflow_roofline.train.run import train
 
     options = {**SHAPE, "num_steps": 6, "warmup_steps": 2, "device": "cpu"}
     carbon = {"region": "us-east-1", "pue": "1.1", "price_per_kwh": "0.15"}
-    run_id, _ = train(
-        options, meter="estimate", experiment="carbon-train", carbon=carbon
-    )
+    run_id, _ = train(options, meter="estimate", experiment="carbon-train", carbon=carbon)
     client = MlflowClient()
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
@@ -208,10 +187,7 @@ def test_train_run_logs_emissions_warmup_energy_and_power_timeline(
     # The warm-up is its own window; the estimate meter cannot see the node's CPU and DRAM, and says so.
     assert run.data.metrics[M_WARMUP_ENERGY_J] > 0
     assert "not measured" in run.data.tags[TAG_ENERGY_NODE_ERROR]
-    assert (
-        M_ENERGY_NODE_J not in run.data.metrics
-        and M_ENERGY_CPU_J not in run.data.metrics
-    )
+    assert M_ENERGY_NODE_J not in run.data.metrics and M_ENERGY_CPU_J not in run.data.metrics
     history = client.get_metric_history(run_id, M_POWER_W)
     assert 2 <= len(history) <= 1000
     assert [m.step for m in history] == list(range(len(history)))
@@ -261,9 +237,7 @@ def test_spec_carbon_keys_become_train_options() -> None:
 
 
 @pytest.mark.slow
-def test_sweep_passes_carbon_options_to_every_child(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_sweep_passes_carbon_options_to_every_child(tracking_uri: str, tmp_path: Path) -> None:
     spec = tmp_path / "carbon.yaml"
     spec.write_text(
         "experiment: carbon-sweep\ndevice: cpu\nmeter: estimate\nnum_steps: 2\nwarmup_steps: 1\n"
@@ -280,21 +254,15 @@ def test_sweep_passes_carbon_options_to_every_child(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     client = MlflowClient()
     exp = client.get_experiment_by_name("carbon-sweep")
-    children = client.search_runs(
-        [exp.experiment_id], filter_string="tags.`roofline.run_type` = 'train'"
-    )
+    children = client.search_runs([exp.experiment_id], filter_string="tags.`roofline.run_type` = 'train'")
     assert len(children) == 2
     for run in children:
         assert run.data.tags[TAG_CARBON_SOURCE] == "table:SE"
-        _check_emissions(
-            run.data.metrics, lookup_region("SE").g_co2e_per_kwh, 1.5, None
-        )
+        _check_emissions(run.data.metrics, lookup_region("SE").g_co2e_per_kwh, 1.5, None)
 
 
 @pytest.mark.slow
-def test_sweep_bad_carbon_option_exits_2_before_any_run(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_sweep_bad_carbon_option_exits_2_before_any_run(tracking_uri: str, tmp_path: Path) -> None:
     proc = subprocess.run(
         check=False,
         args=[*CLI, "sweep", "smoke", "--region", "atlantis"],

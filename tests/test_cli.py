@@ -48,7 +48,9 @@ def test_exit_codes_and_one_line_errors(monkeypatch: pytest.MonkeyPatch, capsys:
     assert capsys.readouterr().err.strip() == "Error: num_layers: must be a positive integer, got 0"
 
 
-@pytest.mark.parametrize(("word", "expected"), [("true", True), ("No", False), (" 1 ", True), ("off", False), (True, True)])
+@pytest.mark.parametrize(
+    ("word", "expected"), [("true", True), ("No", False), (" 1 ", True), ("off", False), (True, True)]
+)
 def test_parse_bool_reads_mlflow_project_words(word: str | bool, expected: bool) -> None:
     from mlflow_roofline.commands.options import parse_bool
 

@@ -110,19 +110,13 @@ def store(shared_store: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_every_float_option_is_finite_checked() -> None:
-    floats = [
-        (name, p.name)
-        for name, p in NUMERIC
-        if isinstance(p.type, click.types.FloatParamType)
-    ]
+    floats = [(name, p.name) for name, p in NUMERIC if isinstance(p.type, click.types.FloatParamType)]
     assert floats == [], "use commands.options.FINITE_FLOAT: click's float takes 'nan'"
     assert ("predict", "speedup") in [(name, p.name) for name, p in NUMERIC]
 
 
 @pytest.mark.parametrize("value", ["nan", "-inf", "1e999"])
-@pytest.mark.parametrize(
-    ("command", "option"), NUMERIC, ids=[f"{c}{o.opts[0]}" for c, o in NUMERIC]
-)
+@pytest.mark.parametrize(("command", "option"), NUMERIC, ids=[f"{c}{o.opts[0]}" for c, o in NUMERIC])
 def test_a_non_finite_number_is_refused_naming_the_option(
     store: str,
     command: str,

@@ -41,7 +41,12 @@ def test_each_rule_names_its_field(changes: dict, field: str, fragment: str) -> 
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"strategy": "ddp", "num_devices": 2}, {"strategy": "fsdp", "num_devices": 4}, {"strategy": "tp", "num_devices": 4}],
+    [
+        {},
+        {"strategy": "ddp", "num_devices": 2},
+        {"strategy": "fsdp", "num_devices": 4},
+        {"strategy": "tp", "num_devices": 4},
+    ],
 )
 def test_valid_configs_pass(changes: dict) -> None:
     dataclasses.replace(BASE, **changes).validate()
@@ -49,7 +54,14 @@ def test_valid_configs_pass(changes: dict) -> None:
 
 def test_from_mapping_parses_mlflow_project_strings() -> None:
     config = TrainConfig.from_mapping(
-        {"num_layers": "2.0", "hidden_size": "64", "num_heads": 4, "ffn_size": 256.0, "seq_len": "32", "batch_size": "8"}
+        {
+            "num_layers": "2.0",
+            "hidden_size": "64",
+            "num_heads": 4,
+            "ffn_size": 256.0,
+            "seq_len": "32",
+            "batch_size": "8",
+        }
     )
     assert config == BASE
 

@@ -89,9 +89,7 @@ def test_window_misuse_names_the_window() -> None:
         meter.begin_window("warmup")
         with pytest.raises(MeterError, match="'warmup' is already open"):
             meter.begin_window("warmup")
-        with pytest.raises(
-            MeterError, match="end_window\\('eval'\\) without begin_window"
-        ):
+        with pytest.raises(MeterError, match="end_window\\('eval'\\) without begin_window"):
             meter.end_window("eval")
         meter.begin()  # the default window alongside a named one
         assert meter.end().source == "estimate"
@@ -117,9 +115,7 @@ def test_rapl_overlapping_windows_see_every_wrap(tmp_path: Path) -> None:
 
 
 def test_a_failed_read_fails_only_the_windows_that_span_it(nvml) -> None:
-    fake_pynvml.configure(
-        [FakeGPU(UUID, power_w=100.0, counter_period_s=0.01, fail_after_reads=3)]
-    )
+    fake_pynvml.configure([FakeGPU(UUID, power_w=100.0, counter_period_s=0.01, fail_after_reads=3)])
     with make_meter("nvml", nvml=nvml) as meter:  # read 1: the probe
         meter.begin_window("first")  # read 2
         busy_wait(0.05)
@@ -127,9 +123,7 @@ def test_a_failed_read_fails_only_the_windows_that_span_it(nvml) -> None:
         meter.begin_window("second")  # read 4 fails
         second = meter.end_window("second")
     assert first.error is None and first.energy_j > 0
-    assert second.energy_j is None and second.error.startswith(
-        "read failed at window start"
-    )
+    assert second.energy_j is None and second.error.startswith("read failed at window start")
 
 
 def test_estimate_timeline_is_cpu_utilisation_times_watts() -> None:
@@ -141,9 +135,7 @@ def test_estimate_timeline_is_cpu_utilisation_times_watts() -> None:
         m = meter.end()
         timeline = meter.power_timeline()
     assert len(timeline) >= 6  # 0.7 s at 20 Hz (fewer on a loaded machine)
-    assert all(
-        0.0 <= watts <= 10.0 * 1.5 for _, watts in timeline
-    )  # at most this one busy thread, with jitter
+    assert all(0.0 <= watts <= 10.0 * 1.5 for _, watts in timeline)  # at most this one busy thread, with jitter
     assert max(w for _, w in timeline) > 3.0 * min(w for _, w in timeline)
     # The timeline's points are readings of the same counter: its integral is the window's energy.
     assert integral_j(timeline, m.started_at) == pytest.approx(m.energy_j, rel=0.05)
@@ -156,9 +148,7 @@ def test_nvml_counter_timeline_follows_the_gpu_power(nvml) -> None:
             busy_wait(0.5)
         timeline = meter.power_timeline()
     assert len(timeline) >= 5
-    assert integral_j(timeline, w.measurement.started_at) == pytest.approx(
-        w.measurement.energy_j, rel=0.1
-    )
+    assert integral_j(timeline, w.measurement.started_at) == pytest.approx(w.measurement.energy_j, rel=0.1)
     mid = [watts for _, watts in timeline[1:-1]]
     assert sum(mid) / len(mid) == pytest.approx(250.0, rel=0.15)
 

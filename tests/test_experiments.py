@@ -17,7 +17,9 @@ def test_get_or_create_then_refuse_deleted_and_empty(tracking_uri: str) -> None:
     assert find_experiment(client, "roofline-bert").experiment_id == created
 
     client.delete_experiment(created)
-    with pytest.raises(ConfigError, match="^experiment: 'roofline-bert' is deleted; restore it or choose another name$"):
+    with pytest.raises(
+        ConfigError, match="^experiment: 'roofline-bert' is deleted; restore it or choose another name$"
+    ):
         get_or_create_experiment(client, "roofline-bert")
     with pytest.raises(ConfigError, match="^experiment: must be a non-empty name$"):
         find_experiment(client, "  ")

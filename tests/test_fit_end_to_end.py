@@ -21,20 +21,27 @@ from mlflow import MlflowClient
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.schema import TAG_RUN_TYPE
 from mlflow_roofline.fit.job import fit_hardware, run_fit
 from mlflow_roofline.fit.run_data import load_train_runs
-from mlflow_roofline.core.schema import TAG_RUN_TYPE
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUERY_COLUMNS = ["num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps",
-                 "strategy", "num_devices"]
+QUERY_COLUMNS = [
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "strategy",
+    "num_devices",
+]
 
 
 def _fit_runs(client: MlflowClient) -> list:
-    return client.search_runs(
-        [e.experiment_id for e in client.search_experiments()], f"tags.`{TAG_RUN_TYPE}` = 'fit'"
-    )
+    return client.search_runs([e.experiment_id for e in client.search_experiments()], f"tags.`{TAG_RUN_TYPE}` = 'fit'")
 
 
 def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -> None:
@@ -64,9 +71,12 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     artifacts = {f.path for f in client.list_artifacts(fit_run.info.run_id)}
     assert {"coefficients.csv", "summaries", "plots", "fitted_law.json", "fit_report.txt"} <= artifacts
     plots = {f.path for f in client.list_artifacts(fit_run.info.run_id, "plots")}
-    assert plots == {f"plots/{n}.png" for n in ("measured_vs_predicted", "residuals", "speedup_vs_n", "energy_vs_n",
-                                                       "extrapolation")}
-    table = pd.read_csv(mlflow.artifacts.download_artifacts(run_id=fit_run.info.run_id, artifact_path="coefficients.csv"))
+    assert plots == {
+        f"plots/{n}.png" for n in ("measured_vs_predicted", "residuals", "speedup_vs_n", "energy_vs_n", "extrapolation")
+    }
+    table = pd.read_csv(
+        mlflow.artifacts.download_artifacts(run_id=fit_run.info.run_id, artifact_path="coefficients.csv")
+    )
     row = table[(table["form"] == "paper") & (table["term"] == "log_eta")].iloc[0]
     assert row["ci95_lower"] < row["estimate"] < row["ci95_upper"] and row["std_error_hc3"] > 0
 
@@ -92,8 +102,9 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
 def test_estimate_energy_is_refused_then_allowed(tracking_uri: str, capsys) -> None:
     client = MlflowClient()
     experiment_id = client.create_experiment("roofline-bert")
-    log_synthetic_runs(client, experiment_id, 6, energy_source="estimate", seed=3,
-                       strategies=("single", "ddp"), device_counts=(2,))
+    log_synthetic_runs(
+        client, experiment_id, 6, energy_source="estimate", seed=3, strategies=("single", "ddp"), device_counts=(2,)
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--experiment", "roofline-bert"])
     assert exit_info.value.code == 2
@@ -123,12 +134,22 @@ def test_estimate_energy_is_refused_then_allowed(tracking_uri: str, capsys) -> N
 def test_several_hardware_get_one_law_each(tracking_uri: str) -> None:
     client = MlflowClient()
     experiment_id = client.create_experiment("roofline-bert")
-    big = log_synthetic_runs(client, experiment_id, 8, hardware="GPU A", seed=1,
-                             strategies=("single", "ddp"), device_counts=(2, 4))
-    log_synthetic_runs(client, experiment_id, 5, hardware="GPU B", seed=2,
-                       strategies=("single", "ddp"), device_counts=(2, 4))
-    log_synthetic_runs(client, experiment_id, 3, hardware="CPU C", energy_source="estimate", seed=3,
-                       strategies=("single", "ddp"), device_counts=(2,))
+    big = log_synthetic_runs(
+        client, experiment_id, 8, hardware="GPU A", seed=1, strategies=("single", "ddp"), device_counts=(2, 4)
+    )
+    log_synthetic_runs(
+        client, experiment_id, 5, hardware="GPU B", seed=2, strategies=("single", "ddp"), device_counts=(2, 4)
+    )
+    log_synthetic_runs(
+        client,
+        experiment_id,
+        3,
+        hardware="CPU C",
+        energy_source="estimate",
+        seed=3,
+        strategies=("single", "ddp"),
+        device_counts=(2,),
+    )
     outcome = run_fit(["roofline-bert"], model_name="m", alias="champion", echo=lambda _: None)
     assert [f.hardware for f in outcome.fits] == ["GPU A", "GPU B"]
     assert list(outcome.skipped) == ["CPU C"] and "--allow-estimate" in outcome.skipped["CPU C"]
@@ -147,8 +168,17 @@ def test_several_hardware_get_one_law_each(tracking_uri: str) -> None:
     assert client.get_model_version_by_alias("m", "champion-gpu-a").tags["roofline.hardware"] == "GPU A"
     assert client.get_model_version_by_alias("m", "champion-gpu-b").tags["roofline.hardware"] == "GPU B"
     served = mlflow.pyfunc.load_model("models:/m@champion")
-    query = {"num_layers": 4, "hidden_size": 256, "num_heads": 4, "ffn_size": 1024, "seq_len": 128,
-             "batch_size": 16, "num_steps": 100, "strategy": "single", "num_devices": 1}
+    query = {
+        "num_layers": 4,
+        "hidden_size": 256,
+        "num_heads": 4,
+        "ffn_size": 1024,
+        "seq_len": 128,
+        "batch_size": 16,
+        "num_steps": 100,
+        "strategy": "single",
+        "num_devices": 1,
+    }
     both = served.predict(pd.DataFrame([{**query, "hardware": "GPU A"}, {**query, "hardware": "GPU B"}]))
     assert both["energy_j"].gt(0).all() and not both["extrapolated_hardware"].any()
     assert outcome.fits[0].law.n_runs == len(big.frame)
@@ -177,9 +207,25 @@ def test_mlflow_run_fit_entry_point(tracking_uri: str) -> None:
     experiment_id = client.create_experiment("roofline-bert")
     log_synthetic_runs(client, experiment_id, 6, seed=8, strategies=("single", "tp"), device_counts=(2,))
     result = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "mlflow"), "run", REPO, "-e", "fit", "--env-manager", "local",
-         "--experiment-name", "roofline-bert", "-P", "experiment=roofline-bert", "-P", "model_name=via-project"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "MLFLOW_TRACKING_URI": tracking_uri},
+        [
+            os.path.join(os.path.dirname(sys.executable), "mlflow"),
+            "run",
+            REPO,
+            "-e",
+            "fit",
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            "roofline-bert",
+            "-P",
+            "experiment=roofline-bert",
+            "-P",
+            "model_name=via-project",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLFLOW_TRACKING_URI": tracking_uri},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (fit_run,) = _fit_runs(client)

@@ -114,7 +114,9 @@ BAD_ALIASES = ["latest", "Latest", "v3", "V12", "has space", "dot.ted", "slash/e
 BAD_NAMES = ["a/b", "a:b", "../up", " "]
 
 
-@pytest.mark.parametrize("option,value", [("--alias", a) for a in BAD_ALIASES] + [("--model-name", n) for n in BAD_NAMES])
+@pytest.mark.parametrize(
+    "option,value", [("--alias", a) for a in BAD_ALIASES] + [("--model-name", n) for n in BAD_NAMES]
+)
 def test_names_the_registry_refuses_are_refused_before_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, option: str, value: str
 ) -> None:

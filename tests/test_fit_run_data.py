@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from mlflow_roofline.fit import run_data
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import TAG_ENERGY_ERROR, TAG_RUN_TYPE
+from mlflow_roofline.fit import run_data
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
 
 

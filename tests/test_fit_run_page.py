@@ -58,6 +58,8 @@ def test_extrapolation_errors_appear_when_logged() -> None:
     fit = fit_hardware(frame, "synthetic-gpu")
     metrics = fit.metrics()
     # The fit's own size-extrapolation check shows when it ran; more extrap_mape metrics are listed too.
-    assert ("Extrapolation" in fit_markdown(fit, metrics, len(frame))) == any(k.startswith("extrap_mape") for k in metrics)
+    assert ("Extrapolation" in fit_markdown(fit, metrics, len(frame))) == any(
+        k.startswith("extrap_mape") for k in metrics
+    )
     text = fit_markdown(fit, {**metrics, "extrap_mape_depth": 7.25, "extrap_mape_width": math.pi}, len(frame))
     assert "| `extrap_mape_depth` | 7.25 |" in text and "| `extrap_mape_width` | 3.14 |" in text

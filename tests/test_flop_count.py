@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.train.flop_count import RATIO_BAND, analytic_step_flops, count_step_flops, flops_counted
 from mlflow_roofline.core.proxies import proxy_flops
+from mlflow_roofline.train.flop_count import RATIO_BAND, analytic_step_flops, count_step_flops, flops_counted
 
 # (L, d, h, S, B): paper-family shapes (ff = 4 d) from projection-bound to attention-bound.
 SHAPES = [(1, 32, 2, 16, 2), (2, 64, 4, 32, 4), (2, 32, 2, 128, 2), (1, 128, 2, 8, 2)]
@@ -35,7 +35,7 @@ def test_cpu_fused_attention_would_hide_the_attention_flops() -> None:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_counted_over_proxy_lies_in_the_documented_band(shape: tuple[int, ...]) -> None:
-    L, d, h, S, B = shape
+    L, d, _h, S, B = shape
     ratio = count_step_flops(_config(*shape)) / proxy_flops(L, d, S, B, 1)
     assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
 

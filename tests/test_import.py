@@ -26,8 +26,22 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.run_data import load_train_runs
 
 GPU = "NVIDIA A100-SXM4-80GB"
-HEADER = ["layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps",
-          "strategy", "num_devices", "device", "precision", "energy_source", "kwh", "minutes"]
+HEADER = [
+    "layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "strategy",
+    "num_devices",
+    "device",
+    "precision",
+    "energy_source",
+    "kwh",
+    "minutes",
+]
 ROWS = [
     [12, 768, 12, 3072, 128, 32, 1000, "single", 1, "cuda", "fp16", "nvml", 0.5, 30],
     [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],
@@ -137,7 +151,9 @@ def test_missing_hardware_is_refused_naming_the_fix(tracking_uri: str, tmp_path:
         ("constants: {strategy: ddp}", "mapping.constants.strategy: the file already has this column"),
     ],
 )
-def test_a_bad_mapping_is_one_line_and_exit_2(tracking_uri: str, tmp_path: Path, capsys, mapping: str, message: str) -> None:
+def test_a_bad_mapping_is_one_line_and_exit_2(
+    tracking_uri: str, tmp_path: Path, capsys, mapping: str, message: str
+) -> None:
     data = write_csv(tmp_path / "runs.csv", ROWS)
     (tmp_path / "map.yaml").write_text(mapping)
     assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 2
@@ -148,8 +164,15 @@ def test_a_bad_mapping_is_one_line_and_exit_2(tracking_uri: str, tmp_path: Path,
 
 def test_parquet_in_schema_names(tracking_uri: str, tmp_path: Path) -> None:
     frame = pd.DataFrame(
-        [dict(zip(["num_layers", *HEADER[1:12]], row[:12]), energy_j=row[12] * 3.6e6, time_s=row[13] * 60.0,
-              hardware=GPU) for row in ROWS]
+        [
+            dict(
+                zip(["num_layers", *HEADER[1:12]], row[:12]),
+                energy_j=row[12] * 3.6e6,
+                time_s=row[13] * 60.0,
+                hardware=GPU,
+            )
+            for row in ROWS
+        ]
     )
     frame.to_parquet(tmp_path / "runs.parquet")
     assert run_cli(["import", str(tmp_path / "runs.parquet"), "--experiment", "imported"]) == 0
@@ -171,8 +194,12 @@ def codecarbon_csv(tmp_path: Path) -> Path:
     codecarbon = pytest.importorskip("codecarbon")
     for project in ("bert-L2-single", "bert-L4-single"):
         tracker = codecarbon.OfflineEmissionsTracker(
-            country_iso_code="FRA", output_dir=str(tmp_path), project_name=project, log_level="error",
-            measure_power_secs=1, save_to_file=True,
+            country_iso_code="FRA",
+            output_dir=str(tmp_path),
+            project_name=project,
+            log_level="error",
+            measure_power_secs=1,
+            save_to_file=True,
         )
         tracker.start()
         sum(i * i for i in range(300_000))
@@ -193,7 +220,16 @@ rows:
 def test_codecarbon_emissions_csv_from_a_real_tracker(tracking_uri: str, tmp_path: Path) -> None:
     emissions = codecarbon_csv(tmp_path)
     (tmp_path / "cc.yaml").write_text(CC_MAPPING)
-    args = ["import", str(emissions), "--format", "codecarbon", "--experiment", "imported", "--mapping", str(tmp_path / "cc.yaml")]
+    args = [
+        "import",
+        str(emissions),
+        "--format",
+        "codecarbon",
+        "--experiment",
+        "imported",
+        "--mapping",
+        str(tmp_path / "cc.yaml"),
+    ]
     assert run_cli(args) == 0
     source = pd.read_csv(emissions)
     runs = {int(r.data.params["num_layers"]): r for r in imported_runs()}
@@ -221,8 +257,16 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
         "constants: {num_layers: 12, hidden_size: 768, num_heads: 12, ffn_size: 3072, seq_len: 128,"
         " batch_size: 32, num_steps: 100, strategy: ddp, precision: bf16}\n"
     )
-    args = ["import", str(tmp_path / "gpu.csv"), "--format", "codecarbon", "--experiment", "imported",
-            "--mapping", str(tmp_path / "cc.yaml")]
+    args = [
+        "import",
+        str(tmp_path / "gpu.csv"),
+        "--format",
+        "codecarbon",
+        "--experiment",
+        "imported",
+        "--mapping",
+        str(tmp_path / "cc.yaml"),
+    ]
     assert run_cli(args) == 0
     (run,) = imported_runs()
     assert run.data.tags[TAG_HARDWARE] == GPU
@@ -240,6 +284,15 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
 def test_codecarbon_row_without_a_mapping_entry_is_refused_by_name(tracking_uri: str, tmp_path: Path, capsys) -> None:
     emissions = codecarbon_csv(tmp_path)
     (tmp_path / "cc.yaml").write_text(CC_MAPPING.replace("bert-L4-single:", "other:"))
-    args = ["import", str(emissions), "--format", "codecarbon", "--experiment", "imported", "--mapping", str(tmp_path / "cc.yaml")]
+    args = [
+        "import",
+        str(emissions),
+        "--format",
+        "codecarbon",
+        "--experiment",
+        "imported",
+        "--mapping",
+        str(tmp_path / "cc.yaml"),
+    ]
     assert run_cli(args) == 1
     assert "line 3: mapping.rows.values: no entry for project_name='bert-L4-single'" in capsys.readouterr().err

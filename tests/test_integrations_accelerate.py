@@ -18,8 +18,9 @@ def test_a_loop_with_gradient_accumulation_is_a_train_run(tracking_uri: str) -> 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.utils.data.DataLoader(TokenData(96), batch_size=3)
     model, optimizer, data = accelerator.prepare(model, optimizer, data)
-    with track_training(accelerator, model, total_steps=16, logging_steps=2, meter="estimate", warmup_steps=2,
-                        forecast_after_steps=4) as tracker:
+    with track_training(
+        accelerator, model, total_steps=16, logging_steps=2, meter="estimate", warmup_steps=2, forecast_after_steps=4
+    ) as tracker:
         for batch in data:  # 32 micro-batches: 16 optimizer steps
             with accelerator.accumulate(model):
                 accelerator.backward(model(**batch).loss)
@@ -41,15 +42,17 @@ def test_a_loop_with_gradient_accumulation_is_a_train_run(tracking_uri: str) -> 
 def test_a_failed_loop_ends_its_run_failed(tracking_uri: str) -> None:
     accelerator = Accelerator(cpu=True)
     model = accelerator.prepare(tiny_bert())
-    with pytest.raises(RuntimeError, match="boom"), track_training(
-        accelerator, model, total_steps=5, meter="estimate"
-    ) as tracker:
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        track_training(accelerator, model, total_steps=5, meter="estimate") as tracker,
+    ):
         raise RuntimeError("boom")
     assert MlflowClient().get_run(tracker.tracker.run.run_id).info.status == "FAILED"
 
 
 def test_a_budget_needs_the_planned_steps() -> None:
-    with pytest.raises(ConfigError, match="total_steps: is needed with energy_budget_kwh"), track_training(
-        None, None, energy_budget_kwh=1.0
+    with (
+        pytest.raises(ConfigError, match="total_steps: is needed with energy_budget_kwh"),
+        track_training(None, None, energy_budget_kwh=1.0),
     ):
         pass

@@ -12,15 +12,33 @@ import pytest
 from mlflow import MlflowClient
 
 REPO = Path(__file__).resolve().parents[1]
-ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no"]
+ACCELERATE = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
 
 
 def _launch(flags: list[str], kind: str, tmp_path: Path) -> dict:
     out = tmp_path / f"{kind}.json"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([*ACCELERATE, *flags, str(REPO / "tests" / "integration_jobs.py"), kind, str(out)],
-                          env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [*ACCELERATE, *flags, str(REPO / "tests" / "integration_jobs.py"), kind, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = MlflowClient().get_run(json.loads(out.read_text())["run_id"])
     assert run.info.status == "FINISHED"
@@ -46,7 +64,8 @@ def test_an_fsdp_request_that_fell_back_records_what_ran(tracking_uri: str, tmp_
     assert run["params"]["strategy"] == "ddp" and run["params"]["num_devices"] == "2"
     assert run["tags"]["roofline.source"] == "accelerate" and run["params"]["num_steps"] == "8"
     assert run["metrics"]["energy_j"] == pytest.approx(
-        run["metrics"]["energy_j_rank_0"] + run["metrics"]["energy_j_rank_1"], rel=1e-9)
+        run["metrics"]["energy_j_rank_0"] + run["metrics"]["energy_j_rank_1"], rel=1e-9
+    )
 
 
 CRASHING_JOB = """
@@ -68,8 +87,15 @@ run_trainer(model, RooflineCallback(meter="estimate", experiment="crash"), max_s
 @pytest.mark.slow
 def test_a_trainer_job_that_raises_leaves_no_run_running(tracking_uri: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", CRASHING_JOB], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_JOB],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 1 and "boom at the fifth batch" in done.stderr
     client = MlflowClient()
     (run,) = client.search_runs([client.get_experiment_by_name("crash").experiment_id])

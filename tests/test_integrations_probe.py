@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_probe_reads_the_strategy_from_the_models_own_types(tmp_path: Path) -> None:
     command = torchrun_command(2, "tests.probe_checks", [str(tmp_path)])
-    done = subprocess.run(command, cwd=REPO, env=worker_env(2), capture_output=True, text=True, timeout=400,
-                          check=False)
+    done = subprocess.run(
+        command, cwd=REPO, env=worker_env(2), capture_output=True, text=True, timeout=400, check=False
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads((tmp_path / "probe.json").read_text())
     for name in ("ddp", "fsdp", "tp"):

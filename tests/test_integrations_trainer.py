@@ -15,9 +15,9 @@ from mlflow import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.train.device import hardware_name
 from mlflow_roofline.core.schema import PARAM_NAMES
 from mlflow_roofline.integrations.transformers import RooflineCallback
+from mlflow_roofline.train.device import hardware_name
 
 WARMUP, K = 2, 4
 
@@ -37,9 +37,20 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     assert run.info.status == "FINISHED" and state.global_step == 24
     assert mlflow.get_experiment(run.info.experiment_id).name == "own-jobs"
-    expected = {"num_layers": "2", "hidden_size": "32", "num_heads": "2", "ffn_size": "64", "seq_len": str(SEQ_LEN),
-                "batch_size": "4", "num_steps": "22", "warmup_steps": "2", "strategy": "single", "num_devices": "1",
-                "device": "cpu", "precision": "fp32"}
+    expected = {
+        "num_layers": "2",
+        "hidden_size": "32",
+        "num_heads": "2",
+        "ffn_size": "64",
+        "seq_len": str(SEQ_LEN),
+        "batch_size": "4",
+        "num_steps": "22",
+        "warmup_steps": "2",
+        "strategy": "single",
+        "num_devices": "1",
+        "device": "cpu",
+        "precision": "fp32",
+    }
     assert {k: params[k] for k in PARAM_NAMES} == expected
     hardware = hardware_name("cpu")
     config = TrainConfig.from_mapping(expected)
@@ -62,9 +73,7 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     assert metrics["energy_j"] > 0 and metrics["time_s"] > 0
     assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
     # The forecast from the K-th measured step (step WARMUP + K) on; its interval holds the total.
-    lower, centre, upper = (
-        dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper")
-    )
+    lower, centre, upper = (dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper"))
     first = WARMUP + K
     assert min(centre) == first and set(centre) == set(lower) == set(upper) == set(range(first, 25, 2))
     for step in (first, 14):
@@ -72,7 +81,9 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
         assert lower[step] <= centre[step] <= upper[step]
     assert dict(_history(run.info.run_id, "time_forecast_s"))[first] > 0
     assert tags["roofline.forecast_prior"].startswith("none: nothing registered as models:/roofline-energy@champion")
-    timeline = pd.read_csv(io.StringIO(mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/roofline/power_timeline.csv")))
+    timeline = pd.read_csv(
+        io.StringIO(mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/roofline/power_timeline.csv"))
+    )
     assert len(timeline) == 22 and timeline["steps"].sum() == 22
     assert timeline["energy_j"].sum() == pytest.approx(metrics["energy_j"], rel=1e-5)
 
@@ -86,7 +97,12 @@ def test_gpt2_job_logs_into_the_mlflow_callbacks_run(tracking_uri: str) -> None:
     params = run.data.params
     assert params["learning_rate"] == "5e-05"  # MLflowCallback's own params: the same run
     assert {k: params[k] for k in ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len")} == {
-        "num_layers": "2", "hidden_size": "32", "num_heads": "4", "ffn_size": "128", "seq_len": str(SEQ_LEN)}
+        "num_layers": "2",
+        "hidden_size": "32",
+        "num_heads": "4",
+        "ffn_size": "128",
+        "seq_len": str(SEQ_LEN),
+    }
     # MLflowCallback logged the Trainer's learning-rate warm-up as warmup_steps first.
     assert params["warmup_steps"] == "0"
     assert run.data.tags["roofline.param_conflict"] == "warmup_steps=2 (the run has 0)"
@@ -126,8 +142,10 @@ def test_a_model_it_cannot_read_gets_one_warning_and_still_energy_and_time(track
     with caplog.at_level(logging.WARNING, logger="mlflow_roofline"):
         run_trainer(Unreadable(), callback, max_steps=8, logging_steps=2)
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_roofline")]
-    expected = ("roofline: could not read num_layers, hidden_size, num_heads, ffn_size from the model; "
-                "logging energy and time without them")
+    expected = (
+        "roofline: could not read num_layers, hidden_size, num_heads, ffn_size from the model; "
+        "logging energy and time without them"
+    )
     assert warnings == [expected]
     run = MlflowClient().get_run(callback.tracker.run.run_id)
     assert run.data.metrics["energy_j"] > 0 and run.data.metrics["time_s"] > 0

@@ -21,8 +21,19 @@ def test_legacy_entry_file_imports_the_old_path() -> None:
 def test_model_logged_by_0_1_0_loads_and_predicts(tmp_path: Path) -> None:
     model = mlflow.pyfunc.load_model(str(LEGACY))
     query = pd.DataFrame(
-        [{"num_layers": 2, "hidden_size": 128, "num_heads": 2, "ffn_size": 512, "seq_len": 64,
-          "batch_size": 16, "num_steps": 20, "strategy": "ddp", "num_devices": 2}]
+        [
+            {
+                "num_layers": 2,
+                "hidden_size": 128,
+                "num_heads": 2,
+                "ffn_size": 512,
+                "seq_len": 64,
+                "batch_size": 16,
+                "num_steps": 20,
+                "strategy": "ddp",
+                "num_devices": 2,
+            }
+        ]
     )
     out = model.predict(query)
     assert out.loc[0, "energy_j_lower"] < out.loc[0, "energy_j"] < out.loc[0, "energy_j_upper"]

@@ -36,7 +36,10 @@ def all_runs() -> list:
 
 @pytest.mark.slow
 def test_measure_logs_a_finished_run_and_forwards_output(tracking_uri: str) -> None:
-    code = "import sys, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\nprint('out-line'); print('err-line', file=sys.stderr)"
+    code = (
+        "import sys, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+        "print('out-line'); print('err-line', file=sys.stderr)"
+    )
     proc = measure("--experiment", "mine", "--", PY, "-c", code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["out-line"]
@@ -89,7 +92,10 @@ def test_terminated_measure_passes_sigterm_on_and_ends_the_run(tracking_uri: str
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--meter", "joules", "--", "true"], "meter: must be one of auto, nvml, nvml_power, rapl, estimate, got 'joules'"),
+        (
+            ["--meter", "joules", "--", "true"],
+            "meter: must be one of auto, nvml, nvml_power, rapl, estimate, got 'joules'",
+        ),
         (["--meter", "nvml", "--", "true"], "meter nvml is not available here"),
         (["--meter", "rapl", "--", "true"], "choices: auto, nvml, nvml_power, rapl, estimate"),
         ([], "COMMAND: give the command to measure after --"),
@@ -135,5 +141,8 @@ def test_watts_per_core_option_sets_the_estimate_figure(tracking_uri: str) -> No
 def test_bad_watts_per_core_is_named_and_logs_nothing(tracking_uri: str) -> None:
     proc = measure("--watts-per-core", "-3", "--", PY, "-c", "pass")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == "Error: watts_per_core: must be a positive number of watts per busy core, got '-3'"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == "Error: watts_per_core: must be a positive number of watts per busy core, got '-3'"
+    )
     assert all_runs() == []

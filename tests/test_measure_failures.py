@@ -30,9 +30,7 @@ def _script(path: Path, text: str, mode: int = 0o755) -> Path:
 
 
 def _bash_code(program: str, env: dict[str, str]) -> int:
-    return subprocess.run(
-        ["bash", "-c", 'exec "$0"', program], env=env, capture_output=True, check=False
-    ).returncode
+    return subprocess.run(["bash", "-c", 'exec "$0"', program], env=env, capture_output=True, check=False).returncode
 
 
 @pytest.mark.parametrize(
@@ -58,25 +56,15 @@ def test_a_command_that_cannot_start_gets_the_shells_code_and_no_run(
     plain = _script(tmp_path / "plain.txt", "not a program\n", 0o644)
     programs = {
         "missing-path": str(tmp_path / "nope.sh"),
-        "not-executable": str(
-            _script(tmp_path / "job.sh", "#!/bin/sh\necho hi\n", 0o644)
-        ),
+        "not-executable": str(_script(tmp_path / "job.sh", "#!/bin/sh\necho hi\n", 0o644)),
         "directory": str(tools),
-        "not-executable-on-path": _script(
-            tools / "mytool", "#!/bin/sh\necho hi\n", 0o644
-        ).name,
-        "missing-interpreter": str(
-            _script(tmp_path / "bad.sh", "#!/no/such/interpreter -x\necho hi\n")
-        ),
-        "interpreter-not-executable": str(
-            _script(tmp_path / "odd.sh", f"#!{plain}\necho hi\n")
-        ),
+        "not-executable-on-path": _script(tools / "mytool", "#!/bin/sh\necho hi\n", 0o644).name,
+        "missing-interpreter": str(_script(tmp_path / "bad.sh", "#!/no/such/interpreter -x\necho hi\n")),
+        "interpreter-not-executable": str(_script(tmp_path / "odd.sh", f"#!{plain}\necho hi\n")),
     }
     env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
     program = programs[case]
-    assert (
-        _bash_code(program, env) == code
-    )  # the convention, as the shell itself applies it
+    assert _bash_code(program, env) == code  # the convention, as the shell itself applies it
     done = subprocess.run(
         [CLI, "measure", "--", program, "arg"],
         env=env,
@@ -87,21 +75,12 @@ def test_a_command_that_cannot_start_gets_the_shells_code_and_no_run(
     )
     assert done.returncode == code
     lines = done.stderr.strip().splitlines()
-    assert (
-        len(lines) == 1
-        and lines[0].startswith(f"Error: COMMAND: {program!r}")
-        and message in lines[0]
-    ), lines
-    assert (
-        not Path("mlflow.db").exists()
-        or mlflow.search_runs(search_all_experiments=True).empty
-    )
+    assert len(lines) == 1 and lines[0].startswith(f"Error: COMMAND: {program!r}") and message in lines[0], lines
+    assert not Path("mlflow.db").exists() or mlflow.search_runs(search_all_experiments=True).empty
 
 
 @pytest.mark.slow
-def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(tracking_uri: str, tmp_path: Path) -> None:
     MlflowClient().create_experiment("measured")
     # A process tree: a shell, and a python it waits for.
     command = ["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(600)' & wait"]
@@ -115,9 +94,7 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(
         deadline = time.monotonic() + 120
         tree: list[psutil.Process] = []
         while time.monotonic() < deadline and not tree:
-            assert launcher.poll() is None, (
-                launcher.stderr.read() if launcher.stderr else ""
-            )
+            assert launcher.poll() is None, launcher.stderr.read() if launcher.stderr else ""
             sleepers = [
                 p
                 for p in psutil.Process(launcher.pid).children(recursive=True)
@@ -132,9 +109,7 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(
         killed_at = time.monotonic()
         _, alive = psutil.wait_procs(tree, timeout=30)
         client = MlflowClient()
-        [run] = client.search_runs(
-            [client.get_experiment_by_name("measured").experiment_id]
-        )
+        [run] = client.search_runs([client.get_experiment_by_name("measured").experiment_id])
         while run.info.status == "RUNNING" and time.monotonic() - killed_at < 30:
             time.sleep(0.2)
             run = client.get_run(run.info.run_id)
@@ -145,8 +120,5 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(
         proc.kill()
     assert alive == [], "the command outlived its launcher"
     assert run.info.status == "KILLED"
-    assert (
-        f"its launcher (pid {launcher.pid}) died without ending it"
-        in run.data.tags[TAG_ERROR]
-    )
+    assert f"its launcher (pid {launcher.pid}) died without ending it" in run.data.tags[TAG_ERROR]
     assert ended_after_s < 20

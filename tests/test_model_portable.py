@@ -10,8 +10,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
 from law_factory import make_law, query
+
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 
 LOAD_AND_PREDICT = """
@@ -39,7 +39,9 @@ def test_model_requirements_name_no_unpublished_package(tracking_uri: str) -> No
 
 
 @pytest.mark.slow
-def test_fresh_venv_with_only_the_model_requirements_loads_it_from_the_registry(tracking_uri: str, tmp_path: Path) -> None:
+def test_fresh_venv_with_only_the_model_requirements_loads_it_from_the_registry(
+    tracking_uri: str, tmp_path: Path
+) -> None:
     law = make_law(n_workloads=12)
     with mlflow.start_run():
         info = log_law_model(law)
@@ -57,13 +59,19 @@ def test_fresh_venv_with_only_the_model_requirements_loads_it_from_the_registry(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["MLFLOW_TRACKING_URI"] = tracking_uri
     done = subprocess.run(
-        [str(python), "-c", LOAD_AND_PREDICT, json.dumps(rows)], env=env, cwd=tmp_path,
-        capture_output=True, text=True, timeout=300,
+        [str(python), "-c", LOAD_AND_PREDICT, json.dumps(rows)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert "/code/mlflow_roofline/" in result["module"]  # the model's own copy, not an install
-    here = mlflow.pyfunc.load_model("models:/roofline-energy-portable@champion").predict(__import__("pandas").DataFrame(rows))
+    here = mlflow.pyfunc.load_model("models:/roofline-energy-portable@champion").predict(
+        __import__("pandas").DataFrame(rows)
+    )
     for got, expected in zip(result["rows"], here.to_dict("records")):
         assert got["energy_j"] == pytest.approx(expected["energy_j"], rel=1e-9)
         assert got["energy_j_lower"] == pytest.approx(expected["energy_j_lower"], rel=1e-9)

@@ -79,8 +79,12 @@ def test_tp_shards_the_planned_linears_and_splits_the_heads(records: list[dict])
         assert info["unplanned_dtensors"] == []  # embeddings, LayerNorms, pooler stay whole
         assert len(info["planned"]) == 12
         for name, w in info["planned"].items():
-            column = name.split(".", 1)[1] in ("attention.self.query", "attention.self.key",
-                                               "attention.self.value", "intermediate.dense")
+            column = name.split(".", 1)[1] in (
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "intermediate.dense",
+            )
             dim = 0 if column else 1  # nn.Linear weight is [out, in]
             assert w["placements"] == [f"S({dim})"], name
             assert w["local"][dim] * 2 == w["full"][dim] and w["local"][1 - dim] == w["full"][1 - dim], name

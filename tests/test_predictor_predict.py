@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from law_factory import fit_law, make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import fit_law, make_law, query
-from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,9 @@ def law(fitted):
 def _statsmodels_features(rows: pd.DataFrame, speedup: np.ndarray) -> pd.DataFrame:
     """The law's features computed here from the proxies, independently of law_features."""
     c = [proxy_flops(r.num_layers, r.hidden_size, r.seq_len, r.batch_size, r.num_steps) for r in rows.itertuples()]
-    m = [proxy_mem_traffic(r.num_layers, r.hidden_size, r.seq_len, r.batch_size, r.num_steps) for r in rows.itertuples()]
+    m = [
+        proxy_mem_traffic(r.num_layers, r.hidden_size, r.seq_len, r.batch_size, r.num_steps) for r in rows.itertuples()
+    ]
     return pd.DataFrame(
         {
             "log_C": np.log(np.array(c, dtype=float)),
@@ -75,7 +77,9 @@ def test_prediction_is_close_to_the_true_law(fitted) -> None:
 
 
 def test_measured_speedup_overrides_the_law_row_by_row(law) -> None:
-    rows = pd.DataFrame([query(speedup=1.9), query(speedup=np.nan), query(strategy="single", num_devices=1, speedup=1.0)])
+    rows = pd.DataFrame(
+        [query(speedup=1.9), query(speedup=np.nan), query(strategy="single", num_devices=1, speedup=1.0)]
+    )
     out = predict_frame(law, rows)
     by_law = predict_frame(law, pd.DataFrame([query()]))
     assert out.loc[0, "speedup"] == pytest.approx(1.9)
@@ -94,9 +98,14 @@ def test_batch_equals_row_by_row(law) -> None:
 
 
 def test_extrapolated_outside_the_fitted_ranges(law) -> None:
-    lo, hi = law.ranges["num_layers"]
+    _lo, hi = law.ranges["num_layers"]
     rows = pd.DataFrame(
-        [query(num_layers=int(hi)), query(num_layers=int(hi) + 1), query(strategy="ddp", num_devices=8), query(num_steps=10_000)]
+        [
+            query(num_layers=int(hi)),
+            query(num_layers=int(hi) + 1),
+            query(strategy="ddp", num_devices=8),
+            query(num_steps=10_000),
+        ]
     )
     out = predict_frame(law, rows)
     assert out["extrapolated"].tolist() == [False, True, True, True]

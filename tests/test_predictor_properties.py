@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from law_factory import make_law
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.recommend import recommend_frame
 
@@ -42,8 +42,8 @@ def valid_rows(draw) -> dict[str, object]:
         "num_devices": n,
     }
     if draw(st.booleans()):
-        row["speedup"] = 1.0 if strategy == "single" else draw(
-            st.one_of(st.just(float("nan")), st.floats(0.05, float(n) * 1.5))
+        row["speedup"] = (
+            1.0 if strategy == "single" else draw(st.one_of(st.just(float("nan")), st.floats(0.05, float(n) * 1.5)))
         )
     return row
 
@@ -145,5 +145,15 @@ def _acceptable_fields(field: str, how: str) -> set[str]:
 
 def test_corruptions_cover_every_input() -> None:
     names = {field for field, _, _ in CORRUPTIONS}
-    assert names == {"num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size",
-                     "num_steps", "strategy", "num_devices", "speedup"}
+    assert names == {
+        "num_layers",
+        "hidden_size",
+        "num_heads",
+        "ffn_size",
+        "seq_len",
+        "batch_size",
+        "num_steps",
+        "strategy",
+        "num_devices",
+        "speedup",
+    }

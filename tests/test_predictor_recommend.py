@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law, query
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.serve.predict import predict_frame

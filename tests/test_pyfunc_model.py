@@ -9,15 +9,15 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
+from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from law_factory import make_law, query
 from mlflow_roofline.cli import main
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.pareto import pareto_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.serve.recommend import recommend_frame
 from mlflow_roofline.serve.pyfunc_model import LAW_FILE, log_law_model
+from mlflow_roofline.serve.recommend import recommend_frame
 
 MODEL_NAME = "roofline-energy-test"
 
@@ -62,8 +62,15 @@ def test_signature_params_and_input_example(registered: str, law: FittedLaw) -> 
     model = mlflow.pyfunc.load_model(registered)
     meta = model.metadata
     params = {p.name: p.default for p in meta.get_params_schema().params}
-    assert params == {"mode": "predict", "max_devices": 8, "objective": "energy",
-                      "carbon_intensity": None, "region": None, "pue": None, "price_per_kwh": None}
+    assert params == {
+        "mode": "predict",
+        "max_devices": 8,
+        "objective": "energy",
+        "carbon_intensity": None,
+        "region": None,
+        "pue": None,
+        "price_per_kwh": None,
+    }
     inputs = {c.name: c.required for c in meta.get_input_schema().inputs}
     assert inputs["num_layers"] and not inputs["speedup"] and not inputs["hardware"]
     assert set(inputs) == set(query()) | {"speedup", "hardware"}
@@ -105,8 +112,23 @@ def test_bad_input_through_mlflow_is_a_400_naming_the_field(registered: str, fra
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    base = ["predict", "--num-layers", "4", "--hidden-size", "512", "--num-heads", "8", "--ffn-size", "2048",
-            "--seq-len", "128", "--batch-size", "16", "--num-steps", "20"]
+    base = [
+        "predict",
+        "--num-layers",
+        "4",
+        "--hidden-size",
+        "512",
+        "--num-heads",
+        "8",
+        "--ffn-size",
+        "2048",
+        "--seq-len",
+        "128",
+        "--batch-size",
+        "16",
+        "--num-steps",
+        "20",
+    ]
     code = 0
     try:
         main(base + list(args))
@@ -172,8 +194,20 @@ def test_carbon_comes_from_the_environment_where_the_model_runs(
 def test_predict_cli_carbon_cost_and_pareto(
     registered: str, law: FittedLaw, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2",
-                        "--carbon-intensity", "400", "--price-per-kwh", "0.3", "--json")
+    code, out, _ = _cli(
+        capsys,
+        "--model",
+        registered,
+        "--strategy",
+        "fsdp",
+        "--num-devices",
+        "2",
+        "--carbon-intensity",
+        "400",
+        "--price-per-kwh",
+        "0.3",
+        "--json",
+    )
     assert code == 0
     record = json.loads(out)
     assert record["co2e_g"] == pytest.approx(record["energy_j"] / 3.6e6 * 400, rel=1e-12)

@@ -28,8 +28,17 @@ from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs
 
-QUERY = ["num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps", "strategy",
-         "num_devices"]
+QUERY = [
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "strategy",
+    "num_devices",
+]
 TRUE_COSTS = {"eps_c": 2e-11, "eps_m": 4e-8, "e0": 1e-4}  # J/FLOP, J/element, J/token
 TRUE_PSI = {"ddp": 0.08, "fsdp": 0.05, "tp": 0.15}
 TRUE_ALPHA = -0.8
@@ -79,7 +88,9 @@ def test_a_served_law_predicts_with_the_roofline_form() -> None:
     fit = fit_hardware(frame, "Roofline GPU")
     law = fit.law
     roofline_law = fit.energy.forms[ROOFLINE_EFF].law
-    served = FittedLaw.from_json(FittedLaw(**{**law.__dict__, "form": ROOFLINE_EFF, "energy_law": roofline_law}).to_json())
+    served = FittedLaw.from_json(
+        FittedLaw(**{**law.__dict__, "form": ROOFLINE_EFF, "energy_law": roofline_law}).to_json()
+    )
     assert isinstance(served.energy_law, RooflineLaw)
     rows = frame[QUERY].head(12)
     out = predict_frame(served, rows.assign(speedup=frame["speedup"].head(12)))
@@ -133,16 +144,24 @@ def test_a_law_that_shrinks_with_size_fails_the_sanity_checks_and_is_not_registe
     broken = LinearLaw(paper.formula, paper.terms, coef, paper.cov, paper.resid_var, paper.df_resid)
     problems = sanity_problems(broken, fit.law.speedup_laws, fit.law.ranges)
     assert any("decreases as hidden_size grows" in p for p in problems)
-    steps = LinearLaw(paper.formula, paper.terms, [*coef[:i_c], 0.3, 0.3, *coef[i_m + 1:]], paper.cov,
-                      paper.resid_var, paper.df_resid)
+    steps = LinearLaw(
+        paper.formula,
+        paper.terms,
+        [*coef[:i_c], 0.3, 0.3, *coef[i_m + 1 :]],
+        paper.cov,
+        paper.resid_var,
+        paper.df_resid,
+    )
     assert any("doubling num_steps" in p for p in sanity_problems(steps, fit.law.speedup_laws, fit.law.ranges))
 
 
 @pytest.fixture(scope="module")
 def registered_laws() -> list[FittedLaw]:
     _, power = generate_synthetic_runs(20, seed=7)
-    return [fit_hardware(power.drop(columns=["speedup", "eta"]), "Synthetic GPU").law,
-            fit_hardware(generate_roofline_runs(25, seed=3), "Roofline GPU").law]
+    return [
+        fit_hardware(power.drop(columns=["speedup", "eta"]), "Synthetic GPU").law,
+        fit_hardware(generate_roofline_runs(25, seed=3), "Roofline GPU").law,
+    ]
 
 
 @st.composite
@@ -150,15 +169,25 @@ def _configs(draw) -> dict[str, object]:
     heads = draw(st.integers(1, 24))
     strategy = draw(st.sampled_from(["single", "ddp", "fsdp", "tp"]))
     devices = 1 if strategy == "single" else draw(st.sampled_from([2, 4]))
-    return {"num_layers": draw(st.integers(1, 48)), "hidden_size": 64 * heads * devices, "num_heads": heads * devices,
-            "ffn_size": 256 * heads * devices, "seq_len": draw(st.integers(8, 2048)),
-            "batch_size": devices * draw(st.integers(1, 64)), "num_steps": draw(st.integers(1, 10_000)),
-            "strategy": strategy, "num_devices": devices}
+    return {
+        "num_layers": draw(st.integers(1, 48)),
+        "hidden_size": 64 * heads * devices,
+        "num_heads": heads * devices,
+        "ffn_size": 256 * heads * devices,
+        "seq_len": draw(st.integers(8, 2048)),
+        "batch_size": devices * draw(st.integers(1, 64)),
+        "num_steps": draw(st.integers(1, 10_000)),
+        "strategy": strategy,
+        "num_devices": devices,
+    }
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(config=_configs(), field=st.sampled_from(["num_layers", "hidden_size", "seq_len", "batch_size"]),
-       factor=st.integers(2, 4))
+@given(
+    config=_configs(),
+    field=st.sampled_from(["num_layers", "hidden_size", "seq_len", "batch_size"]),
+    factor=st.integers(2, 4),
+)
 def test_registered_laws_are_finite_positive_monotone_and_proportional_to_steps(
     registered_laws: list[FittedLaw], config: dict[str, object], field: str, factor: int
 ) -> None:

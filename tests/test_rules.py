@@ -45,9 +45,7 @@ def configs(draw) -> dict[str, object]:
 
 def _columns(rows: list[dict[str, object]]) -> dict[str, np.ndarray]:
     frame = pd.DataFrame(rows)
-    return {
-        name: frame[name].to_numpy(dtype=float if name in INT_FIELDS else object) for name in frame.columns
-    }
+    return {name: frame[name].to_numpy(dtype=float if name in INT_FIELDS else object) for name in frame.columns}
 
 
 @settings(max_examples=300, deadline=None)

@@ -62,14 +62,10 @@ TINY_PARAMS = {
 CLI = str(Path(sys.executable).parent / "mlflow-roofline")
 
 
-def _measured_run(
-    client: MlflowClient, status: str, params: dict[str, str] | None = None
-) -> str:
+def _measured_run(client: MlflowClient, status: str, params: dict[str, str] | None = None) -> str:
     """A train run as a finished train leaves it: params, energy, a loss history, a status."""
     experiment_id = client.create_experiment("owned")
-    run_id = client.create_run(
-        experiment_id, run_name="original", tags={TAG_RUN_TYPE: "train"}
-    ).info.run_id
+    run_id = client.create_run(experiment_id, run_name="original", tags={TAG_RUN_TYPE: "train"}).info.run_id
     metrics = [Metric(M_ENERGY_J, 12.5, 1000, 0), Metric(M_TIME_S, 2.0, 1000, 0)]
     metrics += [Metric(M_LOSS, 1.0 / (step + 1), 1000, step) for step in range(3)]
     values = TINY_PARAMS if params is None else params
@@ -97,11 +93,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture) -> str:
     with pytest.raises(SystemExit) as caught:
         main(argv)
     assert caught.value.code == 2
-    lines = [
-        line
-        for line in capsys.readouterr().err.strip().splitlines()
-        if line.startswith("Error:")
-    ]
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("Error:")]
     assert len(lines) == 1
     return lines[0]
 
@@ -124,10 +116,7 @@ def test_train_never_reopens_an_ended_run(
         "a run that has ended is never reopened; it was left unchanged"
     )
     assert _snapshot(client, run_id) == before
-    assert (
-        len(client.search_runs([client.get_experiment_by_name("owned").experiment_id]))
-        == 1
-    )
+    assert len(client.search_runs([client.get_experiment_by_name("owned").experiment_id])) == 1
 
 
 def test_bad_input_does_not_fail_an_ended_run(
@@ -151,17 +140,11 @@ def test_a_running_run_of_another_config_or_already_measured_is_refused(
     before = _snapshot(client, run_id)
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
     line = _refused(["train", *TINY], capsys)
-    assert line.startswith(
-        f"Error: MLFLOW_RUN_ID: run {run_id} already holds a measurement (time_s)"
-    )
+    assert line.startswith(f"Error: MLFLOW_RUN_ID: run {run_id} already holds a measurement (time_s)")
     assert _snapshot(client, run_id) == before
 
-    fresh = client.create_run(
-        client.get_experiment_by_name("owned").experiment_id
-    ).info.run_id
-    client.log_param(
-        fresh, "num_layers", "3.0"
-    )  # as `mlflow run` logs it, for another config
+    fresh = client.create_run(client.get_experiment_by_name("owned").experiment_id).info.run_id
+    client.log_param(fresh, "num_layers", "3.0")  # as `mlflow run` logs it, for another config
     before = _snapshot(client, fresh)
     monkeypatch.setenv("MLFLOW_RUN_ID", fresh)
     line = _refused(["train", *TINY], capsys)
@@ -183,12 +166,7 @@ def test_a_run_id_that_does_not_exist_is_one_line(
     expected = f"Error: MLFLOW_RUN_ID: run {missing} does not exist in the tracking store; it was left unchanged"
     assert _refused(["train", *TINY], capsys) == expected
     assert _refused(["measure", "--", "true"], capsys) == expected
-    assert (
-        MlflowClient().search_runs(
-            [MlflowClient().get_experiment_by_name("owned").experiment_id]
-        )
-        == []
-    )
+    assert MlflowClient().search_runs([MlflowClient().get_experiment_by_name("owned").experiment_id]) == []
 
 
 def _measure(run_id: str, *command: str) -> subprocess.CompletedProcess[str]:
@@ -205,9 +183,7 @@ def _measure(run_id: str, *command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_measure_refuses_an_ended_run_and_runs_nothing(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_measure_refuses_an_ended_run_and_runs_nothing(tracking_uri: str, tmp_path: Path) -> None:
     client = MlflowClient()
     run_id = _measured_run(client, "FINISHED")
     before = _snapshot(client, run_id)
@@ -224,9 +200,7 @@ def test_measure_refuses_an_ended_run_and_runs_nothing(
     assert _snapshot(client, run_id) == before
 
 
-def test_measure_joins_the_fresh_run_mlflow_run_hands_over(
-    tracking_uri: str, tmp_path: Path
-) -> None:
+def test_measure_joins_the_fresh_run_mlflow_run_hands_over(tracking_uri: str, tmp_path: Path) -> None:
     client = MlflowClient()
     run_id = client.create_run(client.create_experiment("given")).info.run_id
     done = _measure(run_id, sys.executable, "-c", "pass")

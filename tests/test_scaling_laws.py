@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_roofline.fit.measured_speedup import measure_speedup
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.cv import cv_mape, workload_folds
 from mlflow_roofline.fit.diagnostics import compare_hardware_slopes
@@ -22,6 +21,7 @@ from mlflow_roofline.fit.forms import (
     PER_WORK_TERM,
     formula_of,
 )
+from mlflow_roofline.fit.measured_speedup import measure_speedup
 from mlflow_roofline.fit.ols import fit_ols
 from mlflow_roofline.fit.roofline import fit_additive_roofline
 from mlflow_roofline.fit.time_law import fit_time_law
@@ -38,8 +38,13 @@ def _data(n_workloads: int = 25, seed: int = 0, **kwargs) -> tuple[GroundTruth, 
     "truth",
     [
         GroundTruth(),
-        GroundTruth(log_kappa=-12.0, alpha_c=0.5, alpha_m=0.4, alpha_eta=-0.6,
-                    psi={"single": 0.0, "ddp": -0.1, "fsdp": 0.3, "tp": 0.0}),
+        GroundTruth(
+            log_kappa=-12.0,
+            alpha_c=0.5,
+            alpha_m=0.4,
+            alpha_eta=-0.6,
+            psi={"single": 0.0, "ddp": -0.1, "fsdp": 0.3, "tp": 0.0},
+        ),
     ],
     ids=["default", "other-exponents"],
 )
@@ -80,7 +85,7 @@ def test_hc3_covariance_and_names_reach_the_linear_law() -> None:
 
 def test_a_richer_form_wins_when_the_truth_needs_it() -> None:
     """Energy that grows with log N beyond eta: paper_log_n must beat the paper's form."""
-    truth, frame = generate_synthetic_runs(30, seed=3, device_counts=(2, 4, 8))
+    _truth, frame = generate_synthetic_runs(30, seed=3, device_counts=(2, 4, 8))
     frame = measure_speedup(frame.drop(columns=["speedup", "eta"]))
     frame["energy_j"] = frame["energy_j"] * frame["num_devices"] ** 0.5
     fits = fit_energy_laws(feature_frame(frame))

@@ -23,7 +23,7 @@ def test_predict_adds_co2e_with_its_interval_and_cost() -> None:
     out = predict_frame(LAW, FRAME, carbon)
     plain = predict_frame(LAW, FRAME)
     pd.testing.assert_frame_equal(out[list(plain.columns)], plain)
-    assert list(out.columns[len(plain.columns):]) == ["co2e_g", "co2e_g_lower", "co2e_g_upper", "cost"]
+    assert list(out.columns[len(plain.columns) :]) == ["co2e_g", "co2e_g_lower", "co2e_g_upper", "cost"]
     kwh = plain[["energy_j", "energy_j_lower", "energy_j_upper"]].to_numpy() / 3.6e6
     co2e = out[["co2e_g", "co2e_g_lower", "co2e_g_upper"]].to_numpy()
     np.testing.assert_allclose(co2e, kwh * 1.25 * 420.0, rtol=1e-12)
@@ -71,8 +71,10 @@ def test_resolution_order_param_then_env_then_region_table(params, env, intensit
             {"mode": "recommend", "objective": "carbon"},
             "objective: must be one of energy, time, edp, got 'carbon' (carbon needs carbon_intensity or region)",
         ),
-        ({"mode": "recommend", "objective": "cost", "region": "DE"},
-         "objective: must be one of energy, time, edp, carbon, got 'cost' (cost needs price_per_kwh)"),
+        (
+            {"mode": "recommend", "objective": "cost", "region": "DE"},
+            "objective: must be one of energy, time, edp, carbon, got 'cost' (cost needs price_per_kwh)",
+        ),
     ],
 )
 def test_bad_carbon_params_are_a_400_naming_the_param(params, start: str) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import mlflow
 import pandas as pd
 import pytest
-
 from law_factory import query
+
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
@@ -91,7 +91,9 @@ def test_recommend_mode_returns_the_grid_minimum(served, objective: str) -> None
         score = predicted["energy_j"] * (predicted["time_s"] if objective == "edp" else 1.0)
         assert best["candidates"] == len(grid)
         assert best["energy_optimal_energy_j"] == pytest.approx(predicted["energy_j"].min(), rel=1e-12)
-        assert best["energy_j"] * (best["time_s"] if objective == "edp" else 1.0) == pytest.approx(score.min(), rel=1e-12)
+        assert best["energy_j"] * (best["time_s"] if objective == "edp" else 1.0) == pytest.approx(
+            score.min(), rel=1e-12
+        )
 
 
 def _without(field: str) -> dict[str, Any]:

@@ -72,10 +72,12 @@ def test_frontier_ends_at_the_fastest_and_the_greenest_choice() -> None:
     for i in range(len(JOBS)):
         front = out[out["row"] == i]
         assert (front.iloc[0]["strategy"], front.iloc[0]["num_devices"]) == (
-            best.loc[i, "time_optimal_strategy"], best.loc[i, "time_optimal_num_devices"]
+            best.loc[i, "time_optimal_strategy"],
+            best.loc[i, "time_optimal_num_devices"],
         )
         assert (front.iloc[-1]["strategy"], front.iloc[-1]["num_devices"]) == (
-            best.loc[i, "energy_optimal_strategy"], best.loc[i, "energy_optimal_num_devices"]
+            best.loc[i, "energy_optimal_strategy"],
+            best.loc[i, "energy_optimal_num_devices"],
         )
 
 

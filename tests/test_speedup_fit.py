@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from mlflow_roofline.fit.measured_speedup import measure_speedup
-from mlflow_roofline.law.speedup import AMDAHL, SATURATING_EXP, amdahl, saturating_exp
 from mlflow_roofline.fit.speedup_fit import BOUNDS, fit_speedup_law, fit_speedup_laws
+from mlflow_roofline.law.speedup import AMDAHL, SATURATING_EXP, amdahl, saturating_exp
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs
 
 

@@ -67,9 +67,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)
     client = MlflowClient(f"sqlite:///{db}")
-    experiment_id = client.create_experiment(
-        "roofline-bert", artifact_location=(tmp_path / "art").as_uri()
-    )
+    experiment_id = client.create_experiment("roofline-bert", artifact_location=(tmp_path / "art").as_uri())
     log_synthetic_runs(
         client,
         experiment_id,
@@ -96,11 +94,7 @@ def _run(command: str, uri: str, **kwargs: object) -> subprocess.CompletedProces
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 2, done.stderr[-3000:]
-    lines = [
-        line
-        for line in done.stderr.splitlines()
-        if line.strip() and " INFO " not in line
-    ]
+    lines = [line for line in done.stderr.splitlines() if line.strip() and " INFO " not in line]
     assert len(lines) == 1, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "[SQL:" not in done.stderr
     return lines[0]
@@ -135,9 +129,7 @@ def test_a_read_only_store_is_one_line(store: Path, command: str) -> None:
         "predict",
     ],
 )
-def test_a_store_locked_by_another_process_is_one_line(
-    store: Path, command: str
-) -> None:
+def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str) -> None:
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -153,9 +145,7 @@ def test_a_store_locked_by_another_process_is_one_line(
         text=True,
     )
     try:
-        assert (
-            holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        )
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         uri = f"sqlite:///{store}?timeout=1"
         done = _run(command, uri)
     finally:
@@ -163,6 +153,5 @@ def test_a_store_locked_by_another_process_is_one_line(
         holder.wait()
     line = _one_error_line(done)
     assert line.startswith(
-        f"Error: tracking store {uri} is locked by another process and stayed locked past "
-        "the wait (database is locked)"
+        f"Error: tracking store {uri} is locked by another process and stayed locked past the wait (database is locked)"
     )

@@ -84,14 +84,28 @@ def test_a_grid_too_large_to_plan_is_refused_with_its_size_before_it_is_expanded
     assert "--max-configs" in line
     small = tmp_path / "small.yaml"
     small.write_text(TOP + "grid: {num_layers: [1, 2, 3], hidden_size: 16}\n")
-    assert "has 3 grid points, more than the limit of 2" in one_line(sweep_cli(small, "--dry-run", "--max-configs", "2"))
+    assert "has 3 grid points, more than the limit of 2" in one_line(
+        sweep_cli(small, "--dry-run", "--max-configs", "2")
+    )
     assert sweep_cli(small, "--dry-run", "--max-configs", "3").returncode == 0
 
 
 def test_planning_reports_progress_over_every_grid_point() -> None:
-    spec = parse_spec({"device": "cpu", "num_heads": 2, "ffn_ratio": 2, "seq_len": 8, "batch_size": 4,
-                       "grid": {"num_layers": list(range(1, 51)), "hidden_size": list(range(2, 102, 2)),
-                                "strategy": ["single", "ddp"], "num_devices": [1, 2]}})
+    spec = parse_spec(
+        {
+            "device": "cpu",
+            "num_heads": 2,
+            "ffn_ratio": 2,
+            "seq_len": 8,
+            "batch_size": 4,
+            "grid": {
+                "num_layers": list(range(1, 51)),
+                "hidden_size": list(range(2, 102, 2)),
+                "strategy": ["single", "ddp"],
+                "num_devices": [1, 2],
+            },
+        }
+    )
     size = grid_points(spec)
     assert size == 50 * 50 * 2 * 2
     calls: list[int] = []
@@ -104,8 +118,10 @@ def test_planning_reports_progress_over_every_grid_point() -> None:
 
 def test_planning_a_large_grid_shows_a_progress_bar(tracking_uri: str, tmp_path: Path) -> None:
     spec = tmp_path / "large.yaml"
-    spec.write_text(TOP.replace("ffn_size: 32", "ffn_ratio: 2")
-                    + f"grid: {{num_layers: {list(range(1, 101))}, hidden_size: {list(range(2, 102, 2))}}}\n")
+    spec.write_text(
+        TOP.replace("ffn_size: 32", "ffn_ratio: 2")
+        + f"grid: {{num_layers: {list(range(1, 101))}, hidden_size: {list(range(2, 102, 2))}}}\n"
+    )
     proc = sweep_cli(spec, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "planning" in proc.stderr and "5000/5000" in proc.stderr
@@ -119,33 +135,55 @@ def test_more_processes_than_the_node_hosts_are_refused_and_more_than_its_cores_
 
     cores = os.cpu_count() or 1
     limit = MAX_CPU_PROCESSES_PER_CORE * cores
-    config = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8,
-                         batch_size=4 * (limit + 1), strategy="ddp", num_devices=limit + 1)
+    config = TrainConfig(
+        num_layers=1,
+        hidden_size=16,
+        num_heads=2,
+        ffn_size=32,
+        seq_len=8,
+        batch_size=4 * (limit + 1),
+        strategy="ddp",
+        num_devices=limit + 1,
+    )
     problem = node_problem(config, None, cores)
     assert problem is not None and problem.field == "num_devices" and f"= {limit})" in str(problem)
     assert node_problem(config, None, None) is None  # no node to check against
-    gpu = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
-                      strategy="ddp", num_devices=4, device="cuda")
+    gpu = TrainConfig(
+        num_layers=1,
+        hidden_size=16,
+        num_heads=2,
+        ffn_size=32,
+        seq_len=8,
+        batch_size=4,
+        strategy="ddp",
+        num_devices=4,
+        device="cuda",
+    )
     assert "needs 4 GPUs, 2 visible here" in str(node_problem(gpu, 2, cores))
 
     too_many = tmp_path / "too_many.yaml"
-    too_many.write_text(TOP.replace("batch_size: 4", f"batch_size: {4 * (limit + 1)}")
-                        + f"grid: {{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: {limit + 1}}}\n")
+    too_many.write_text(
+        TOP.replace("batch_size: 4", f"batch_size: {4 * (limit + 1)}")
+        + f"grid: {{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: {limit + 1}}}\n"
+    )
     proc = sweep_cli(too_many, "--dry-run")
     assert proc.returncode == 0, proc.stderr  # the single baseline still runs
     assert f"skipped: num_devices: needs {limit + 1} CPU processes, more than this node hosts" in proc.stdout
 
     shared = tmp_path / "shared.yaml"
-    shared.write_text(TOP.replace("batch_size: 4", f"batch_size: {4 * (cores + 1)}")
-                      + f"grid: {{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: {cores + 1}}}\n")
+    shared.write_text(
+        TOP.replace("batch_size: 4", f"batch_size: {4 * (cores + 1)}")
+        + f"grid: {{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: {cores + 1}}}\n"
+    )
     proc = sweep_cli(shared, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert f"Warning: 1 configuration(s) run more processes than the {cores} core(s) here" in proc.stderr
 
 
 def test_num_steps_past_int64_is_refused_by_the_one_rule() -> None:
-    config = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
-                         num_steps=INT64_MAX + 1)
+    config = TrainConfig(
+        num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4, num_steps=INT64_MAX + 1
+    )
     with pytest.raises(ConfigError, match="num_steps: must be at most 9223372036854775807"):
         config.validate()
     TrainConfig.from_mapping({**config.to_params(), "num_steps": str(INT64_MAX)}).validate()

@@ -147,8 +147,15 @@ def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> N
 
     client, exp = store
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", CLAIMANT, exp, str(go), HW], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMANT, exp, str(go), HW],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     try:
         time.sleep(8)  # let every claimant import MLflow and wait at the line
         go.touch()

@@ -42,8 +42,9 @@ def test_two_sweeps_started_together_run_each_config_once_and_kill_nothing(track
     client = MlflowClient()
     client.search_experiments()  # create the store's tables before two processes open it at once
     sweeps = [
-        subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         for _ in range(2)
     ]
     outputs = [sweep.communicate(timeout=600)[0] for sweep in sweeps]
@@ -59,8 +60,9 @@ def test_two_sweeps_started_together_run_each_config_once_and_kill_nothing(track
     assert sum(p.data.metrics["configs_finished"] for p in parents) == 3  # each config ran in one sweep only
 
     # a lost claim leaves a deleted ticket that says so and never started a train process
-    every = client.search_runs([exp], filter_string=f"tags.`{TAG_RUN_TYPE}` = 'train'", max_results=100,
-                               run_view_type=ViewType.ALL)
+    every = client.search_runs(
+        [exp], filter_string=f"tags.`{TAG_RUN_TYPE}` = 'train'", max_results=100, run_view_type=ViewType.ALL
+    )
     tickets = [r for r in every if r.info.lifecycle_stage == "deleted"]
     assert all(TAG_CLAIM in r.data.tags and TAG_PID not in r.data.tags for r in tickets)
     assert sum(TAG_PID in r.data.tags for r in every) == 3  # three train processes in all

@@ -11,16 +11,39 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_NOTE
 from mlflow_roofline.sweep.description import Row, sweep_markdown
 from mlflow_roofline.sweep.plan import Plan, Skipped
-from mlflow_roofline.sweep.status import DONE, FAILED, NEW, Outcome, Status
 from mlflow_roofline.sweep.spec import parse_spec
+from mlflow_roofline.sweep.status import DONE, FAILED, NEW, Outcome, Status
 
-SPEC = parse_spec({"device": "cpu", "meter": "estimate", "grid": {"num_layers": [1, 2], "hidden_size": 16,
-                   "num_heads": 2, "ffn_size": 32, "seq_len": 8, "batch_size": 4}}, name="tiny")
+SPEC = parse_spec(
+    {
+        "device": "cpu",
+        "meter": "estimate",
+        "grid": {
+            "num_layers": [1, 2],
+            "hidden_size": 16,
+            "num_heads": 2,
+            "ffn_size": 32,
+            "seq_len": 8,
+            "batch_size": 4,
+        },
+    },
+    name="tiny",
+)
 
 
 def config(layers: int, strategy: str = "single", devices: int = 1) -> TrainConfig:
-    return TrainConfig(num_layers=layers, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
-                       num_steps=2, warmup_steps=1, strategy=strategy, num_devices=devices)
+    return TrainConfig(
+        num_layers=layers,
+        hidden_size=16,
+        num_heads=2,
+        ffn_size=32,
+        seq_len=8,
+        batch_size=4,
+        num_steps=2,
+        warmup_steps=1,
+        strategy=strategy,
+        num_devices=devices,
+    )
 
 
 def row(markdown: str, first_cells: str) -> list[str]:
@@ -68,16 +91,27 @@ def test_nothing_finished_yet_says_so() -> None:
 def test_a_real_sweep_describes_its_children_on_the_parent(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.train.device import hardware_name
     from mlflow_roofline.sweep.runner import run_sweep
+    from mlflow_roofline.train.device import hardware_name
 
     good = config(1)
-    bad = TrainConfig(num_layers=1, hidden_size=24, num_heads=3, ffn_size=48, seq_len=8, batch_size=4,
-                      num_steps=2, warmup_steps=1, strategy="tp", num_devices=2)  # forced past planning: fails
+    bad = TrainConfig(
+        num_layers=1,
+        hidden_size=24,
+        num_heads=3,
+        ffn_size=48,
+        seq_len=8,
+        batch_size=4,
+        num_steps=2,
+        warmup_steps=1,
+        strategy="tp",
+        num_devices=2,
+    )  # forced past planning: fails
     plan = Plan(configs=(good, bad), skipped=(), hardware=hardware_name("cpu"), device="cpu")
     client = MlflowClient()
-    result = run_sweep(SPEC, plan, client.create_experiment("described"), client=client, progress=False,
-                       echo=lambda _: None)
+    result = run_sweep(
+        SPEC, plan, client.create_experiment("described"), client=client, progress=False, echo=lambda _: None
+    )
     note = client.get_run(result.parent_run_id).data.tags[TAG_NOTE]
     child = client.get_run(next(e.outcome.run_id for e in result.entries if e.config == good))
     assert row(note, "`single`")[3] == f"{child.data.metrics['energy_j']:.4g}"

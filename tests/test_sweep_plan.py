@@ -9,12 +9,12 @@ import sys
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
-from mlflow_roofline.system.liveness import TAG_HOST, TAG_PID, process_tags
 from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.reconcile import plan_counts, plan_table, reconcile
+from mlflow_roofline.sweep.spec import parse_spec
 from mlflow_roofline.sweep.status import ALIVE, DONE, ELSEWHERE, FAILED, NEW, STALE
 from mlflow_roofline.sweep.store import store_status, train_runs
-from mlflow_roofline.sweep.spec import parse_spec
+from mlflow_roofline.system.liveness import TAG_HOST, TAG_PID, process_tags
 
 HW = "cpu:test"
 
@@ -26,8 +26,9 @@ def plan_of(grid: object, cuda_devices: int | None = None, device: str = "cpu", 
 
 
 def test_cartesian_product_with_baselines_first_and_single_on_one_device() -> None:
-    plan = plan_of({"num_layers": [1, 2], "hidden_size": [16, 32], "strategy": ["ddp", "tp", "single"],
-                    "num_devices": [1, 2, 4]})
+    plan = plan_of(
+        {"num_layers": [1, 2], "hidden_size": [16, 32], "strategy": ["ddp", "tp", "single"], "num_devices": [1, 2, 4]}
+    )
     # 4 workloads x (single x1 + ddp x2, x4 + tp x2) ; tp x4 impossible (2 heads)
     assert len(plan.configs) == 4 * 4
     singles = [c for c in plan.configs if c.strategy == "single"]
@@ -42,7 +43,10 @@ def test_cartesian_product_with_baselines_first_and_single_on_one_device() -> No
 def test_every_workload_gets_its_baseline_even_if_the_grid_omits_single() -> None:
     plan = plan_of({"num_layers": [1], "hidden_size": [16, 32], "strategy": ["fsdp"], "num_devices": [2]})
     assert [(c.hidden_size, c.strategy) for c in plan.configs] == [
-        (16, "single"), (32, "single"), (16, "fsdp"), (32, "fsdp")
+        (16, "single"),
+        (32, "single"),
+        (16, "fsdp"),
+        (32, "fsdp"),
     ]
     fsdp = plan.configs[2]
     base = plan.configs[0]
@@ -56,19 +60,28 @@ def test_union_of_grids_has_no_duplicates() -> None:
 
 
 def test_impossible_points_are_skipped_with_the_rule() -> None:
-    plan = plan_of({"num_layers": 1, "hidden_size": [30, 32], "num_heads": 4, "strategy": ["single", "ddp"],
-                    "num_devices": [4], "batch_size": [4, 6]})
+    plan = plan_of(
+        {
+            "num_layers": 1,
+            "hidden_size": [30, 32],
+            "num_heads": 4,
+            "strategy": ["single", "ddp"],
+            "num_devices": [4],
+            "batch_size": [4, 6],
+        }
+    )
     reasons = {s.label: s.reason for s in plan.skipped}
     assert "hidden_size: must be divisible by num_heads (30 % 4 != 0)" in reasons["L1-d30-h4-ff60-S8-B4-single-x1"]
     assert reasons["L1-d32-h4-ff64-S8-B6-ddp-x4"].startswith("batch_size: must be divisible by num_devices")
     assert {(c.hidden_size, c.batch_size, c.strategy) for c in plan.configs} == {
-        (32, 4, "single"), (32, 6, "single"), (32, 4, "ddp")
+        (32, 4, "single"),
+        (32, 6, "single"),
+        (32, 4, "ddp"),
     }
 
 
 def test_head_size_and_ffn_ratio_become_counts_or_reasons() -> None:
-    plan = plan_of({"num_layers": 1, "hidden_size": [64, 96, 100], "head_size": 32, "ffn_ratio": 2.5},
-                   num_heads=None)
+    plan = plan_of({"num_layers": 1, "hidden_size": [64, 96, 100], "head_size": 32, "ffn_ratio": 2.5}, num_heads=None)
     (config,) = [c for c in plan.configs if c.hidden_size == 64]
     assert (config.num_heads, config.ffn_size) == (2, 160)
     (c96,) = [c for c in plan.configs if c.hidden_size == 96]
@@ -84,8 +97,12 @@ def test_ffn_ratio_that_does_not_give_an_integer_is_skipped() -> None:
 
 
 def test_cuda_configs_needing_more_gpus_than_visible_are_skipped() -> None:
-    plan = plan_of({"num_layers": 1, "hidden_size": 32, "strategy": ["single", "ddp"], "num_devices": [2, 4]},
-                   cuda_devices=2, device="cuda", batch_size=8)
+    plan = plan_of(
+        {"num_layers": 1, "hidden_size": 32, "strategy": ["single", "ddp"], "num_devices": [2, 4]},
+        cuda_devices=2,
+        device="cuda",
+        batch_size=8,
+    )
     assert [(c.strategy, c.num_devices, c.device) for c in plan.configs] == [("single", 1, "cuda"), ("ddp", 2, "cuda")]
     assert "needs 4 GPUs, 2 visible" in plan.skipped[0].reason
 
@@ -119,8 +136,11 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     # a rank its launcher put in a session of its own, outliving the recorded process group
     ids["rank"] = _run(client, exp, rank, None, {TAG_HOST: process_tags(os.getpid())[TAG_HOST], TAG_PID: "999999"})
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
-                              env={**os.environ, "MLFLOW_RUN_ID": ids["rank"]})
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        start_new_session=True,
+        env={**os.environ, "MLFLOW_RUN_ID": ids["rank"]},
+    )
     try:
         ids["alive"] = _run(client, exp, alive, None, process_tags(sleeper.pid))
         # a train run of another experiment or another run type never counts
@@ -139,8 +159,14 @@ def test_store_status_for_each_kind_of_earlier_run(tracking_uri: str) -> None:
         entries = reconcile(plan, statuses, retry_failed=False)
         actions = {e.config: e.action for e in entries}
         assert [actions[c] for c in plan.configs] == ["skip", "skip", "run", "wait", "skip", "run", "run", "wait"]
-        assert plan_counts(entries, plan) == {"configs": 8, "to_run": 3, "already_done": 1, "failed_earlier": 1,
-                                              "in_progress": 3, "skipped_invalid": 0}
+        assert plan_counts(entries, plan) == {
+            "configs": 8,
+            "to_run": 3,
+            "already_done": 1,
+            "failed_earlier": 1,
+            "in_progress": 3,
+            "skipped_invalid": 0,
+        }
         retried = {e.config: e.action for e in reconcile(plan, statuses, retry_failed=True)}
         assert retried[failed] == "run"
         table = plan_table(entries, plan)
@@ -161,16 +187,22 @@ def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_pat
     from mlflow_roofline.train.device import hardware_name
 
     spec = tmp_path / "tiny.yaml"
-    spec.write_text("experiment: dry\ndevice: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
-                    "strategy: [single, ddp]\nnum_devices: 2\ngrid: {num_layers: [1, 2], hidden_size: 16}\n")
+    spec.write_text(
+        "experiment: dry\ndevice: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
+        "strategy: [single, ddp]\nnum_devices: 2\ngrid: {num_layers: [1, 2], hidden_size: 16}\n"
+    )
     client = MlflowClient()
     exp = client.create_experiment("dry")
     done = TrainConfig(num_layers=2, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
     hw = hardware_name("cpu")
     run = client.create_run(exp, tags={TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: done.config_hash(hw)})
     client.set_terminated(run.info.run_id, "FINISHED")
-    proc = subprocess.run([sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(spec), "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(spec), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"L2-d16-h2-ff32-S8-B4-single-x1  already done (run {run.info.run_id})" in proc.stdout
     assert "4 configurations: 3 to run, 1 already done" in proc.stdout

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.services import MlflowServer, RayCluster, start_mlflow_server, start_postgres, start_ray_cluster
+
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
 from mlflow_roofline.sweep.executors import NODE_METER_RESOURCE
 
@@ -31,10 +31,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_spec(path: Path, experiment: str, grid: str, steps: int = 2) -> Path:
-    path.write_text("\n".join([
-        f"experiment: {experiment}", "device: cpu", "meter: estimate", f"num_steps: {steps}", "warmup_steps: 1",
-        "num_heads: 2", "ffn_ratio: 2", "seq_len: 8", "batch_size: 4", f"grid: {grid}", "",
-    ]))
+    path.write_text(
+        "\n".join(
+            [
+                f"experiment: {experiment}",
+                "device: cpu",
+                "meter: estimate",
+                f"num_steps: {steps}",
+                "warmup_steps: 1",
+                "num_heads: 2",
+                "ffn_ratio: 2",
+                "seq_len: 8",
+                "batch_size: 4",
+                f"grid: {grid}",
+                "",
+            ]
+        )
+    )
     return path
 
 
@@ -88,8 +101,9 @@ def train_runs(experiment: str) -> list:
 
 
 def sweep(spec: Path, env: dict[str, str], *options: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "sweep", str(spec), "--no-progress", *options], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [*CLI, "sweep", str(spec), "--no-progress", *options], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_finished_run_per_config(runs: list, configs: int) -> None:
@@ -121,8 +135,9 @@ def test_ray_sweep_on_two_nodes_logs_every_config_once_and_the_fit_reads_them(
 
     from mlflow_roofline.fit.job import run_fit
 
-    fitted = run_fit(["ray-sweep"], model_name="roofline-energy-ray", alias="champion", allow_estimate=True,
-                     echo=lambda *_: None)
+    fitted = run_fit(
+        ["ray-sweep"], model_name="roofline-energy-ray", alias="champion", allow_estimate=True, echo=lambda *_: None
+    )
     assert fitted is not None
     from mlflow.tracking import MlflowClient
 
@@ -140,10 +155,20 @@ def test_slurm_executor_through_submitit_local(env: dict[str, str], tmp_path: Pa
     assert list((tmp_path / "jobs").glob("*_submitted.pkl")), "submitit wrote no job"
 
 
-def test_two_sweeps_started_together_against_the_server_run_each_config_once(env: dict[str, str], tmp_path: Path) -> None:
+def test_two_sweeps_started_together_against_the_server_run_each_config_once(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     spec = write_spec(tmp_path / "twice.yaml", "twice", "{num_layers: [1, 2, 3], hidden_size: 16}")
-    procs = [subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [*CLI, "sweep", str(spec), "--no-progress"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     runs = train_runs("twice")
@@ -158,8 +183,13 @@ def test_killing_the_worker_raylet_fails_that_config_and_it_runs_again_elsewhere
     from mlflow.tracking import MlflowClient
 
     spec = write_spec(tmp_path / "kill.yaml", "kill", "{num_layers: [1, 2], hidden_size: 16}", steps=400)
-    proc = subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress", "--executor", "ray", "--ray-address",
-                             ray_cluster.address], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "sweep", str(spec), "--no-progress", "--executor", "ray", "--ray-address", ray_cluster.address],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     client = MlflowClient()
     worker_pid = ray_cluster.raylet_pid(ray_cluster.worker_manager_ports[0])
     worker_node = _node_of_raylet(ray_cluster)
@@ -167,7 +197,11 @@ def test_killing_the_worker_raylet_fails_that_config_and_it_runs_again_elsewhere
     victim = None
     while victim is None and time.monotonic() < deadline and proc.poll() is None:
         for run in train_runs("kill") if client.get_experiment_by_name("kill") else []:
-            if run.info.status == "RUNNING" and run.data.tags.get(TAG_NODE) == worker_node and "roofline.pid" in run.data.tags:
+            if (
+                run.info.status == "RUNNING"
+                and run.data.tags.get(TAG_NODE) == worker_node
+                and "roofline.pid" in run.data.tags
+            ):
                 victim = run
         time.sleep(0.5)
     assert victim is not None, "no config started on the worker node"
@@ -179,8 +213,11 @@ def test_killing_the_worker_raylet_fails_that_config_and_it_runs_again_elsewhere
     lost = client.get_run(victim.info.run_id)
     assert lost.info.status in ("FAILED", "KILLED")
     assert lost.data.tags.get(TAG_ERROR), "the lost run says nothing about why"
-    rerun = [r for r in runs if r.data.tags[TAG_CONFIG_HASH] == victim.data.tags[TAG_CONFIG_HASH]
-             and r.info.status == "FINISHED"]
+    rerun = [
+        r
+        for r in runs
+        if r.data.tags[TAG_CONFIG_HASH] == victim.data.tags[TAG_CONFIG_HASH] and r.info.status == "FINISHED"
+    ]
     assert rerun and rerun[0].data.tags[TAG_NODE] != worker_node
 
 

@@ -27,8 +27,17 @@ pytestmark = pytest.mark.slow
 
 
 def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: object) -> Path:
-    lines = [f"experiment: {experiment}", "device: cpu", "meter: estimate", f"num_steps: {steps}",
-             "warmup_steps: 1", "num_heads: 2", "ffn_ratio: 2", "seq_len: 8", "batch_size: 4"]
+    lines = [
+        f"experiment: {experiment}",
+        "device: cpu",
+        "meter: estimate",
+        f"num_steps: {steps}",
+        "warmup_steps: 1",
+        "num_heads: 2",
+        "ffn_ratio: 2",
+        "seq_len: 8",
+        "batch_size: 4",
+    ]
     lines += [f"{k}: {v}" for k, v in top.items()]
     path.write_text("\n".join(lines + [f"grid: {grid}", ""]))
     return path
@@ -41,8 +50,9 @@ def runs_of(experiment: str, run_type: str) -> list:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    return client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'",
-                              max_results=1000)
+    return client.search_runs(
+        [exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'", max_results=1000
+    )
 
 
 def init_store() -> None:
@@ -65,11 +75,18 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     from mlflow.tracking import MlflowClient
 
     # two depths on one device, and the ddp run of one of them on a two-process gloo group
-    spec = write_spec(tmp_path / "tiny.yaml", "e2e", "[{num_layers: [1, 2], hidden_size: 16}, "
-                      "{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}]")
+    spec = write_spec(
+        tmp_path / "tiny.yaml",
+        "e2e",
+        "[{num_layers: [1, 2], hidden_size: 16}, {num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}]",
+    )
     # 1) as a user types it first: the project run lands in "Default", the sweep's runs in the spec's experiment
-    first = subprocess.run(["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local",
-                            "-P", f"spec={spec}"], capture_output=True, text=True, timeout=600)
+    first = subprocess.run(
+        ["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local", "-P", f"spec={spec}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     client = MlflowClient()
     (parent,) = runs_of("e2e", "sweep")
@@ -79,7 +96,9 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     assert len({c.data.tags[TAG_CONFIG_HASH] for c in children}) == 3
     assert {c.data.tags[TAG_PARENT_RUN_ID] for c in children} == {parent.info.run_id}
     assert sorted((c.data.params["num_layers"], c.data.params["strategy"]) for c in children) == [
-        ("1", "ddp"), ("1", "single"), ("2", "single")
+        ("1", "ddp"),
+        ("1", "single"),
+        ("2", "single"),
     ]
     assert all("energy_j" in c.data.metrics and c.data.metrics["time_s"] > 0 for c in children)
     assert parent.info.status == "FINISHED"
@@ -92,9 +111,24 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     assert launcher.info.status == "FINISHED"
 
     # 2) again, in the spec's experiment: the project run is the parent and nothing reruns
-    again = subprocess.run(["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local",
-                            "--experiment-name", "e2e", "-P", f"spec={spec}"],
-                           capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [
+            "mlflow",
+            "run",
+            str(REPO_ROOT),
+            "-e",
+            "sweep",
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            "e2e",
+            "-P",
+            f"spec={spec}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(runs_of("e2e", "train")) == 3
     parents = runs_of("e2e", "sweep")
@@ -110,11 +144,15 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     spec = write_spec(tmp_path / "resume.yaml", "resume", grid, steps=3)
     init_store()
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # the killed sweep's output folder stays in here
-    sweep = subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    sweep = subprocess.Popen(
+        [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     try:
-        wait_until(lambda: any(r.info.status == "FINISHED" for r in runs_of("resume", "train")), 300,
-                   "a first finished configuration")
+        wait_until(
+            lambda: any(r.info.status == "FINISHED" for r in runs_of("resume", "train")),
+            300,
+            "a first finished configuration",
+        )
         assert sweep.poll() is None, "the sweep ended before it could be killed"
         finished_before = sum(r.info.status == "FINISHED" for r in runs_of("resume", "train"))
         assert finished_before < 3
@@ -126,8 +164,9 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     (killed_parent,) = runs_of("resume", "sweep")
     assert killed_parent.info.status == "RUNNING"  # SIGKILL leaves no chance to end it
 
-    resumed = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True,
-                             timeout=600, env=env)
+    resumed = subprocess.run(
+        [*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600, env=env
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     runs = runs_of("resume", "train")
     finished = Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs if r.info.status == "FINISHED")
@@ -141,20 +180,37 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
 def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.train.device import hardware_name
     from mlflow_roofline.sweep.plan import Plan
     from mlflow_roofline.sweep.runner import run_sweep
     from mlflow_roofline.sweep.spec import parse_spec
+    from mlflow_roofline.train.device import hardware_name
 
-    good = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4,
-                       num_steps=2, warmup_steps=1)
+    good = TrainConfig(
+        num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4, num_steps=2, warmup_steps=1
+    )
     # 3 heads cannot split over 2 ranks: planning would skip it, so force it past planning
-    bad = TrainConfig(num_layers=1, hidden_size=24, num_heads=3, ffn_size=48, seq_len=8, batch_size=4,
-                      num_steps=2, warmup_steps=1, strategy="tp", num_devices=2)
+    bad = TrainConfig(
+        num_layers=1,
+        hidden_size=24,
+        num_heads=3,
+        ffn_size=48,
+        seq_len=8,
+        batch_size=4,
+        num_steps=2,
+        warmup_steps=1,
+        strategy="tp",
+        num_devices=2,
+    )
     hw = hardware_name("cpu")
     plan = Plan(configs=(bad, good), skipped=(), hardware=hw, device="cpu")
-    spec = parse_spec({"device": "cpu", "meter": "estimate", "grid": {"num_layers": 1, "hidden_size": 16,
-                       "num_heads": 2, "ffn_size": 32, "seq_len": 8, "batch_size": 4}}, name="forced")
+    spec = parse_spec(
+        {
+            "device": "cpu",
+            "meter": "estimate",
+            "grid": {"num_layers": 1, "hidden_size": 16, "num_heads": 2, "ffn_size": 32, "seq_len": 8, "batch_size": 4},
+        },
+        name="forced",
+    )
     client = MlflowClient()
     exp = client.create_experiment("failing")
     result = run_sweep(spec, plan, exp, client=client, progress=False, echo=lambda _: None)
@@ -172,17 +228,28 @@ def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(trackin
 def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tracking_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.train.device import hardware_name
-    from mlflow_roofline.system.liveness import TAG_PID
     from mlflow_roofline.sweep.child_run import run_configuration
+    from mlflow_roofline.system.liveness import TAG_PID
+    from mlflow_roofline.train.device import hardware_name
 
     client = MlflowClient()
     exp = client.create_experiment("oom")
-    config = TrainConfig(num_layers=2, hidden_size=32, num_heads=2, ffn_size=64, seq_len=16, batch_size=4,
-                         num_steps=100000, warmup_steps=1)
+    config = TrainConfig(
+        num_layers=2,
+        hidden_size=32,
+        num_heads=2,
+        ffn_size=64,
+        seq_len=16,
+        batch_size=4,
+        num_steps=100000,
+        warmup_steps=1,
+    )
     outcome = {}
-    worker = threading.Thread(target=lambda: outcome.update(
-        result=run_configuration(config, exp, None, hardware=hardware_name("cpu"), meter="estimate", client=client)))
+    worker = threading.Thread(
+        target=lambda: outcome.update(
+            result=run_configuration(config, exp, None, hardware=hardware_name("cpu"), meter="estimate", client=client)
+        )
+    )
     worker.start()
     try:
         wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("oom", "train")), 120, "the train process")
@@ -202,8 +269,9 @@ def test_sigterm_marks_the_in_flight_child_and_the_parent_killed(tracking_uri: s
 
     spec = write_spec(tmp_path / "term.yaml", "term", "{num_layers: [1, 2], hidden_size: 16}", steps=100000)
     init_store()
-    sweep = subprocess.Popen([*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    sweep = subprocess.Popen(
+        [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("term", "train")), 120, "the train process")
         sweep.send_signal(signal.SIGTERM)

@@ -37,15 +37,14 @@ def test_smoke_spec_covers_all_strategies_depths_and_widths_on_cpu() -> None:
     assert spec.device == "cpu"
     plan = expand(spec, "cpu", None)
     assert len(plan.configs) >= 12
-    assert {(c.strategy, c.num_devices) for c in plan.configs} >= {
-        ("single", 1), ("ddp", 2), ("fsdp", 2), ("tp", 2)
-    }
+    assert {(c.strategy, c.num_devices) for c in plan.configs} >= {("single", 1), ("ddp", 2), ("fsdp", 2), ("tp", 2)}
     assert len({c.num_layers for c in plan.configs}) >= 2
     assert len({c.hidden_size for c in plan.configs}) >= 2
     assert f"{len(plan.configs)} configurations, {len(plan.skipped)} grid point skipped" in spec.text
     # tiny: the whole sweep must stay in minutes on two CPU cores
-    assert all(c.num_layers <= 2 and c.hidden_size <= 128 and c.seq_len <= 32 and c.batch_size <= 8
-               for c in plan.configs)
+    assert all(
+        c.num_layers <= 2 and c.hidden_size <= 128 and c.seq_len <= 32 and c.batch_size <= 8 for c in plan.configs
+    )
 
 
 def test_paper_spec_follows_the_papers_grid() -> None:
@@ -74,8 +73,14 @@ def test_paper_spec_follows_the_papers_grid() -> None:
 
 def test_scalars_top_level_defaults_and_alternatives() -> None:
     spec = parse_spec(
-        {"device": "cpu", "seq_len": 16, "batch_size": [4, 8], "head_size": 16, "ffn_ratio": 2,
-         "grid": [{"num_layers": 1, "hidden_size": [32, 64]}, {"num_layers": 2, "hidden_size": 32, "num_heads": 1}]}
+        {
+            "device": "cpu",
+            "seq_len": 16,
+            "batch_size": [4, 8],
+            "head_size": 16,
+            "ffn_ratio": 2,
+            "grid": [{"num_layers": 1, "hidden_size": [32, 64]}, {"num_layers": 2, "hidden_size": 32, "num_heads": 1}],
+        }
     )
     first, second = spec.grids
     assert first["seq_len"] == (16,) and first["batch_size"] == (4, 8) and first["head_size"] == (16,)
@@ -151,7 +156,9 @@ def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_u
 def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "smoke", "--retry-failed", "maybe", "--dry-run"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr

@@ -10,8 +10,28 @@ from mlflow import MlflowClient
 from mlflow_roofline.cli import main
 from mlflow_roofline.tracking.system_metrics import SystemMetrics, system_metrics, system_metrics_wanted
 
-TINY = ["--num-layers", "1", "--hidden-size", "16", "--num-heads", "2", "--ffn-size", "32", "--seq-len", "8",
-        "--batch-size", "4", "--num-steps", "2", "--warmup-steps", "1", "--meter", "estimate", "--device", "cpu"]
+TINY = [
+    "--num-layers",
+    "1",
+    "--hidden-size",
+    "16",
+    "--num-heads",
+    "2",
+    "--ffn-size",
+    "32",
+    "--seq-len",
+    "8",
+    "--batch-size",
+    "4",
+    "--num-steps",
+    "2",
+    "--warmup-steps",
+    "1",
+    "--meter",
+    "estimate",
+    "--device",
+    "cpu",
+]
 
 
 def system_keys(client: MlflowClient, run_id: str) -> set[str]:
@@ -42,7 +62,8 @@ def test_samples_are_logged_per_interval_and_a_short_block_still_gets_one(tracki
     with system_metrics(short_run, sampling_interval_s=30.0):
         time.sleep(0.1)  # far shorter than one interval: MLflow's monitor alone would log nothing
     assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= system_keys(
-        client, short_run)
+        client, short_run
+    )
 
     off_run = client.create_run(experiment).info.run_id
     with system_metrics(off_run, enabled=False) as monitor:
@@ -62,6 +83,7 @@ def test_train_runs_log_system_metrics_unless_turned_off(tracking_uri: str) -> N
     first, second = sorted(client.search_runs([experiment_id]), key=lambda r: r.info.start_time)
     assert first.info.status == second.info.status == "FINISHED"
     assert {"system/cpu_utilization_percentage", "system/system_memory_usage_percentage"} <= system_keys(
-        client, first.info.run_id)
+        client, first.info.run_id
+    )
     assert system_keys(client, second.info.run_id) == set()
     assert "energy_j" in first.data.metrics and "energy_j" in second.data.metrics

@@ -21,17 +21,32 @@ from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, TAG_ERROR
 
 REPO = Path(__file__).resolve().parents[1]
-GOOD = {"num-layers": "2", "hidden-size": "32", "num-heads": "2", "ffn-size": "64", "seq-len": "16",
-        "batch-size": "4", "num-steps": "2", "warmup-steps": "0"}
+GOOD = {
+    "num-layers": "2",
+    "hidden-size": "32",
+    "num-heads": "2",
+    "ffn-size": "64",
+    "seq-len": "16",
+    "batch-size": "4",
+    "num-steps": "2",
+    "warmup-steps": "0",
+}
 
 CASES = [
     ({"hidden-size": "30", "num-heads": "4"}, "hidden_size: must be divisible by num_heads"),
-    ({"strategy": "tp", "num-devices": "2", "hidden-size": "48", "num-heads": "3"},
-     "num_heads: must be divisible by num_devices under tp"),
+    (
+        {"strategy": "tp", "num-devices": "2", "hidden-size": "48", "num-heads": "3"},
+        "num_heads: must be divisible by num_devices under tp",
+    ),
     ({"strategy": "tp", "num-devices": "2", "ffn-size": "65"}, "ffn_size: must be divisible by num_devices under tp"),
-    ({"strategy": "ddp", "num-devices": "2", "batch-size": "5"}, "batch_size: must be divisible by num_devices under ddp"),
-    ({"strategy": "fsdp", "num-devices": "4", "batch-size": "6"},
-     "batch_size: must be divisible by num_devices under fsdp"),
+    (
+        {"strategy": "ddp", "num-devices": "2", "batch-size": "5"},
+        "batch_size: must be divisible by num_devices under ddp",
+    ),
+    (
+        {"strategy": "fsdp", "num-devices": "4", "batch-size": "6"},
+        "batch_size: must be divisible by num_devices under fsdp",
+    ),
     ({"strategy": "single", "num-devices": "2"}, "num_devices: must be 1 under strategy single"),
     ({"strategy": "ddp", "num-devices": "1"}, "num_devices: must be at least 2 under strategy ddp"),
     ({"num-layers": "0"}, "num_layers: must be a positive integer"),
@@ -87,9 +102,16 @@ def _only_run(experiment: str) -> mlflow.entities.Run:
     return run
 
 
-@pytest.mark.parametrize(("overrides", "message"), CASES, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("overrides", "message"), CASES, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(CASES)]
+)
 def test_bad_input_fails_the_run_before_any_process(
-    store: str, no_job: None, capsys: pytest.CaptureFixture, overrides: dict, message: str, request: pytest.FixtureRequest
+    store: str,
+    no_job: None,
+    capsys: pytest.CaptureFixture,
+    overrides: dict,
+    message: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     experiment = request.node.callspec.id
     with pytest.raises(SystemExit) as exit_info:
@@ -129,7 +151,9 @@ def test_a_param_the_run_already_holds_differently_refuses_it_untouched(
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
     with pytest.raises(SystemExit):
         main(_argv({"meter": "estimate"}))
-    assert f"MLFLOW_RUN_ID: run {run_id} has num_layers='3', which contradicts num_layers='2'" in capsys.readouterr().err
+    assert (
+        f"MLFLOW_RUN_ID: run {run_id} has num_layers='3', which contradicts num_layers='2'" in capsys.readouterr().err
+    )
     run = client.get_run(run_id)
     assert run.info.status == "RUNNING" and TAG_ERROR not in run.data.tags
 
@@ -138,8 +162,19 @@ def test_a_param_the_run_already_holds_differently_refuses_it_untouched(
 def test_bad_input_through_mlflow_run(tracking_uri: str, tmp_path: Path) -> None:
     client = MlflowClient()
     client.create_experiment("bad", artifact_location=(tmp_path / "artifacts").as_uri())
-    command = [sys.executable, "-m", "mlflow", "run", ".", "-e", "train", "--env-manager", "local",
-               "--experiment-name", "bad"]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "run",
+        ".",
+        "-e",
+        "train",
+        "--env-manager",
+        "local",
+        "--experiment-name",
+        "bad",
+    ]
     for key, value in {**GOOD, "batch-size": "6", "strategy": "ddp", "num-devices": "4"}.items():
         command += ["-P", f"{key.replace('-', '_')}={value}"]
     done = subprocess.run(command, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=300)

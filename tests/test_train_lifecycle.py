@@ -21,8 +21,20 @@ from mlflow.tracking import MlflowClient
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import M_ENERGY_J, M_PROXY_PARAMS, M_TIME_S, PARAM_NAMES, TAG_DEVICE, TAG_ERROR
 
-TINY = ["--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--ffn-size", "64",
-        "--seq-len", "8", "--batch-size", "4"]
+TINY = [
+    "--num-layers",
+    "1",
+    "--hidden-size",
+    "32",
+    "--num-heads",
+    "2",
+    "--ffn-size",
+    "64",
+    "--seq-len",
+    "8",
+    "--batch-size",
+    "4",
+]
 CLI = [sys.executable, "-m", "mlflow_roofline.cli", "train"]
 
 
@@ -65,10 +77,32 @@ def _limit_address_space() -> None:
 @pytest.mark.slow
 def test_out_of_memory_in_training_fails_the_run(tracking_uri: str, tmp_path: Path) -> None:
     # d = 65536: the word embedding alone (30522 x 65536 fp32) is 8 GB; it cannot be allocated.
-    args = ["--num-layers", "1", "--hidden-size", "65536", "--num-heads", "1", "--ffn-size", "64",
-            "--seq-len", "8", "--batch-size", "1", "--num-steps", "1", "--warmup-steps", "0"]
-    done = subprocess.run(CLI + args, env=_tracked_env(tmp_path), capture_output=True, text=True,
-                          timeout=300, preexec_fn=_limit_address_space)
+    args = [
+        "--num-layers",
+        "1",
+        "--hidden-size",
+        "65536",
+        "--num-heads",
+        "1",
+        "--ffn-size",
+        "64",
+        "--seq-len",
+        "8",
+        "--batch-size",
+        "1",
+        "--num-steps",
+        "1",
+        "--warmup-steps",
+        "0",
+    ]
+    done = subprocess.run(
+        CLI + args,
+        env=_tracked_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_address_space,
+    )
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: training job failed (exit status 1): RuntimeError:") and "allocate" in last
@@ -87,8 +121,9 @@ def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"the launcher exited ({process.returncode}) while waiting for {what}: "
-                                 f"{process.stderr.read()[-3000:]}")
+            raise AssertionError(
+                f"the launcher exited ({process.returncode}) while waiting for {what}: {process.stderr.read()[-3000:]}"
+            )
         value = predicate()
         if value:
             return value
@@ -99,8 +134,9 @@ def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what
 @pytest.mark.slow
 def test_a_worker_rank_killed_fails_the_run_and_stops_the_job(tracking_uri: str, tmp_path: Path) -> None:
     args = [*TINY, "--strategy", "ddp", "--num-devices", "2", "--num-steps", "1000000", "--warmup-steps", "0"]
-    process = subprocess.Popen(CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         parent = psutil.Process(process.pid)
 
@@ -132,8 +168,9 @@ def test_a_worker_rank_killed_fails_the_run_and_stops_the_job(tracking_uri: str,
 @pytest.mark.slow
 def test_terminating_the_launcher_ends_the_run_killed(tracking_uri: str, tmp_path: Path) -> None:
     args = [*TINY, "--num-steps", "1000000", "--warmup-steps", "0"]
-    process = subprocess.Popen(CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         parent = psutil.Process(process.pid)
         _wait_for(lambda: _job_processes(parent), process, what="the job to start")
@@ -163,12 +200,16 @@ def test_a_launcher_killed_outright_takes_its_job_along_and_ends_its_run(trackin
     # SIGKILL cannot be handled: the watchdog stops the job (in a session of its own, it
     # must not train on as an orphan), removes the temp folder and ends the run KILLED.
     args = [*TINY, "--strategy", "ddp", "--num-devices", "2", "--num-steps", "1000000", "--warmup-steps", "0"]
-    process = subprocess.Popen(CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        CLI + args, env=_tracked_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         parent = psutil.Process(process.pid)
-        job = _wait_for(lambda: len(_job_processes(parent)) == 3 and _job_processes(parent), process,
-                        what="torchrun and its 2 ranks")
+        job = _wait_for(
+            lambda: len(_job_processes(parent)) == 3 and _job_processes(parent),
+            process,
+            what="torchrun and its 2 ranks",
+        )
         _wait_for(_run_set_up, process, what="the run to be set up")
         job_dir = Path(job[0].cmdline()[-1])
         assert job_dir.is_dir() and job_dir.name.startswith("roofline-job-")

@@ -17,7 +17,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.train.device import hardware_name
 from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
     M_ENERGY_J,
@@ -38,6 +37,7 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.train.device import hardware_name
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = "train-e2e"
@@ -63,8 +63,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, mlflow.entities.
         params = {**SHAPE, "num_steps": STEPS, "warmup_steps": WARMUP, "strategy": strategy, "num_devices": n}
         if strategy == "ddp":
             params["batch_size"] = f"{SHAPE['batch_size']}.0"  # as a sweep of floats would pass it
-        command = [sys.executable, "-m", "mlflow", "run", ".", "-e", "train", "--env-manager", "local",
-                   "--experiment-name", EXPERIMENT]
+        command = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "run",
+            ".",
+            "-e",
+            "train",
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            EXPERIMENT,
+        ]
         for key, value in params.items():
             command += ["-P", f"{key}={value}"]
         log = (tmp / f"{strategy}.log").open("w")
@@ -84,8 +95,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, mlflow.entities.
 def test_finished_run_with_every_schema_field(runs: dict, strategy: str) -> None:
     run = runs[strategy]
     n = STRATEGIES[strategy]
-    config = TrainConfig.from_mapping({**SHAPE, "num_steps": STEPS, "warmup_steps": WARMUP,
-                                       "strategy": strategy, "num_devices": n, "device": "cpu"})
+    config = TrainConfig.from_mapping(
+        {**SHAPE, "num_steps": STEPS, "warmup_steps": WARMUP, "strategy": strategy, "num_devices": n, "device": "cpu"}
+    )
     assert run.info.status == "FINISHED"
     assert run.info.run_name == config.run_name
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags

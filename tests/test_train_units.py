@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from mlflow_roofline.tracking.run_ownership import same_param as _same_param
 from mlflow_roofline.train.job import _report
+from mlflow_roofline.train.job_failure import job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec, RankEnergy
 from mlflow_roofline.train.launch import job_command, torchrun_command, worker_env
-from mlflow_roofline.tracking.run_ownership import same_param as _same_param
-from mlflow_roofline.train.job_failure import job_error
 from mlflow_roofline.train.run import _run_name
 
 
@@ -55,34 +55,56 @@ def test_failed_job_is_named_by_its_traceback(tmp_path) -> None:
 
 
 def test_killed_rank_is_named_before_the_ranks_that_failed_after_it(tmp_path) -> None:
-    tail = ("Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 6)\n"
-            "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 7)\n")
+    tail = (
+        "Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 6)\n"
+        "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 7)\n"
+    )
     (tmp_path / "error-rank0.txt").write_text("Traceback ...\nRuntimeError: Connection closed by peer\n")
     error = job_error(tmp_path, 1, tail, 2)
-    assert str(error) == ("training job failed (exit status 1): rank 1 was killed by SIGKILL (out of memory?); "
-                          "then rank 0 failed: RuntimeError: Connection closed by peer")
+    assert str(error) == (
+        "training job failed (exit status 1): rank 1 was killed by SIGKILL (out of memory?); "
+        "then rank 0 failed: RuntimeError: Connection closed by peer"
+    )
     assert str(job_error(tmp_path, -15, "", 2)).startswith("training job failed (killed by SIGTERM)")
 
 
 def test_a_rank_torchrun_stopped_is_not_the_cause(tmp_path) -> None:
-    tail = "  rank      : 1 (local_rank: 1)\n  exitcode  : -15 (pid: 7)\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1\n"
+    tail = (
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -15 (pid: 7)\n"
+        "  rank      : 0 (local_rank: 0)\n  exitcode  : 1\n"
+    )
     (tmp_path / "error-rank0.txt").write_text("Traceback ...\nValueError: bad batch\n")
     assert str(job_error(tmp_path, 1, tail, 2)) == "training job failed (exit status 1): rank 0: ValueError: bad batch"
 
 
 @pytest.mark.parametrize(
     ("name", "logged", "value", "same"),
-    [("num_layers", "4.0", "4", True), ("num_layers", "4", "4", True), ("num_layers", "5", "4", False),
-     ("device", "auto", "cpu", True), ("device", "cuda", "cpu", False), ("strategy", "ddp", "fsdp", False),
-     ("batch_size", "x", "4", False)],
+    [
+        ("num_layers", "4.0", "4", True),
+        ("num_layers", "4", "4", True),
+        ("num_layers", "5", "4", False),
+        ("device", "auto", "cpu", True),
+        ("device", "cuda", "cpu", False),
+        ("strategy", "ddp", "fsdp", False),
+        ("batch_size", "x", "4", False),
+    ],
 )
 def test_params_mlflow_already_logged(name: str, logged: str, value: str, same: bool) -> None:
     assert _same_param(name, logged, value) is same
 
 
 def test_run_name_even_for_a_config_that_breaks_a_rule() -> None:
-    options = {"num_layers": "2", "hidden_size": "30", "num_heads": "4", "ffn_size": "64", "seq_len": "8",
-               "batch_size": "4", "strategy": "tp", "num_devices": "2", "device": "cuda"}
+    options = {
+        "num_layers": "2",
+        "hidden_size": "30",
+        "num_heads": "4",
+        "ffn_size": "64",
+        "seq_len": "8",
+        "batch_size": "4",
+        "strategy": "tp",
+        "num_devices": "2",
+        "device": "cuda",
+    }
     assert _run_name(options) == "L2-d30-h4-ff64-S8-B4-tp-x2"
     assert _run_name({**options, "num_layers": "two"}) is None
 

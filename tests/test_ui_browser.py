@@ -26,11 +26,11 @@ pytest.importorskip("playwright.sync_api", reason="the browser test needs playwr
 if not Path("/usr/bin/chromium").exists():
     pytest.skip("the browser test needs Debian's chromium (apt-get install -y chromium)", allow_module_level=True)
 
-from mlflow import MlflowClient  # noqa: E402
-from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from mlflow import MlflowClient
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from mlflow_roofline.core.schema import M_ENERGY_J, TAG_NOTE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE  # noqa: E402
-from mlflow_roofline.testing.mlflow_ui import chromium_page, experiment_url, mlflow_ui, run_url  # noqa: E402
+from mlflow_roofline.core.schema import M_ENERGY_J, TAG_NOTE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
+from mlflow_roofline.testing.mlflow_ui import chromium_page, experiment_url, mlflow_ui, run_url
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +62,8 @@ class Store:
         self.sweep_experiment = client.get_experiment_by_name("roofline-bert")
         (self.parent,) = client.search_runs([self.sweep_experiment.experiment_id], f"tags.`{TAG_RUN_TYPE}` = 'sweep'")
         self.children = client.search_runs(
-            [self.sweep_experiment.experiment_id], f"tags.`{TAG_PARENT_RUN_ID}` = '{self.parent.info.run_id}'")
+            [self.sweep_experiment.experiment_id], f"tags.`{TAG_PARENT_RUN_ID}` = '{self.parent.info.run_id}'"
+        )
         fit_experiment = client.get_experiment_by_name("roofline-synthetic")
         (self.fit,) = client.search_runs([fit_experiment.experiment_id], f"tags.`{TAG_RUN_TYPE}` = 'fit'")
 
@@ -74,11 +75,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(MLFLOW_TRACKING_URI=uri, OMP_NUM_THREADS="1")
     (root / "tiny.yaml").write_text(SPEC)
-    sweep = subprocess.run([sys.executable, "-m", "mlflow_roofline.cli", "sweep", "tiny.yaml", "--no-progress"],
-                           cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    sweep = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "tiny.yaml", "--no-progress"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert sweep.returncode == 0, sweep.stdout + sweep.stderr
-    fit = subprocess.run([sys.executable, "-c", FIT_SCRIPT], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=600)
+    fit = subprocess.run(
+        [sys.executable, "-c", FIT_SCRIPT], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
     assert fit.returncode == 0, fit.stdout + fit.stderr
     return Store(uri, root)
 
@@ -151,7 +159,8 @@ def names_in_row_order(page: Any) -> list[str]:
     """Run names of the table's rows, top to bottom (ag-grid's DOM order is not the visual one)."""
     cells = page.locator(f'[role="gridcell"][{RUN_NAME}]')
     indexed = cells.evaluate_all(
-        "cells => cells.map(c => [Number(c.closest('[role=row]').getAttribute('row-index')), c.innerText])")
+        "cells => cells.map(c => [Number(c.closest('[role=row]').getAttribute('row-index')), c.innerText])"
+    )
     return [text.strip().splitlines()[-1] for _, text in sorted(indexed)]
 
 
@@ -179,8 +188,11 @@ def test_the_childrens_energy_column_can_be_shown_and_sorted(page: Any, ui: str,
     expand_parent(page, store)
     page.get_by_role("button", name="Columns", exact=True).click()
     page.get_by_placeholder("Search columns").fill(M_ENERGY_J)
-    node = page.get_by_test_id("column-selector-tree").locator(".du-bois-light-tree-treenode").filter(
-        has_text=re.compile(rf"^{M_ENERGY_J}$"))
+    node = (
+        page.get_by_test_id("column-selector-tree")
+        .locator(".du-bois-light-tree-treenode")
+        .filter(has_text=re.compile(rf"^{M_ENERGY_J}$"))
+    )
     node.first.locator(".du-bois-light-tree-checkbox").click()
     page.keyboard.press("Escape")
     header = page.locator(f'[role="columnheader"][{ENERGY}]').first

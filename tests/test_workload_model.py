@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -64,7 +66,7 @@ def test_training_steps_lower_the_loss_on_a_repeated_batch() -> None:
     trainer = Trainer(model, build_optimizer(model), "fp32", "cpu")
     ids, labels = global_batch(0, 8, 16)
     losses = [float(trainer.step(ids, labels)) for _ in range(15)]
-    assert all(b < a for a, b in zip(losses, losses[1:])) and losses[-1] < losses[0] - 0.01
+    assert all(b < a for a, b in itertools.pairwise(losses)) and losses[-1] < losses[0] - 0.01
     assert float(trainer.last_grad_norm) > 0
 
 

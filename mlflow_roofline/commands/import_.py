@@ -17,11 +17,19 @@ from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--experiment", default=DEFAULT_EXPERIMENT, show_default=True, help="Experiment the runs go into.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "codecarbon"]), default="table", show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "codecarbon"]),
+    default="table",
+    show_default=True,
     help="table: CSV/Parquet in the run schema's names; codecarbon: CodeCarbon's emissions.csv.",
 )
-@click.option("--mapping", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="YAML: column renames, energy/time units, constants, per-row fields (see docs/import.md).")
+@click.option(
+    "--mapping",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="YAML: column renames, energy/time units, constants, per-row fields (see docs/import.md).",
+)
 @click.option("--dry-run", is_flag=True, help="Check every row and print the summary; log nothing.")
 def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, dry_run: bool) -> None:
     """Import measured runs from FILE into EXPERIMENT as FINISHED train runs."""

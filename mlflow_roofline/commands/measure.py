@@ -6,7 +6,8 @@ tree CPU time, not this wrapper's) and logs one MLflow run: tag
 ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``, ``avg_power_w``, tags
 ``roofline.energy_source``, ``roofline.hardware``, ``roofline.command`` and
 ``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` / ``cost`` with the carbon tags
-(``--carbon-intensity``, ``--region``, ``--pue``, ``--price-per-kwh``). Exits with the command's exit code (128+N when a signal N
+(``--carbon-intensity``, ``--region``, ``--pue``, ``--price-per-kwh``).
+Exits with the command's exit code (128+N when a signal N
 killed it); a command that cannot start is refused before any run, with the shell's
 codes: 127 when it (or the interpreter its ``#!`` line names) is not found, 126 when it
 is not executable or a directory. The run ends FINISHED on exit code 0, KILLED on a
@@ -39,9 +40,9 @@ import click
 
 from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
 from mlflow_roofline.core.carbon import CarbonSettings, emissions, resolve_carbon
-from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.core.errors import ConfigError, RooflineError
-from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+from mlflow_roofline.core.schema import M_CO2E_G, MAX_TAG_CHARS, TAG_COMMAND, TAG_ERROR, TAG_EXIT_CODE, TAG_RUN_TYPE
+from mlflow_roofline.energy import METER_NAMES, EnergyMeter, Measurement, make_meter
 from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
 from mlflow_roofline.system.signals import forwarding_signals
 from mlflow_roofline.system.watchdog import Watchdog
@@ -73,7 +74,9 @@ def measure_command(
 ) -> None:
     """Run COMMAND, measure its energy and time, log them as an MLflow run."""
     if not command:
-        raise ConfigError("COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py")
+        raise ConfigError(
+            "COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py"
+        )
     settings = resolve_carbon(**pop_carbon_options(carbon))
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
     try:
@@ -180,7 +183,7 @@ def _open_run(client: Any, command: list[str], experiment: str | None) -> str:
 def _summary(m: Measurement, carbon: CarbonSettings | None) -> str:
     energy = "energy n/a" if m.energy_j is None else f"{m.energy_j:.4g} J"
     if m.energy_j is not None and carbon is not None and carbon.known:
-        energy += f", {emissions(m.energy_j, carbon)['co2e_g']:.4g} g CO2e"
+        energy += f", {emissions(m.energy_j, carbon)[M_CO2E_G]:.4g} g CO2e"
     return f"{energy} ({m.source}) in {m.time_s:.3f} s"
 
 

@@ -54,7 +54,10 @@ def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--pue", metavar="X", default=None, help="Facility PUE >= 1 (default: $ROOFLINE_PUE, else 1.0)."),
         click.option(
-            "--price-per-kwh", metavar="P", default=None, help="Price of a kWh, for `cost` (default: $ROOFLINE_PRICE_PER_KWH)."
+            "--price-per-kwh",
+            metavar="P",
+            default=None,
+            help="Price of a kWh, for `cost` (default: $ROOFLINE_PRICE_PER_KWH).",
         ),
     )
     for option in reversed(options):

@@ -21,8 +21,17 @@ import pandas as pd
 
 from mlflow_roofline.commands.options import FINITE_FLOAT
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.schema import (
+    DEFAULT_ALIAS,
+    DEFAULT_MODEL_NAME,
+    M_CO2E_G,
+    M_COST,
+    M_ENERGY_J,
+    M_ENERGY_KWH,
+    M_TIME_S,
+    STRATEGIES,
+)
 from mlflow_roofline.serve.params import CARBON_PARAMS, DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, STRATEGIES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
 JOB_OPTIONS: tuple[str, ...] = (
@@ -55,12 +64,12 @@ def format_prediction(record: dict[str, Any]) -> str:
     """A predict-mode output record as a two-column table."""
     return _table(
         [
-            ("energy", f"{_energy(record['energy_j'])}  ({record['energy_kwh']:.4g} kWh)"),
+            ("energy", f"{_energy(record[M_ENERGY_J])}  ({record[M_ENERGY_KWH]:.4g} kWh)"),
             (
                 "95% interval",
                 f"{_energy(record['energy_j_lower'])} .. {_energy(record['energy_j_upper'])}",
             ),
-            ("time", _seconds(record["time_s"])),
+            ("time", _seconds(record[M_TIME_S])),
             ("speedup", f"{record['speedup']:.3g}x  (efficiency eta = {record['eta']:.3g})"),
             ("extrapolated", "yes: outside the fitted ranges" if record["extrapolated"] else "no"),
         ]
@@ -76,13 +85,16 @@ def format_prediction(record: dict[str, Any]) -> str:
 def _emission_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``co2e`` (with interval) and ``cost`` rows where the record has them."""
     lines = []
-    if "co2e_g" in record:
+    if M_CO2E_G in record:
         lines.append(
-            ("co2e", f"{_grams(record['co2e_g'])}  (95%: {_grams(record['co2e_g_lower'])} .. "
-                     f"{_grams(record['co2e_g_upper'])})")
+            (
+                "co2e",
+                f"{_grams(record[M_CO2E_G])}  (95%: {_grams(record['co2e_g_lower'])} .. "
+                f"{_grams(record['co2e_g_upper'])})",
+            )
         )
-    if "cost" in record:
-        lines.append(("cost", f"{record['cost']:.3g} (currency of --price-per-kwh)"))
+    if M_COST in record:
+        lines.append((M_COST, f"{record[M_COST]:.3g} (currency of --price-per-kwh)"))
     return lines
 
 
@@ -98,7 +110,13 @@ def format_recommendation(record: dict[str, Any]) -> str:
     """A recommend-mode output record as a table of the three choices side by side."""
     header = ("", "strategy", "devices", "energy", "time")
     lines = [
-        (f"best ({record['objective']})", record["strategy"], record["num_devices"], record["energy_j"], record["time_s"]),
+        (
+            f"best ({record['objective']})",
+            record["strategy"],
+            record["num_devices"],
+            record[M_ENERGY_J],
+            record[M_TIME_S],
+        ),
         (
             "energy-optimal",
             record["energy_optimal_strategy"],
@@ -134,17 +152,17 @@ def format_recommendation(record: dict[str, Any]) -> str:
 
 def format_pareto(records: list[dict[str, Any]]) -> str:
     """A pareto answer (one job's frontier, fastest first) as a table."""
-    header = ["strategy", "devices", "energy", "95% interval", "time"] + (["co2e"] if "co2e_g" in records[0] else [])
+    header = ["strategy", "devices", "energy", "95% interval", "time"] + (["co2e"] if M_CO2E_G in records[0] else [])
     cells = [header]
     for r in records:
         row = [
             str(r["strategy"]),
             str(r["num_devices"]),
-            _energy(r["energy_j"]),
+            _energy(r[M_ENERGY_J]),
             f"{_energy(r['energy_j_lower'])} .. {_energy(r['energy_j_upper'])}",
-            _seconds(r["time_s"]) + (" *" if r["extrapolated"] else ""),
+            _seconds(r[M_TIME_S]) + (" *" if r["extrapolated"] else ""),
         ]
-        cells.append(row + ([_grams(r["co2e_g"])] if "co2e_g" in r else []))
+        cells.append(row + ([_grams(r[M_CO2E_G])] if M_CO2E_G in r else []))
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
     note = f"{len(records)} choices no other beats in both energy and time, fastest first"

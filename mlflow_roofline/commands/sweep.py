@@ -70,9 +70,9 @@ def sweep_command(
 
     from mlflow.tracking import MlflowClient
 
+    from mlflow_roofline.core.carbon import resolve_carbon
     from mlflow_roofline.sweep.spec import load_spec
     from mlflow_roofline.tracking.experiments import get_or_create_experiment
-    from mlflow_roofline.core.carbon import resolve_carbon
 
     retry = parse_bool("retry_failed", retry_failed)
     checked = load_spec(spec)
@@ -91,8 +91,14 @@ def sweep_command(
     experiment_id = get_or_create_experiment(client, experiment_name)
     try:
         result = run_sweep(
-            checked, plan, experiment_id, retry_failed=retry, client=client, echo=click.echo,
-            progress=not no_progress, executor=remote,
+            checked,
+            plan,
+            experiment_id,
+            retry_failed=retry,
+            client=client,
+            echo=click.echo,
+            progress=not no_progress,
+            executor=remote,
         )
     finally:
         if remote is not None:
@@ -123,12 +129,12 @@ def _plan(checked: SweepSpec, dry_run: bool, max_configs: int, show_progress: bo
     """
     from tqdm import tqdm
 
+    from mlflow_roofline.sweep.plan import check_grid_size, expand
     from mlflow_roofline.train.device import (
         cuda_device_count,
         hardware_name,
         resolve_device,
     )
-    from mlflow_roofline.sweep.plan import check_grid_size, expand
 
     size = check_grid_size(checked, max_configs)
     try:

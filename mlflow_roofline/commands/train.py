@@ -12,8 +12,8 @@ import sys
 import click
 
 from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
-from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.core.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
+from mlflow_roofline.energy.select import METER_NAMES
 
 _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 
@@ -24,20 +24,32 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 @click.option("--num-heads", metavar="INT", help="h, attention heads, dividing d (required).")
 @click.option("--ffn-size", metavar="INT", help="ff, feed-forward width (required).")
 @click.option("--seq-len", metavar="INT", help="S, tokens per sample (required).")
-@click.option("--batch-size", metavar="INT", help="Global batch: samples per optimizer step over all devices (required).")
+@click.option(
+    "--batch-size", metavar="INT", help="Global batch: samples per optimizer step over all devices (required)."
+)
 @click.option("--num-steps", metavar="INT", default="20", show_default=True, help="Measured optimizer steps.")
 @click.option("--warmup-steps", metavar="INT", default="3", show_default=True, help="Steps before the measured window.")
-@click.option("--strategy", metavar="NAME", default="single", show_default=True, help=f"One of {', '.join(STRATEGIES)}.")
+@click.option(
+    "--strategy", metavar="NAME", default="single", show_default=True, help=f"One of {', '.join(STRATEGIES)}."
+)
 @click.option("--num-devices", metavar="INT", default="1", show_default=True, help="N, devices (processes).")
-@click.option("--device", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(DEVICE_CHOICES)}.")
+@click.option(
+    "--device", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(DEVICE_CHOICES)}."
+)
 @click.option("--precision", metavar="NAME", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
 @click.option("--meter", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(METER_NAMES)}.")
-@click.option("--experiment", default=None, help="Experiment of a new run [default: roofline-bert]; "
-              "ignored when MLFLOW_RUN_ID names a run to log into.")
+@click.option(
+    "--experiment",
+    default=None,
+    help="Experiment of a new run [default: roofline-bert]; ignored when MLFLOW_RUN_ID names a run to log into.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the weights and the batches.")
-@click.option("--system-metrics/--no-system-metrics", default=None,
-              help="Log MLflow's system metrics (CPU, memory, GPU) for the run's System metrics tab "
-              "[default: on, unless MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false].")
+@click.option(
+    "--system-metrics/--no-system-metrics",
+    default=None,
+    help="Log MLflow's system metrics (CPU, memory, GPU) for the run's System metrics tab "
+    "[default: on, unless MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false].",
+)
 @carbon_options
 def train_command(
     meter: str, experiment: str | None, seed: int, system_metrics: bool | None, **options: str | None
@@ -59,6 +71,4 @@ def train_command(
         click.echo(f"Error: interrupted by {exc}; the run ended KILLED", err=True)
         sys.exit(128 + getattr(signal, str(exc), signal.SIGTERM))
     energy = "not measured" if result.energy_j is None else f"{result.energy_j:.3f} J ({result.energy_source})"
-    click.echo(
-        f"run {run_id}: {result.time_s:.3f} s, energy {energy}, final loss {result.losses[-1]:.4f}"
-    )
+    click.echo(f"run {run_id}: {result.time_s:.3f} s, energy {energy}, final loss {result.losses[-1]:.4f}")

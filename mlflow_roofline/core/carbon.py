@@ -24,6 +24,9 @@ import numpy as np
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
+    M_CO2E_G,
+    M_COST,
+    M_ENERGY_KWH,
     TAG_CARBON_INTENSITY,
     TAG_CARBON_SOURCE,
     TAG_CARBON_UNKNOWN,
@@ -86,16 +89,8 @@ def region_table() -> dict[str, RegionFigure]:
 
     A cloud region's row names its country in ``grid`` and takes that country's figure.
     """
-    text = (
-        resources.files("mlflow_roofline")
-        .joinpath("data", TABLE_RESOURCE)
-        .read_text(encoding="utf-8")
-    )
-    rows = list(
-        csv.DictReader(
-            line for line in text.splitlines() if line and not line.startswith("#")
-        )
-    )
+    text = resources.files("mlflow_roofline").joinpath("data").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
     countries = {r["region"]: r for r in rows if r["g_co2e_per_kwh"]}
     table: dict[str, RegionFigure] = {}
     for row in rows:
@@ -128,13 +123,9 @@ def _number(field: str, raw: Any, minimum: float) -> float:
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise ConfigError(
-            field, f"expected a number >= {minimum:g}, got {raw!r}"
-        ) from None
+        raise ConfigError(field, f"expected a number >= {minimum:g}, got {raw!r}") from None
     if not math.isfinite(value) or value < minimum:
-        raise ConfigError(
-            field, f"expected a finite number >= {minimum:g}, got {raw!r}"
-        )
+        raise ConfigError(field, f"expected a finite number >= {minimum:g}, got {raw!r}")
     return value
 
 
@@ -178,9 +169,7 @@ def resolve_carbon(
         intensity_g_per_kwh=intensity,
         source=source if intensity is not None else None,
         pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0),
-        price_per_kwh=None
-        if raw_price is None
-        else _number("price_per_kwh", raw_price, 0.0),
+        price_per_kwh=None if raw_price is None else _number("price_per_kwh", raw_price, 0.0),
     )
 
 
@@ -196,11 +185,11 @@ def emissions(energy_j: float | np.ndarray, settings: CarbonSettings) -> dict[st
     """
     energy_kwh = np.asarray(energy_j, dtype=float) / J_PER_KWH
     scalar = np.ndim(energy_j) == 0
-    out: dict[str, Any] = {"energy_kwh": energy_kwh}
+    out: dict[str, Any] = {M_ENERGY_KWH: energy_kwh}
     if settings.intensity_g_per_kwh is not None:
-        out["co2e_g"] = energy_kwh * settings.pue * settings.intensity_g_per_kwh
+        out[M_CO2E_G] = energy_kwh * settings.pue * settings.intensity_g_per_kwh
     if settings.price_per_kwh is not None:
-        out["cost"] = energy_kwh * settings.pue * settings.price_per_kwh
+        out[M_COST] = energy_kwh * settings.pue * settings.price_per_kwh
     if scalar:
         return {k: float(v) for k, v in out.items()}
     return out

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.rules import INT_FIELDS, first_broken, integer_kind
+from mlflow_roofline.core.rules import INT_FIELDS, first_broken
 from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, PARAM_NAMES, WORKLOAD_PARAM_NAMES
 
 __all__ = ["INT_FIELDS", "TrainConfig"]

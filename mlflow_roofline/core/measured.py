@@ -17,7 +17,15 @@ from typing import Any
 
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
 
-SIZE_FIELDS: tuple[str, ...] = ("num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps")
+SIZE_FIELDS: tuple[str, ...] = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "ffn_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+)
 """Integer fields the law's features are built from: each a positive integer."""
 
 MAX_PLAUSIBLE_J = 1e15

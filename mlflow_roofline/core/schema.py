@@ -19,6 +19,8 @@ def present_strategies(values: object) -> list[str]:
     """
     found = {str(v) for v in values}  # type: ignore[attr-defined]
     return [s for s in STRATEGIES if s in found]
+
+
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 DEVICE_CHOICES: tuple[str, ...] = ("auto",) + DEVICES
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -183,3 +185,14 @@ M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to
 M_REPEAT_SPREAD = "repeat_spread_pct"  # median relative std (%) of energy across repeats of one config: the noise floor
 M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than once
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form
+
+# Fit-run params and counts beside the law's own metrics (fit/metrics.py).
+# (not P_-prefixed: these words are also the fit's frame columns, which are not logged names)
+FIT_PARAM_HARDWARE = "hardware"  # fit run: the hardware its law is for
+FIT_PARAM_FORM = "form"  # fit run: the registered form
+FIT_PARAM_FORMULA = "formula"  # fit run: the registered form's formula
+M_N_RUNS = "n_runs"  # fit run: runs the law was fitted on
+M_N_HARDWARE = "n_hardware"  # parent fit run: hardware fitted
+M_N_HARDWARE_SKIPPED = "n_hardware_skipped"  # parent fit run: hardware that could not be fitted
+M_N_RUNS_FOUND = "n_runs_found"  # fit run: finished train runs the pull found
+M_N_RUNS_DROPPED_PULL = "n_runs_dropped_pull"  # fit run: runs the pull left out (reasons in the report)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -29,8 +30,8 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     SCOPES,
     Measurement,
     MeterError,
-    Reading,
     ReadError,
+    Reading,
     Snapshot,
     Window,
 )
@@ -122,8 +123,10 @@ class EnergyMeter(abc.ABC):
         if self._closed:
             raise MeterError(f"{self.source} meter is closed")
         if name in self._windows:
-            what = "a window is already open; end() it first" if name == DEFAULT_WINDOW else (
-                f"window {name!r} is already open; end_window({name!r}) first"
+            what = (
+                "a window is already open; end() it first"
+                if name == DEFAULT_WINDOW
+                else (f"window {name!r} is already open; end_window({name!r}) first")
             )
             raise MeterError(f"{self.source} meter: {what}")
         if not self._windows:
@@ -175,7 +178,9 @@ class EnergyMeter(abc.ABC):
         from mlflow_roofline.energy.sampler import PeriodicSampler
 
         if self._timeline_sampler is None:
-            self._timeline_sampler = PeriodicSampler(self._timeline_sample, interval_s, f"roofline-{self.source}-timeline")
+            self._timeline_sampler = PeriodicSampler(
+                self._timeline_sample, interval_s, f"roofline-{self.source}-timeline"
+            )
 
     def power_timeline(self) -> list[tuple[float, float]]:
         """``(unix time s, watts)`` of the last session: the mean power between two readings, at the later one.
@@ -193,7 +198,7 @@ class EnergyMeter(abc.ABC):
                 kept.append(point)
         if len(points) > 1 and kept[-1] is not points[-1]:
             kept[-1] = points[-1]  # end on the last reading, so the timeline spans the whole session
-        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in zip(kept, kept[1:]) if t1 > t0]
+        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in itertools.pairwise(kept) if t1 > t0]
 
     def _timeline_sample(self) -> None:
         with self._lock:
@@ -284,6 +289,10 @@ class EnergyMeter(abc.ABC):
         if stalled:
             warnings.append(f"counter of {', '.join(stalled)} did not advance")
         return Measurement(
-            total, dict(reading.per_device_j), time_s, self.source, warning="; ".join(warnings) or None,
+            total,
+            dict(reading.per_device_j),
+            time_s,
+            self.source,
+            warning="; ".join(warnings) or None,
             started_at=started_at,
         )

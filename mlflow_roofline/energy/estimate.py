@@ -29,8 +29,8 @@ import time
 
 import psutil
 
-from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.core.hardware import cpu_hardware_name
+from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 
 DEFAULT_WATTS_PER_CORE = 6.0
 WATTS_ENV = "ROOFLINE_ESTIMATE_WATTS_PER_CORE"

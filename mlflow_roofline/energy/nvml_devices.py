@@ -77,7 +77,9 @@ def visible_nvml_indices(nvml: Any, cuda_visible_devices: str | None) -> list[in
                 break
         else:
             if uuids is None:
-                uuids = [_uuid_key(_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))) for i in range(count)]
+                uuids = [
+                    _uuid_key(_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))) for i in range(count)
+                ]
             matches = [i for i, u in enumerate(uuids) if u.startswith(_uuid_key(entry))]
             if len(matches) != 1:
                 break
@@ -114,7 +116,9 @@ def open_devices(nvml: Any, gpu_indices: list[int] | tuple[int, ...] | None, sou
     try:
         visible = visible_nvml_indices(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
         if not visible:
-            raise MeterError(f"{source}: no GPU is visible (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            raise MeterError(
+                f"{source}: no GPU is visible (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+            )
         ordinals = list(range(len(visible))) if gpu_indices is None else list(gpu_indices)
         if not ordinals:
             raise MeterError(f"{source}: gpu_indices is empty; give at least one CUDA device index")
@@ -130,7 +134,8 @@ def open_devices(nvml: Any, gpu_indices: list[int] | tuple[int, ...] | None, sou
         if len({d.name for d in devices}) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
             logger.warning(
                 "%s: GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA may "
-                "number them differently from NVML; set CUDA_DEVICE_ORDER=PCI_BUS_ID", source
+                "number them differently from NVML; set CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                source,
             )
         return devices
     except nvml.NVMLError as exc:

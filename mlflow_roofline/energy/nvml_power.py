@@ -12,6 +12,7 @@ rest on their end samples only and are flagged.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -27,7 +28,7 @@ MW_PER_W = 1000.0
 
 def trapezoid_j(samples: list[tuple[float, float]]) -> float:
     """Joules from ``(time_s, power_w)`` samples in time order, by the trapezoid rule."""
-    return sum((p0 + p1) / 2.0 * (t1 - t0) for (t0, p0), (t1, p1) in zip(samples, samples[1:]))
+    return sum((p0 + p1) / 2.0 * (t1 - t0) for (t0, p0), (t1, p1) in itertools.pairwise(samples))
 
 
 class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
@@ -44,7 +45,9 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
     source = "nvml_power"
     scope = "device"
 
-    def __init__(self, gpu_indices: list[int] | None = None, *, sample_hz: float = DEFAULT_SAMPLE_HZ, nvml: Any = None) -> None:
+    def __init__(
+        self, gpu_indices: list[int] | None = None, *, sample_hz: float = DEFAULT_SAMPLE_HZ, nvml: Any = None
+    ) -> None:
         super().__init__()
         if not MIN_SAMPLE_HZ <= float(sample_hz) <= MAX_SAMPLE_HZ:
             raise MeterError(
@@ -59,7 +62,9 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
                 self._nvml.nvmlDeviceGetPowerUsage(device.handle)
         except self._nvml.NVMLError as exc:
             self._nvml.nvmlShutdown()
-            raise MeterError(f"nvml_power: {device.key} ({device.name}) has no power reading ({type(exc).__name__}: {exc})") from exc
+            raise MeterError(
+                f"nvml_power: {device.key} ({device.name}) has no power reading ({type(exc).__name__}: {exc})"
+            ) from exc
         self._count = 0  # samples this session
         self._last: tuple[float, list[float]] | None = None  # (perf_counter s, watts per GPU)
         self._joules: list[float] = [0.0] * len(self._devices)  # running trapezoid integral per GPU

@@ -19,9 +19,9 @@ import os
 import re
 from pathlib import Path
 
+from mlflow_roofline.core.hardware import cpu_hardware_name
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.sampler import PeriodicSampler
-from mlflow_roofline.core.hardware import cpu_hardware_name
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ROOT_ENV = "ROOFLINE_RAPL_ROOT"

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from mlflow_roofline.core.schema import DEVICE_CHOICES
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
 from mlflow_roofline.energy.estimate import resolve_watts_per_core
-from mlflow_roofline.core.schema import DEVICE_CHOICES
 
 logger = logging.getLogger(__name__)
 

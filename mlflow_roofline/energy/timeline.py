@@ -23,16 +23,10 @@ def downsample(points: Sequence[Sequence[float]], max_points: int) -> list[Point
         return [(float(t), float(w)) for t, w in points]
     array = np.asarray(points, dtype=float)
     edges = np.linspace(0, len(array), max_points + 1).astype(int)
-    return [
-        (float(array[e - 1, 0]), float(array[s:e, 1].mean()))
-        for s, e in itertools.pairwise(edges)
-        if e > s
-    ]
+    return [(float(array[e - 1, 0]), float(array[s:e, 1].mean())) for s, e in itertools.pairwise(edges) if e > s]
 
 
-def sum_aligned(
-    reference: Sequence[Sequence[float]], others: Sequence[Sequence[Sequence[float]]]
-) -> list[Point]:
+def sum_aligned(reference: Sequence[Sequence[float]], others: Sequence[Sequence[Sequence[float]]]) -> list[Point]:
     """``reference`` with every timeline of ``others`` added, each interpolated at the reference's times.
 
     Times are Unix seconds, comparable across the processes of a node (and across nodes

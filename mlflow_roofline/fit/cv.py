@@ -57,9 +57,7 @@ def cv_mape(formula: str, data: pd.DataFrame, folds: list[np.ndarray]) -> tuple[
     return float(100.0 * np.mean(errors)), se
 
 
-def grouped_cv_mape(
-    formula: str, data: pd.DataFrame, k: int = CV_FOLDS, seed: int = 0
-) -> tuple[float, float]:
+def grouped_cv_mape(formula: str, data: pd.DataFrame, k: int = CV_FOLDS, seed: int = 0) -> tuple[float, float]:
     """Grouped k-fold CV of ``formula``: MAPE (%) of exp(predicted response) on held-out workloads.
 
     Returns:

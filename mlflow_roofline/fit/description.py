@@ -15,16 +15,22 @@ from typing import TYPE_CHECKING
 
 from scipy import stats
 
-from mlflow_roofline.fit import forms
+from mlflow_roofline.core.schema import M_EXTRAP_MAPE
 from mlflow_roofline.fit.cv import CV_FOLDS
+from mlflow_roofline.law.roofline import RooflineLaw
 from mlflow_roofline.tracking.notes import md_table
 
 if TYPE_CHECKING:  # the job imports this module
-    from mlflow_roofline.fit.job import HardwareFit
-    from mlflow_roofline.law.fitted import LinearLaw
+    from mlflow_roofline.fit.hardware import HardwareFit
+    from mlflow_roofline.law.linear import LinearLaw
 
-PAPER_FIGURES: dict[str, float] = {"adj_r2": 0.853, "adj_r2_baseline": 0.777, "rmse_reduction": 19.0,
-                                   "alpha_c": 0.20, "alpha_eta": -1.06}
+PAPER_FIGURES: dict[str, float] = {
+    "adj_r2": 0.853,
+    "adj_r2_baseline": 0.777,
+    "rmse_reduction": 19.0,
+    "alpha_c": 0.20,
+    "alpha_eta": -1.06,
+}
 """The paper's figures on 410 BERT configurations, 8x RTX 2080 Ti (rmse_reduction in %)."""
 PAPER_SETUP = "410 BERT configurations, 8x RTX 2080 Ti"
 
@@ -41,8 +47,13 @@ PLOTS: dict[str, str] = {
 TABLE_ARTIFACT = "measured_vs_predicted.json"
 
 _SYMBOLS = {"log_C": "C", "log_M": "M", "log_eta": "η<sub>h</sub>", "log_N": "N"}
-_NAMES = {"Intercept": "log κ", "log_C": "α<sub>C</sub>", "log_M": "α<sub>M</sub>", "log_eta": "α<sub>η</sub>",
-          "log_N": "α<sub>N</sub>"}
+_NAMES = {
+    "Intercept": "log κ",
+    "log_C": "α<sub>C</sub>",
+    "log_M": "α<sub>M</sub>",
+    "log_eta": "α<sub>η</sub>",
+    "log_N": "α<sub>N</sub>",
+}
 _STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
 
 
@@ -69,26 +80,38 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
     if fit.energy.notes:
         parts.append("### Notes\n\n" + "\n".join(f"- {note}" for note in fit.energy.notes))
     plots = "\n".join(f"- `{name}`: {what}." for name, what in PLOTS.items())
-    parts.append(f"### Plots (Artifacts tab)\n\n{plots}\n- `{TABLE_ARTIFACT}`: every run's measured and predicted "
-                 "energy, as a table the artifact view can filter.\n\nFull text: `fit_report.txt`; "
-                 "coefficients with HC3 errors: `coefficients.csv`; statsmodels summaries: `summaries/`.")
+    parts.append(
+        f"### Plots (Artifacts tab)\n\n{plots}\n- `{TABLE_ARTIFACT}`: every run's measured and predicted "
+        "energy, as a table the artifact view can filter.\n\nFull text: `fit_report.txt`; "
+        "coefficients with HC3 errors: `coefficients.csv`; statsmodels summaries: `summaries/`."
+    )
     return "\n\n".join(parts) + "\n"
 
 
-def formula(law: LinearLaw) -> str:
-    """``κ · C^a · M^b · η^c · Ψ(strategy)`` with the fitted exponents as superscripts."""
+def formula(law: LinearLaw | RooflineLaw) -> str:
+    """``κ · C^a · M^b · η^c · Ψ(strategy)`` with the fitted exponents as superscripts.
+
+    The roofline form reads ``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens).
+    """
+    if isinstance(law, RooflineLaw):
+        cost = " + ".join(
+            f"{_num(law.coefficient(t))}·{sym}" for t, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
+        )
+        eta = f" · η<sub>h</sub><sup>{_num(law.coefficient('alpha_eta'))}</sup>" if "alpha_eta" in law.terms else ""
+        psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
+        return f"({cost}){eta}{psi}"
     factors = ["κ"]
     for term, value in zip(law.terms, law.coef):
         if term in _SYMBOLS:
             factors.append(f"{_SYMBOLS[term]}<sup>{_num(value)}</sup>")
     slopes = sorted({m["slope"] for t in law.terms if (m := _STRATEGY.match(t)) and m["slope"]})
     factors += [f"{_SYMBOLS.get(s, s)}<sup>δ<sub>strategy</sub></sup>" for s in slopes]
-    if any(_STRATEGY.match(t) and not _STRATEGY.match(t)["slope"] for t in law.terms):
+    if any((m := _STRATEGY.match(t)) and not m["slope"] for t in law.terms):
         factors.append("Ψ(strategy)")
     return " · ".join(factors)
 
 
-def coefficient_table(law: LinearLaw, level: float = 0.95) -> str:
+def coefficient_table(law: LinearLaw | RooflineLaw, level: float = 0.95) -> str:
     """Each coefficient of ``law`` with its ``level`` interval (from the law's covariance, HC3 where fitted so)."""
     t = float(stats.t.ppf(0.5 + level / 2, law.df_resid)) if law.df_resid > 0 else math.inf
     rows = []
@@ -103,15 +126,22 @@ def comparison(metrics: Mapping[str, float]) -> str:
     """This fit against the baseline law (no efficiency term) and against the paper's figures."""
     rows = [
         ["adjusted R², efficiency-aware law", _r2(metrics["adj_r2"]), _r2(PAPER_FIGURES["adj_r2"])],
-        ["adjusted R², baseline law (no η term)", _r2(metrics["adj_r2_baseline"]),
-         _r2(PAPER_FIGURES["adj_r2_baseline"])],
-        ["log RMSE against the baseline's", _pct_change(metrics["rmse_reduction"]),
-         _pct_change(PAPER_FIGURES["rmse_reduction"])],
+        [
+            "adjusted R², baseline law (no η term)",
+            _r2(metrics["adj_r2_baseline"]),
+            _r2(PAPER_FIGURES["adj_r2_baseline"]),
+        ],
+        [
+            "log RMSE against the baseline's",
+            _pct_change(metrics["rmse_reduction"]),
+            _pct_change(PAPER_FIGURES["rmse_reduction"]),
+        ],
         ["α<sub>C</sub>", _num(metrics["alpha_c"]), f"≈ {PAPER_FIGURES['alpha_c']:.2f}"],
         ["α<sub>η</sub>", _num(metrics["alpha_eta"]), f"≈ {PAPER_FIGURES['alpha_eta']:.2f}"],
     ]
-    return ("### Against the baseline and the paper\n\n"
-            + md_table(["", "this fit (paper's form)", f"paper ({PAPER_SETUP})"], rows, "lrr"))
+    return "### Against the baseline and the paper\n\n" + md_table(
+        ["", "this fit (paper's form)", f"paper ({PAPER_SETUP})"], rows, "lrr"
+    )
 
 
 def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
@@ -121,21 +151,24 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
         mark = " (registered)" if name == fit.energy.chosen else ""
         cv = f"{form.cv_mape:.3g} ± {form.cv_se:.2g}"
         rows.append([f"`{name}`{mark}", _r2(form.adj_r2), _num(form.rmse_log), cv])
-    text = (f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
-            "never split between training and test), mean absolute % error of the energy:\n\n"
-            + md_table(["form", "adjusted R²", "log RMSE", "CV MAPE %"], rows, "lrrr")
-            + f"\n\nTime law CV MAPE {metrics['time_cv_mape']:.3g} %; additive roofline "
-              f"(E = ε<sub>comp</sub>·C + ε<sub>mem</sub>·M + E<sub>0</sub>) MAPE {metrics['roofline_mape']:.3g} %.")
+    text = (
+        f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
+        "never split between training and test), mean absolute % error of the energy:\n\n"
+        + md_table(["form", "adjusted R²", "log RMSE", "CV MAPE %"], rows, "lrrr")
+        + f"\n\nTime law CV MAPE {metrics['time_cv_mape']:.3g} %; additive roofline "
+        f"(E = ε<sub>comp</sub>·C + ε<sub>mem</sub>·M + E<sub>0</sub>) MAPE {metrics['roofline_mape']:.3g} %."
+    )
     extrap = extrapolation_rows(metrics)
     if extrap:
-        text += ("\n\nExtrapolation (fitted on the smaller sizes, tested on larger ones):\n\n"
-                 + md_table(["metric", "MAPE %"], extrap, "lr"))
+        text += "\n\nExtrapolation (fitted on the smaller sizes, tested on larger ones):\n\n" + md_table(
+            ["metric", "MAPE %"], extrap, "lr"
+        )
     return text
 
 
 def extrapolation_rows(metrics: Mapping[str, float]) -> list[list[str]]:
     """``extrap_mape*`` metrics as table rows, sorted by name."""
-    return [[f"`{k}`", f"{v:.3g}"] for k, v in sorted(metrics.items()) if k.startswith("extrap_mape")]
+    return [[f"`{k}`", f"{v:.3g}"] for k, v in sorted(metrics.items()) if k.startswith(M_EXTRAP_MAPE)]
 
 
 def _term_name(term: str) -> str:

@@ -60,7 +60,8 @@ def identification_notes(paper: FormFit, data: pd.DataFrame) -> list[str]:
             advice = (
                 "measure more device counts per strategy"
                 if term == "log_eta"
-                else f"|corr(log_C, log_M)| {collinearity(data):.3f}; sweep more hidden_size, seq_len and num_layers values"
+                else f"|corr(log_C, log_M)| {collinearity(data):.3f}; "
+                "sweep more hidden_size, seq_len and num_layers values"
             )
             notes.append(f"{term} exponent not identified by these runs (95% CI [{lo:.3g}, {hi:.3g}]); {advice}")
     return notes

@@ -77,6 +77,7 @@ def _fit_roofline_form(data: pd.DataFrame, seed: int) -> RooflineFormFit:
     fit = fit_roofline_eff(data)
     folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
     if len(folds) >= 2:
+
         def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> Any:
             return fit_roofline_eff(train).law.mean({c: test[c].to_numpy() for c in test.columns})
 

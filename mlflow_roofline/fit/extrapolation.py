@@ -78,8 +78,12 @@ def check_extrapolation(forms: Mapping[str, Any], data: pd.DataFrame) -> tuple[E
     """Set ``extrap_mape`` and ``extrap_se`` (%) on every form; the held-out predictions and notes."""
     split = held_out_mask(data)
     if split is None:
-        return None, [(f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
-                       f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it")]
+        return None, [
+            (
+                f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
+                f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it"
+            )
+        ]
     held_out, threshold = split
     actual = data.loc[held_out, "log_E"].to_numpy(dtype=float)
     groups = data.loc[held_out, "workload_hash"].to_numpy()
@@ -90,7 +94,9 @@ def check_extrapolation(forms: Mapping[str, Any], data: pd.DataFrame) -> tuple[E
     notes = []
     if all(fit.extrap_mape > BAD_EXTRAP_MAPE for fit in forms.values()):
         best = min(forms, key=lambda n: forms[n].extrap_mape)
-        notes.append(f"every form extrapolates badly to larger models (L*d^2 > {threshold:.3g}): the best, {best}, "
-                     f"misses them by {forms[best].extrap_mape:.1f}% on average; do not trust predictions beyond "
-                     "the measured sizes, measure larger models")
+        notes.append(
+            f"every form extrapolates badly to larger models (L*d^2 > {threshold:.3g}): the best, {best}, "
+            f"misses them by {forms[best].extrap_mape:.1f}% on average; do not trust predictions beyond "
+            "the measured sizes, measure larger models"
+        )
     return Extrapolation(held_out, threshold, predicted), notes

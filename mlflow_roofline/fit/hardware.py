@@ -22,8 +22,8 @@ from mlflow_roofline.fit.diagnostics import law_ranges
 from mlflow_roofline.fit.energy_laws import EnergyFits, fit_energy_laws
 from mlflow_roofline.fit.features import feature_frame
 from mlflow_roofline.fit.forms import PAPER
-from mlflow_roofline.fit.noise import RepeatSpread, repeat_spread
 from mlflow_roofline.fit.measured_speedup import fill_from_laws, measure_speedup
+from mlflow_roofline.fit.noise import RepeatSpread, repeat_spread
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 from mlflow_roofline.law.fitted import FittedLaw
 
@@ -67,7 +67,7 @@ class HardwareFit:
         """Log strategy factors of the paper's law, by strategy (the reference level is 0)."""
         law = self.energy.forms[PAPER].law
         prefix = "strategy[T."
-        return {t[len(prefix):-1]: law.coefficient(t) for t in law.terms if t.startswith(prefix)}
+        return {t[len(prefix) : -1]: law.coefficient(t) for t in law.terms if t.startswith(prefix)}
 
     def metrics(self) -> dict[str, float]:
         """The fit run's metrics (:func:`fit.metrics.fit_metrics`)."""
@@ -82,7 +82,9 @@ class HardwareFit:
         return hardware_report(self)
 
 
-def select_energy_sources(frame: pd.DataFrame, hardware: str, allow_estimate: bool) -> tuple[pd.DataFrame, dict[str, int]]:
+def select_energy_sources(
+    frame: pd.DataFrame, hardware: str, allow_estimate: bool
+) -> tuple[pd.DataFrame, dict[str, int]]:
     """Keep measured energy only, unless ``allow_estimate``; see the module docstring.
 
     Raises:
@@ -96,7 +98,9 @@ def select_energy_sources(frame: pd.DataFrame, hardware: str, allow_estimate: bo
             f"allow_estimate: all {len(frame)} runs on {hardware!r} carry estimated energy "
             f"({TAG_ENERGY_SOURCE}=estimate, not measured); pass --allow-estimate true to fit on them"
         )
-    return frame[~is_estimate], {"with estimated energy (not mixed with measured; --allow-estimate mixes them)": int(is_estimate.sum())}
+    return frame[~is_estimate], {
+        "with estimated energy (not mixed with measured; --allow-estimate mixes them)": int(is_estimate.sum())
+    }
 
 
 def _speedup_and_eta(
@@ -112,7 +116,9 @@ def _speedup_and_eta(
         )
     used, n_no_base = fill_from_laws(measured, {} if missing_baseline == "drop" else laws_of(speedup))
     if n_no_base:
-        dropped["without a single-device baseline" + (" or a speedup law" if missing_baseline == "law" else "")] = n_no_base
+        dropped["without a single-device baseline" + (" or a speedup law" if missing_baseline == "law" else "")] = (
+            n_no_base
+        )
     return used, speedup
 
 
@@ -121,7 +127,9 @@ def fit_hardware(
 ) -> HardwareFit:
     """Every fit of one hardware's runs (no MLflow logging)."""
     if missing_baseline not in MISSING_BASELINE_CHOICES:
-        raise ConfigError("missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}")
+        raise ConfigError(
+            "missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}"
+        )
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
     used, speedup = _speedup_and_eta(frame, hardware, missing_baseline, dropped)
     data = feature_frame(used)

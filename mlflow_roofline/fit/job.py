@@ -36,7 +36,15 @@ from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.hardware_table import load_hardware_table
-from mlflow_roofline.core.schema import FIT_ENERGY_METRICS, TAG_FORM, TAG_HARDWARE, TAG_RUN_TYPE
+from mlflow_roofline.core.schema import (
+    FIT_ENERGY_METRICS,
+    M_N_HARDWARE,
+    M_N_HARDWARE_SKIPPED,
+    M_N_RUNS,
+    TAG_FORM,
+    TAG_HARDWARE,
+    TAG_RUN_TYPE,
+)
 from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.fit.failure import record_failure
 from mlflow_roofline.fit.hardware import HardwareFit, fit_hardware
@@ -91,9 +99,9 @@ def _aliases_of(fits: Sequence[HardwareFit], alias: str, pooled_wins: bool = Fal
     return [[f"{alias}-{_slug(fit.hardware)}"] + (first if i == 0 else []) for i, fit in enumerate(fits)]
 
 
-def _fit_every_hardware(run_data: RunData, fit_args: dict[str, Any], echo: Callable[[str], Any]) -> tuple[
-    list[HardwareFit], dict[str, str]
-]:
+def _fit_every_hardware(
+    run_data: RunData, fit_args: dict[str, Any], echo: Callable[[str], Any]
+) -> tuple[list[HardwareFit], dict[str, str]]:
     """One fit per hardware, most runs first; with several hardware a failing one is skipped with its reason."""
     if run_data.frame.empty:
         raise RooflineError(f"runs: no usable train runs: {run_data.summary()}; fix or rerun those runs")
@@ -109,13 +117,18 @@ def _fit_every_hardware(run_data: RunData, fit_args: dict[str, Any], echo: Calla
             skipped[str(hw)] = str(exc)
             echo(f"hardware {hw!r} skipped: {exc}")
     if not fits:
-        raise RooflineError("runs: no hardware could be fitted: " + "; ".join(f"{hw}: {why}" for hw, why in skipped.items()))
+        raise RooflineError(
+            "runs: no hardware could be fitted: " + "; ".join(f"{hw}: {why}" for hw, why in skipped.items())
+        )
     fits.sort(key=lambda f: -len(f.frame))
     return fits, skipped
 
 
 def _register_all(
-    ledger: RegistryLedger | None, fits: Sequence[HardwareFit], infos: Sequence[Any], alias: str,
+    ledger: RegistryLedger | None,
+    fits: Sequence[HardwareFit],
+    infos: Sequence[Any],
+    alias: str,
     pooled: tuple[PooledFit, Any] | None = None,
 ) -> None:
     """Register every fit's model with its aliases, and the pooled law's with ``alias`` (nothing without a ledger)."""
@@ -141,8 +154,12 @@ def _log_parent_and_children(
             mlflow.log_dict(outcome.skipped, "skipped_hardware.json")
         pooled = outcome.pooled
         mlflow.log_metrics(
-            {"n_runs": float(sum(len(f.frame) for f in fits)), "n_hardware": float(len(fits)),
-             "n_hardware_skipped": float(len(outcome.skipped)), **(pooled.metrics() if pooled else {})}
+            {
+                M_N_RUNS: float(sum(len(f.frame) for f in fits)),
+                M_N_HARDWARE: float(len(fits)),
+                M_N_HARDWARE_SKIPPED: float(len(outcome.skipped)),
+                **(pooled.metrics() if pooled else {}),
+            }
         )
         pooled_info = None
         if pooled is not None:
@@ -187,8 +204,11 @@ def _log_and_register(
 def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], Any]) -> None:
     for fit in outcome.fits:
         echo(fit.report())
-        where = (f"registered {model_name} version {fit.model_version} as @{', @'.join(fit.aliases)}"
-                 if fit.model_version else "not registered")
+        where = (
+            f"registered {model_name} version {fit.model_version} as @{', @'.join(fit.aliases)}"
+            if fit.model_version
+            else "not registered"
+        )
         echo(f"fit run {fit.run_id}: {where}")
     if outcome.pooled is not None:
         echo(outcome.pooled.report())
@@ -246,15 +266,22 @@ def run_fit(
         _log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
         timings["log"] = time.perf_counter() - clock
     except Exception as exc:
-        raise record_failure(exc, outcome.run_ids if outcome else [], env_run,
-                             outcome.rollback_problems if outcome else []) from exc
+        raise record_failure(
+            exc, outcome.run_ids if outcome else [], env_run, outcome.rollback_problems if outcome else []
+        ) from exc
     _echo_outcome(outcome, model_name, echo)
     return outcome
 
 
 def _params(
-    experiments: Sequence[str], allow_estimate: bool, missing_baseline: str, model_name: str, alias: str,
-    register: bool, seed: int, energy: str,
+    experiments: Sequence[str],
+    allow_estimate: bool,
+    missing_baseline: str,
+    model_name: str,
+    alias: str,
+    register: bool,
+    seed: int,
+    energy: str,
 ) -> dict[str, str]:
     """The fit run's params."""
     return {

@@ -27,6 +27,7 @@ from mlflow_roofline.core.schema import (
     M_EXTRAP_MAPE_FORM_PREFIX,
     M_EXTRAP_MAPE_SE_FORM_PREFIX,
     M_EXTRAP_SIZE_BOUND,
+    M_N_RUNS,
     M_REPEAT_SPREAD,
     M_REPEATED_CONFIGS,
 )
@@ -61,7 +62,7 @@ def _paper_metrics(fit: HardwareFit) -> dict[str, float]:
 def _run_metrics(fit: HardwareFit) -> dict[str, float]:
     """Counts of the runs used and dropped for this hardware, and their collinearity."""
     return {
-        "n_runs": float(len(fit.frame)),
+        M_N_RUNS: float(len(fit.frame)),
         "n_runs_dropped": float(sum(fit.dropped.values())),  # after the pull, for this hardware
         "n_eta_from_law": float((fit.frame["eta_source"] == ETA_LAW).sum()),
         "n_eta_measured": float((fit.frame["eta_source"] == ETA_MEASURED).sum()),

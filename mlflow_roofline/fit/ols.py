@@ -150,9 +150,7 @@ def fit_ols(name: str, formula: str, data: pd.DataFrame) -> FormFit:
     return FormFit(name=name, formula=formula, result=result, law=law, dropped_terms=dropped, offset=offset)
 
 
-def _expand_per_work(
-    terms: list[str], coef: np.ndarray, cov: np.ndarray
-) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _expand_per_work(terms: list[str], coef: np.ndarray, cov: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Rewrite ``y - log_M = b (log_C - log_M) + ...`` as ``y = b log_C + (1 - b) log_M + ...``.
 
     The law then predicts the response itself with the features every law uses; the

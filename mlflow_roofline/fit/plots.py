@@ -21,13 +21,13 @@ from collections.abc import Mapping
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FormatStrFormatter
 
-from mlflow_roofline.core.schema import M_ENERGY_J, present_strategies  # noqa: E402
-from mlflow_roofline.law.speedup import SpeedupLaw  # noqa: E402
+from mlflow_roofline.core.schema import M_ENERGY_J, present_strategies
+from mlflow_roofline.law.speedup import SpeedupLaw
 
 COLORS: dict[str, str] = {"single": "#444444", "ddp": "#1f77b4", "fsdp": "#2ca02c", "tp": "#d62728"}
 DPI = 110
@@ -51,10 +51,19 @@ def measured_vs_predicted(data: pd.DataFrame, fitted: Mapping[str, np.ndarray]) 
         ax = fig.add_subplot(1, len(fitted), i)
         for strategy in _strategies(data):
             mask = (data["strategy"].astype(str) == strategy).to_numpy()
-            ax.plot(np.exp(log_pred[mask]), measured[mask], ".", ms=4, alpha=0.6, color=COLORS[strategy], label=strategy)
+            ax.plot(
+                np.exp(log_pred[mask]), measured[mask], ".", ms=4, alpha=0.6, color=COLORS[strategy], label=strategy
+            )
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
-               xlabel="predicted energy (J)", ylabel="measured energy (J)", title=name)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            xlabel="predicted energy (J)",
+            ylabel="measured energy (J)",
+            title=name,
+        )
         ax.legend(fontsize=8)
     _layout(fig, len(fitted))
     fig.set_dpi(DPI)

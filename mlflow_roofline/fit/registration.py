@@ -19,6 +19,11 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.schema import (
+    FIT_PARAM_FORM,
+    FIT_PARAM_FORMULA,
+    FIT_PARAM_HARDWARE,
+    M_N_RUNS_DROPPED_PULL,
+    M_N_RUNS_FOUND,
     TAG_CV_MAPE,
     TAG_ENERGY_SOURCE,
     TAG_FIT_RUN_ID,
@@ -42,11 +47,20 @@ def _log_run_contents(fit: HardwareFit, run_data: RunData, params: dict[str, str
             TAG_FORM: fit.energy.chosen,
         }
     )
-    mlflow.log_params({**params, "hardware": fit.hardware, "form": fit.energy.chosen,
-                       "formula": fit.energy.forms[fit.energy.chosen].formula})
+    mlflow.log_params(
+        {
+            **params,
+            FIT_PARAM_HARDWARE: fit.hardware,
+            FIT_PARAM_FORM: fit.energy.chosen,
+            FIT_PARAM_FORMULA: fit.energy.forms[fit.energy.chosen].formula,
+        }
+    )
     mlflow.log_metrics(
-        {**{k: float(v) for k, v in fit.metrics().items()},
-         "n_runs_found": float(run_data.n_found), "n_runs_dropped_pull": float(sum(run_data.dropped.values()))}
+        {
+            **{k: float(v) for k, v in fit.metrics().items()},
+            M_N_RUNS_FOUND: float(run_data.n_found),
+            M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
+        }
     )
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)

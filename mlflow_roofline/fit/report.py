@@ -11,9 +11,16 @@ if TYPE_CHECKING:
 def _form_lines(fit: HardwareFit) -> list[str]:
     """One line per evaluated energy form, the registered one marked."""
     check = fit.energy.extrapolation
-    lines = ["energy laws (grouped CV by workload"
-             + (f"; extrapolation: fitted on L*d^2 <= {check.threshold:.3g}, {int(check.held_out.sum())} larger runs "
-                "predicted" if check is not None else "") + "):"]
+    lines = [
+        "energy laws (grouped CV by workload"
+        + (
+            f"; extrapolation: fitted on L*d^2 <= {check.threshold:.3g}, {int(check.held_out.sum())} larger runs "
+            "predicted"
+            if check is not None
+            else ""
+        )
+        + "):"
+    ]
     for name, form in fit.energy.forms.items():
         mark = "  <- registered" if name == fit.energy.chosen else ""
         extrap = f"  extrap_mape {form.extrap_mape:.3g}% (se {form.extrap_se:.2g})" if check is not None else ""
@@ -21,8 +28,10 @@ def _form_lines(fit: HardwareFit) -> list[str]:
             f"  {name:16s} adj_R2 {form.adj_r2:.4f}  rmse_log {form.rmse_log:.4f}  "
             f"cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{mark}"
         )
-    lines.append("registered: the simplest form within one standard error of the best on the worse of "
-                 "cv_mape and extrap_mape, among forms that pass the sanity checks")
+    lines.append(
+        "registered: the simplest form within one standard error of the best on the worse of "
+        "cv_mape and extrap_mape, among forms that pass the sanity checks"
+    )
     return lines
 
 
@@ -31,12 +40,18 @@ def _law_lines(fit: HardwareFit, m: dict[str, float]) -> list[str]:
     change = "below" if m["rmse_reduction"] >= 0 else "above"
     r = fit.energy.roofline
     return [
-        (f"paper's law: alpha_c {m['alpha_c']:.3f}, alpha_m {m['alpha_m']:.3f}, alpha_eta {m['alpha_eta']:.3f}, "
-         f"log_kappa {m['log_kappa']:.3f}; log rmse {abs(m['rmse_reduction']):.1f}% {change} the baseline's"),
-        (f"additive roofline ({r.scope} runs): {r.eps_comp:.3e} J/FLOP, {r.eps_mem:.3e} J/element, "
-         f"{r.e0:.3g} J fixed; mape {r.mape:.1f}%"),
-        (f"time law: log_t1 = {m['time_log_tau']:.3f} + {m['time_beta_c']:.3f} log_C + {m['time_beta_m']:.3f} log_M "
-         f"(cv_mape {m['time_cv_mape']:.3g}%)"),
+        (
+            f"paper's law: alpha_c {m['alpha_c']:.3f}, alpha_m {m['alpha_m']:.3f}, alpha_eta {m['alpha_eta']:.3f}, "
+            f"log_kappa {m['log_kappa']:.3f}; log rmse {abs(m['rmse_reduction']):.1f}% {change} the baseline's"
+        ),
+        (
+            f"additive roofline ({r.scope} runs): {r.eps_comp:.3e} J/FLOP, {r.eps_mem:.3e} J/element, "
+            f"{r.e0:.3g} J fixed; mape {r.mape:.1f}%"
+        ),
+        (
+            f"time law: log_t1 = {m['time_log_tau']:.3f} + {m['time_beta_c']:.3f} log_C + {m['time_beta_m']:.3f} log_M "
+            f"(cv_mape {m['time_cv_mape']:.3g}%)"
+        ),
     ]
 
 
@@ -44,8 +59,10 @@ def hardware_report(fit: HardwareFit) -> str:
     """Human-readable summary of one hardware's fit."""
     m = fit.metrics()
     lines = [
-        (f"hardware: {fit.hardware} (energy: {fit.energy_source}), {len(fit.frame)} runs, "
-         f"{int(m['n_workloads'])} workloads, {int(m['n_eta_from_law'])} with eta from the speedup law"),
+        (
+            f"hardware: {fit.hardware} (energy: {fit.energy_source}), {len(fit.frame)} runs, "
+            f"{int(m['n_workloads'])} workloads, {int(m['n_eta_from_law'])} with eta from the speedup law"
+        ),
     ]
     if fit.dropped:
         lines.append("dropped: " + ", ".join(f"{n} {r}" for r, n in fit.dropped.items()))

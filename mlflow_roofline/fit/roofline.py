@@ -54,6 +54,6 @@ def fit_additive_roofline(frame: pd.DataFrame) -> AdditiveRoofline:
     design = np.column_stack([c, m, np.ones_like(c)]) / scales
     coef, _ = nnls(design / e[:, None], np.ones_like(e))
     coef = coef / scales
-    roofline = AdditiveRoofline(float(coef[0]), float(coef[1]), float(coef[2]), float("nan"), int(len(use)), scope)
+    roofline = AdditiveRoofline(float(coef[0]), float(coef[1]), float(coef[2]), float("nan"), len(use), scope)
     mape = float(100.0 * np.mean(np.abs(roofline.predict(c, m) - e) / e))
     return dataclasses.replace(roofline, mape=mape)

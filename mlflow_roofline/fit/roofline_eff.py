@@ -75,13 +75,23 @@ class RooflineFormFit:
         """Estimate, standard error (Jacobian covariance) and normal 95 % interval of each coefficient."""
         est = np.asarray(self.law.coef)
         se = np.sqrt(np.maximum(np.diag(np.asarray(self.law.cov)), 0.0))
-        return pd.DataFrame({"form": self.name, "term": self.law.terms, "estimate": est, "std_error_jacobian": se,
-                             "ci95_lower": est - 1.96 * se, "ci95_upper": est + 1.96 * se})
+        return pd.DataFrame(
+            {
+                "form": self.name,
+                "term": self.law.terms,
+                "estimate": est,
+                "std_error_jacobian": se,
+                "ci95_lower": est - 1.96 * se,
+                "ci95_upper": est + 1.96 * se,
+            }
+        )
 
     def summary_text(self) -> str:
         lines = [f"{self.formula}", f"runs {len(self.actual)}, rmse_log {self.rmse_log:.4f}, adj_R2 {self.adj_r2:.4f}"]
-        lines += [f"{row.term:22s} {row.estimate: .6g} (se {row.std_error_jacobian:.3g})"
-                  for row in self.coefficient_table().itertuples()]
+        lines += [
+            f"{row.term:22s} {row.estimate: .6g} (se {row.std_error_jacobian:.3g})"
+            for row in self.coefficient_table().itertuples()
+        ]
         return "\n".join(lines)
 
 
@@ -149,8 +159,14 @@ def fit_roofline_eff(data: pd.DataFrame, name: str = ROOFLINE_EFF) -> RooflineFo
 
 
 def _as_form_fit(
-    name: str, theta: np.ndarray, jac: np.ndarray, resid: np.ndarray, scales: np.ndarray, e_scale: float,
-    extra_terms: list[str], y: np.ndarray,
+    name: str,
+    theta: np.ndarray,
+    jac: np.ndarray,
+    resid: np.ndarray,
+    scales: np.ndarray,
+    e_scale: float,
+    extra_terms: list[str],
+    y: np.ndarray,
 ) -> RooflineFormFit:
     """The optimum in physical units, with its Jacobian covariance."""
     n, p = jac.shape
@@ -160,6 +176,7 @@ def _as_form_fit(
     to_physical = np.r_[e_scale / scales, np.ones(len(extra_terms))]
     coef = theta * to_physical
     cov = cov_scaled * np.outer(to_physical, to_physical)
-    law = RooflineLaw(FORMULA, [*COST_TERMS, *extra_terms], [float(v) for v in coef], cov.tolist(), resid_var,
-                      float(df_resid))
+    law = RooflineLaw(
+        FORMULA, [*COST_TERMS, *extra_terms], [float(v) for v in coef], cov.tolist(), resid_var, float(df_resid)
+    )
     return RooflineFormFit(name, FORMULA, law, [], y + resid, y)

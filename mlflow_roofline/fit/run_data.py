@@ -187,7 +187,11 @@ def _launcher_rule_broken(row: dict[str, Any], device: str | None) -> str | None
 
 
 def _missing_tag_reason(row: dict[str, Any]) -> str | None:
-    for key, tag in (("hardware", TAG_HARDWARE), ("energy_source", TAG_ENERGY_SOURCE), ("workload_hash", TAG_WORKLOAD_HASH)):
+    for key, tag in (
+        ("hardware", TAG_HARDWARE),
+        ("energy_source", TAG_ENERGY_SOURCE),
+        ("workload_hash", TAG_WORKLOAD_HASH),
+    ):
         if not row[key]:
             return f"without tag {tag}"
     return None

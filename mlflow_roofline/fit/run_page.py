@@ -24,8 +24,18 @@ from mlflow_roofline.tracking.notes import set_description
 if TYPE_CHECKING:
     from mlflow_roofline.fit.hardware import HardwareFit
 
-TABLE_COLUMNS = ("run_id", "strategy", "num_devices", "num_layers", "hidden_size", "seq_len", "batch_size",
-                 "num_steps", "eta", "eta_source")
+TABLE_COLUMNS = (
+    "run_id",
+    "strategy",
+    "num_devices",
+    "num_layers",
+    "hidden_size",
+    "seq_len",
+    "batch_size",
+    "num_steps",
+    "eta",
+    "eta_source",
+)
 
 
 def fitted_logs(fit: HardwareFit) -> dict[str, np.ndarray]:
@@ -42,12 +52,12 @@ def fitted_logs(fit: HardwareFit) -> dict[str, np.ndarray]:
 def measured_vs_predicted_table(fit: HardwareFit) -> pd.DataFrame:
     """One row per run: its configuration, measured ``energy_j`` and each law's prediction (joules)."""
     table = fit.frame[[c for c in TABLE_COLUMNS if c in fit.frame]].reset_index(drop=True)
-    table["energy_j"] = fit.frame[M_ENERGY_J].to_numpy(dtype=float)
+    table[M_ENERGY_J] = fit.frame[M_ENERGY_J].to_numpy(dtype=float)
     chosen = fit.energy.forms[fit.energy.chosen].fitted_log
     for name, key in ((forms.BASELINE, "baseline"), (forms.PAPER, "paper")):
         table[f"predicted_j_{key}"] = np.exp(fit.energy.forms[name].fitted_log)
     table["predicted_j_registered"] = np.exp(chosen)
-    table["error_pct_registered"] = 100.0 * (table["predicted_j_registered"] / table["energy_j"] - 1.0)
+    table["error_pct_registered"] = 100.0 * (table["predicted_j_registered"] / table[M_ENERGY_J] - 1.0)
     return table
 
 

@@ -32,14 +32,18 @@ STEP_TOLERANCE = 0.10
 MONOTONE_TOLERANCE = 1e-9
 
 
-def _energy(law: Any, speedup_laws: Mapping[str, SpeedupLaw], sizes: Mapping[str, np.ndarray],
-            strategy: str, devices: int) -> np.ndarray:
+def _energy(
+    law: Any, speedup_laws: Mapping[str, SpeedupLaw], sizes: Mapping[str, np.ndarray], strategy: str, devices: int
+) -> np.ndarray:
     """Energy in joules of each row of ``sizes`` under ``strategy`` on ``devices`` devices."""
     n = len(sizes["num_steps"])
     ns = np.full(n, float(devices))
-    features = law_features(**{k: np.asarray(v, dtype=float) for k, v in sizes.items()}, num_devices=ns,
-                            speedup=np.asarray(speedup_laws[strategy](ns), dtype=float),
-                            strategy=np.full(n, strategy, dtype=object))
+    features = law_features(
+        **{k: np.asarray(v, dtype=float) for k, v in sizes.items()},
+        num_devices=ns,
+        speedup=np.asarray(speedup_laws[strategy](ns), dtype=float),
+        strategy=np.full(n, strategy, dtype=object),
+    )
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return np.exp(law.mean(features))
 
@@ -48,8 +52,9 @@ def _axis(lo: float, hi: float, count: int = 8) -> np.ndarray:
     return np.unique(np.round(np.geomspace(max(1.0, lo / 2.0), hi * REACH, count)))
 
 
-def _monotone_problems(law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]],
-                       strategy: str, devices: int) -> list[str]:
+def _monotone_problems(
+    law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]], strategy: str, devices: int
+) -> list[str]:
     middle = {f: float(np.round(np.sqrt(ranges[f][0] * ranges[f][1]))) for f in (*SIZE_FIELDS, "num_steps")}
     problems = []
     for field in SIZE_FIELDS:
@@ -64,10 +69,12 @@ def _monotone_problems(law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapp
     return problems
 
 
-def _step_problems(law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]],
-                   strategy: str, devices: int) -> list[str]:
-    corners = np.array(list(itertools.product(*[(max(1.0, ranges[f][0] / 2.0), ranges[f][1] * REACH)
-                                                 for f in SIZE_FIELDS])))
+def _step_problems(
+    law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]], strategy: str, devices: int
+) -> list[str]:
+    corners = np.array(
+        list(itertools.product(*[(max(1.0, ranges[f][0] / 2.0), ranges[f][1] * REACH) for f in SIZE_FIELDS]))
+    )
     steps = np.round(ranges["num_steps"][1] * REACH)
     sizes = {f: corners[:, i] for i, f in enumerate(SIZE_FIELDS)}
     once = _energy(law, speedup, {**sizes, "num_steps": np.full(len(corners), steps)}, strategy, devices)
@@ -80,7 +87,9 @@ def _step_problems(law: Any, speedup: Mapping[str, SpeedupLaw], ranges: Mapping[
     return []
 
 
-def sanity_problems(law: Any, speedup_laws: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]]) -> list[str]:
+def sanity_problems(
+    law: Any, speedup_laws: Mapping[str, SpeedupLaw], ranges: Mapping[str, Sequence[float]]
+) -> list[str]:
     """What the energy ``law`` gets wrong of the properties in the module docstring (empty: none)."""
     problems: list[str] = []
     max_devices = int(ranges["num_devices"][1]) if "num_devices" in ranges else 1

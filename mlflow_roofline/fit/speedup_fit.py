@@ -42,7 +42,12 @@ BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
 }
 STARTS: dict[str, list[dict[str, float]]] = {
     AMDAHL: [{"p": 0.9, "c": 0.01}, {"p": 0.5, "c": 0.1}, {"p": 0.99, "c": 0.0}, {"p": 0.1, "c": 1.0}],
-    SATURATING_EXP: [{"s_max": 2.0, "k": 0.5}, {"s_max": 8.0, "k": 0.1}, {"s_max": 1.5, "k": 2.0}, {"s_max": 0.5, "k": 1.0}],
+    SATURATING_EXP: [
+        {"s_max": 2.0, "k": 0.5},
+        {"s_max": 8.0, "k": 0.1},
+        {"s_max": 1.5, "k": 2.0},
+        {"s_max": 0.5, "k": 1.0},
+    ],
 }
 FIXED_TP_K = 1.0
 _FUNCS: dict[str, Callable[..., np.ndarray]] = {AMDAHL: amdahl, SATURATING_EXP: saturating_exp}
@@ -93,7 +98,7 @@ def fit_speedup_law(strategy: str, num_devices: np.ndarray, speedup: np.ndarray)
     n, s = n[keep], s[keep]
     if form == CONSTANT:
         rmse = float(np.sqrt(np.mean((s - 1.0) ** 2))) if len(s) else float("nan")
-        return SpeedupFit(SpeedupLaw(strategy, CONSTANT, {}, int(len(s)), rmse), {}, (1,) if len(s) else ())
+        return SpeedupFit(SpeedupLaw(strategy, CONSTANT, {}, len(s), rmse), {}, (1,) if len(s) else ())
     counts = tuple(sorted({int(v) for v in n if v > 1}))
     if not counts:
         raise ValueError(f"{strategy}: no measured speedup with num_devices > 1 to fit its law on")
@@ -118,7 +123,7 @@ def fit_speedup_law(strategy: str, num_devices: np.ndarray, speedup: np.ndarray)
     params = {**fixed, **{name: float(v) for name, v in zip(free, best.x)}}
     params = {name: params[name] for name in names}
     rmse = float(np.sqrt(np.mean(residuals(best.x) ** 2)))
-    return SpeedupFit(SpeedupLaw(strategy, form, params, int(len(s)), rmse), fixed, counts)
+    return SpeedupFit(SpeedupLaw(strategy, form, params, len(s), rmse), fixed, counts)
 
 
 def _fixed_params(form: str, n: np.ndarray, s: np.ndarray) -> dict[str, float]:

@@ -53,6 +53,7 @@ def energy_problem(energy_j: float, time_s: float, num_devices: int) -> str | No
     if problem is None:
         power = energy_j / time_s / max(num_devices, 1)
         if not MIN_POWER_W <= power <= MAX_POWER_W:
-            problem = (f"with {M_ENERGY_J} implying an average power outside "
-                       f"[{MIN_POWER_W:g}, {MAX_POWER_W:g}] W per device")
+            problem = (
+                f"with {M_ENERGY_J} implying an average power outside [{MIN_POWER_W:g}, {MAX_POWER_W:g}] W per device"
+            )
     return problem

@@ -30,7 +30,13 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.ingest.sources import UNMATCHED_ROW_KEY, RawRow
 
-REQUIRED: tuple[str, ...] = (*[p for p in PARAM_NAMES if p != "warmup_steps"], M_ENERGY_J, M_TIME_S, "hardware", "energy_source")
+REQUIRED: tuple[str, ...] = (
+    *[p for p in PARAM_NAMES if p != "warmup_steps"],
+    M_ENERGY_J,
+    M_TIME_S,
+    "hardware",
+    "energy_source",
+)
 NODE_METRICS: tuple[str, ...] = (M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_J)
 KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS))
 
@@ -55,8 +61,13 @@ class Record:
 
     def row_hash(self, fmt: str) -> str:
         """Hash of the row's content (params, hardware, source, metrics, format): same row, same hash."""
-        payload = {**self.config.to_params(), "hardware": self.hardware, "energy_source": self.energy_source,
-                   "format": fmt, **{k: repr(float(v)) for k, v in sorted(self.metrics.items())}}
+        payload = {
+            **self.config.to_params(),
+            "hardware": self.hardware,
+            "energy_source": self.energy_source,
+            "format": fmt,
+            **{k: repr(float(v)) for k, v in sorted(self.metrics.items())},
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -106,12 +117,12 @@ def _parsed(fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | N
                 return values, (name, f"must be an integer, got {raw!r}")
             values[name] = number
         elif name in (M_ENERGY_J, M_TIME_S, *NODE_METRICS):
-            number = _float(raw)
-            if number is None:
+            measured = _float(raw)
+            if measured is None:
                 return values, (name, f"must be a number, got {raw!r}")
-            if name in NODE_METRICS and not (math.isfinite(number) and number >= 0):
+            if name in NODE_METRICS and not (math.isfinite(measured) and measured >= 0):
                 return values, (name, f"must be finite and non-negative, got {raw!r}")
-            values[name] = number
+            values[name] = measured
         else:
             values[name] = str(raw).strip()
     for name, allowed in (("device", DEVICES), ("precision", PRECISIONS), ("energy_source", ENERGY_SOURCES)):

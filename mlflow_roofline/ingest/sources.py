@@ -73,7 +73,8 @@ def _read_frame(path: Path) -> tuple[pd.DataFrame, list[str]]:
             return frame, [f"row {i + 1}" for i in range(len(frame))]
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False, encoding="utf-8")
     except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
-        raise ConfigError("file", f"cannot read {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError("file", f"cannot read {path}: {why}") from None
     return frame, [f"line {i + 2}" for i in range(len(frame))]
 
 

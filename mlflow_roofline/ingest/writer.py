@@ -66,7 +66,11 @@ def imported_hashes(client: Any, experiment_id: str, fmt: str) -> set[str]:
     """Row hashes of the runs this format already imported into the experiment."""
     source = f"{SOURCE_IMPORT_PREFIX}{fmt}"
     flt = f"tags.`{TAG_SOURCE}` = '{source}'"
-    return {r.data.tags[TAG_IMPORT_ROW_HASH] for r in iter_runs(client, [experiment_id], flt) if TAG_IMPORT_ROW_HASH in r.data.tags}
+    return {
+        r.data.tags[TAG_IMPORT_ROW_HASH]
+        for r in iter_runs(client, [experiment_id], flt)
+        if TAG_IMPORT_ROW_HASH in r.data.tags
+    }
 
 
 def log_records(client: Any, experiment_id: str, records: Iterable[Record], fmt: str, file_name: str) -> ImportCounts:

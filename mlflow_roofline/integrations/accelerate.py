@@ -41,8 +41,9 @@ DEFAULT_LOGGING_STEPS = 10
 class TrainingTracker:
     """The handle :func:`track_training` yields: call :meth:`step` after each batch."""
 
-    def __init__(self, accelerator: Any, model: Any, total_steps: int | None, logging_steps: int,
-                 options: TrackOptions) -> None:
+    def __init__(
+        self, accelerator: Any, model: Any, total_steps: int | None, logging_steps: int, options: TrackOptions
+    ) -> None:
         self.accelerator = accelerator
         self.model = model
         self.total_steps = total_steps
@@ -125,8 +126,9 @@ def track_training(
     Raises:
         ConfigError: an option out of range, naming it.
     """
-    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
-                                    or total_steps < 1):
+    if total_steps is not None and (
+        isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1
+    ):
         raise ConfigError("total_steps", f"must be a positive integer, got {total_steps!r}")
     if total_steps is None and options.get("energy_budget_kwh") is not None:
         raise ConfigError("total_steps", "is needed with energy_budget_kwh (the forecast covers the planned steps)")

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, M_ENERGY_J
 from mlflow_roofline.integrations.forecast import Prior
 
 logger = logging.getLogger(__name__)
@@ -72,9 +72,12 @@ def load_law(model_uri: str | None) -> tuple[Any, str]:
                 return None, f"none: nothing registered as {model_uri}"
             label = f"{model_uri} (version {version.version})"
         return mlflow.pyfunc.load_model(model_uri), label
-    except Exception as exc:  # noqa: BLE001  the user's job goes on without a prior; the tag says why
-        logger.warning("roofline: the law %s could not be loaded (%s); forecasting from the steps alone",
-                       model_uri, _first_line(exc))
+    except Exception as exc:
+        logger.warning(
+            "roofline: the law %s could not be loaded (%s); forecasting from the steps alone",
+            model_uri,
+            _first_line(exc),
+        )
         return None, f"none: {label} failed to load: {_first_line(exc)[:200]}"
 
 
@@ -85,11 +88,14 @@ def predict_prior(model: Any, label: str, config: TrainConfig, hardware: str) ->
     """
     try:
         prediction = _predict(model, config, hardware)
-    except Exception as exc:  # noqa: BLE001  the user's job goes on without a prior; the tag says why
-        logger.warning("roofline: the law %s could not predict this job (%s); forecasting from the steps alone",
-                       label, _first_line(exc))
+    except Exception as exc:
+        logger.warning(
+            "roofline: the law %s could not predict this job (%s); forecasting from the steps alone",
+            label,
+            _first_line(exc),
+        )
         return None, f"none: {label} failed: {_first_line(exc)[:200]}"
-    energy, lower, upper = (float(prediction[k]) for k in ("energy_j", "energy_j_lower", "energy_j_upper"))
+    energy, lower, upper = (float(prediction[k]) for k in (M_ENERGY_J, "energy_j_lower", "energy_j_upper"))
     if not (0 < lower <= energy <= upper):
         return None, f"none: {label} predicted no positive interval ({lower:.3g}, {energy:.3g}, {upper:.3g})"
     return Prior(energy, lower, upper, label), label

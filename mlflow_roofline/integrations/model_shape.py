@@ -56,5 +56,5 @@ def _attribute(config: Any, name: str) -> Any:
         return config.get(name)
     try:
         return getattr(config, name, None)
-    except Exception:  # noqa: BLE001  a config property that raises is a field it does not have
+    except Exception:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.integrations.law_prior import DEFAULT_LAW_URI
 
@@ -38,7 +39,7 @@ class TrackOptions:
 
     def __post_init__(self) -> None:
         if self.meter not in METER_NAMES:
-            raise ConfigError("meter", f"must be one of {', '.join(METER_NAMES)}, got {self.meter!r}")
+            raise ConfigError(P_METER, f"must be one of {', '.join(METER_NAMES)}, got {self.meter!r}")
         for name, minimum in (("warmup_steps", 0), ("forecast_after_steps", 2), ("sample_steps", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

@@ -63,8 +63,9 @@ class RunLog:
         batch_metrics = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items()]
         batch_tags = [RunTag(k, str(v)[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()]
         if batch_metrics or batch_tags:
-            self._pending.append(self.client.log_batch(self.run_id, metrics=batch_metrics, tags=batch_tags,
-                                                       synchronous=False))
+            self._pending.append(
+                self.client.log_batch(self.run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
+            )
 
     def log_params(self, params: Mapping[str, str]) -> None:
         """Log the params the run does not hold yet; tag those it holds with another value."""
@@ -72,8 +73,11 @@ class RunLog:
 
         existing = self.client.get_run(self.run_id).data.params
         new = [Param(k, v) for k, v in params.items() if k not in existing]
-        conflicts = [f"{k}={v} (the run has {existing[k]})" for k, v in params.items()
-                     if k in existing and not _same(k, existing[k], v)]
+        conflicts = [
+            f"{k}={v} (the run has {existing[k]})"
+            for k, v in params.items()
+            if k in existing and not _same(k, existing[k], v)
+        ]
         tags = [RunTag(TAG_PARAM_CONFLICT, "; ".join(conflicts)[:MAX_TAG_CHARS])] if conflicts else []
         if conflicts:
             logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))

@@ -86,9 +86,9 @@ class JobTracker:
     # -- lifecycle ---------------------------------------------------------------------
     def begin(self, facts: JobFacts) -> None:
         """Build the meter and, on the main process, open or join the run and tag it."""
-        from mlflow_roofline.train.device import hardware_name
         from mlflow_roofline.energy import make_meter
         from mlflow_roofline.integrations.summary import start_tags
+        from mlflow_roofline.train.device import hardware_name
 
         self.facts = facts
         device = facts.device if facts.device in ("cuda", "cpu") else "auto"
@@ -225,7 +225,7 @@ class JobTracker:
             joules = [s.energy_j for s in r.samples]
             before = self.rank_energy.get(r.rank, 0.0)
             failed = before is None or any(j is None for j in joules)
-            self.rank_energy[r.rank] = None if failed or not r.read else before + sum(joules)  # type: ignore[operator]
+            self.rank_energy[r.rank] = None if failed or not r.read else before + sum(joules)
             self.rank_time[r.rank] = self.rank_time.get(r.rank, 0.0) + sum(s.time_s for s in r.samples)
             if r.error and self.energy_error is None:
                 self.energy_error = f"rank {r.rank}: {r.error}" if len(reports) > 1 else r.error
@@ -277,8 +277,14 @@ class JobTracker:
             if interval_s > 0:
                 metrics[M_POWER_W] = interval_j / interval_s
         if fc is not None:
-            metrics.update({M_ENERGY_FORECAST_J: fc.energy_j, M_ENERGY_FORECAST_LOWER_J: fc.lower_j,
-                            M_ENERGY_FORECAST_UPPER_J: fc.upper_j, M_TIME_FORECAST_S: fc.time_s})
+            metrics.update(
+                {
+                    M_ENERGY_FORECAST_J: fc.energy_j,
+                    M_ENERGY_FORECAST_LOWER_J: fc.lower_j,
+                    M_ENERGY_FORECAST_UPPER_J: fc.upper_j,
+                    M_TIME_FORECAST_S: fc.time_s,
+                }
+            )
         return metrics
 
     def _warn_missing(self) -> None:

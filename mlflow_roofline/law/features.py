@@ -47,10 +47,18 @@ def law_features(
         ).items()
     }
     c = proxy_flops(
-        as_float["num_layers"], as_float["hidden_size"], as_float["seq_len"], as_float["batch_size"], as_float["num_steps"]
+        as_float["num_layers"],
+        as_float["hidden_size"],
+        as_float["seq_len"],
+        as_float["batch_size"],
+        as_float["num_steps"],
     )
     m = proxy_mem_traffic(
-        as_float["num_layers"], as_float["hidden_size"], as_float["seq_len"], as_float["batch_size"], as_float["num_steps"]
+        as_float["num_layers"],
+        as_float["hidden_size"],
+        as_float["seq_len"],
+        as_float["batch_size"],
+        as_float["num_steps"],
     )
     eta = as_float["speedup"] / as_float["num_devices"]
     tokens = as_float["batch_size"] * as_float["seq_len"] * as_float["num_steps"]

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from mlflow_roofline.core.errors import LawFileError
+from mlflow_roofline.core.schema import M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.features import law_features
 from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
 from mlflow_roofline.law.roofline import RooflineLaw
@@ -119,7 +120,9 @@ class FittedLaw:
         try:
             return cls._from_data(data)
         except (KeyError, TypeError, ValueError) as exc:
-            raise LawFileError(f"model: the law JSON has a missing or malformed field ({exc!r}); refit the model") from exc
+            raise LawFileError(
+                f"model: the law JSON has a missing or malformed field ({exc!r}); refit the model"
+            ) from exc
 
     @classmethod
     def _from_data(cls, data: dict[str, Any]) -> FittedLaw:
@@ -131,11 +134,11 @@ class FittedLaw:
             time_law=LinearLaw.from_dict(data["time_law"]),
             speedup_laws={k: SpeedupLaw.from_dict(v) for k, v in data["speedup_laws"].items()},
             ranges={k: [float(lo), float(hi)] for k, (lo, hi) in data["ranges"].items()},
-            n_runs=int(data["n_runs"]),
+            n_runs=int(data[M_N_RUNS]),
             cv_mape=float(data["cv_mape"]),
             hardware_laws={k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()},
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),
             covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
-            loho_mape=float(data.get("loho_mape", float("nan"))),
+            loho_mape=float(data.get(M_LOHO_MAPE, float("nan"))),
         )

@@ -20,9 +20,7 @@ INTERVAL_LEVEL = 0.95
 
 # A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
 # coding) or C(strategy, Treatment('single'))[T.fsdp].
-_CATEGORICAL_TERM = re.compile(
-    r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$"
-)
+_CATEGORICAL_TERM = re.compile(r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$")
 
 
 @functools.lru_cache(maxsize=256)

@@ -71,7 +71,7 @@ class RooflineLaw:
             elif term == ALPHA_ETA:
                 columns.append(log_eta)
             else:
-                is_level = (strategy == term[len(STRATEGY_PREFIX):-1]).astype(float)
+                is_level = (strategy == term[len(STRATEGY_PREFIX) : -1]).astype(float)
                 mean = mean + self.coefficient(term) * is_level
                 columns.append(is_level)
         return mean, np.column_stack(columns)

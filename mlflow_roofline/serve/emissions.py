@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings, emissions
+from mlflow_roofline.core.schema import M_CO2E_G, M_COST, M_ENERGY_J
 
-EMISSION_COLUMNS: tuple[str, ...] = ("co2e_g", "co2e_g_lower", "co2e_g_upper", "cost")
+EMISSION_COLUMNS: tuple[str, ...] = (M_CO2E_G, "co2e_g_lower", "co2e_g_upper", M_COST)
 
 
 def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None, interval: bool = True) -> pd.DataFrame:
@@ -27,12 +28,12 @@ def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None, interval: 
         return frame
     columns: dict[str, np.ndarray] = {}
     for suffix in ("", "_lower", "_upper") if interval else ("",):
-        out = emissions(frame[f"energy_j{suffix}"].to_numpy(dtype=float), carbon)
-        if "co2e_g" in out:
-            columns[f"co2e_g{suffix}"] = out["co2e_g"]
-    cost = emissions(frame["energy_j"].to_numpy(dtype=float), carbon).get("cost")
+        out = emissions(frame[f"{M_ENERGY_J}{suffix}"].to_numpy(dtype=float), carbon)
+        if M_CO2E_G in out:
+            columns[f"{M_CO2E_G}{suffix}"] = out[M_CO2E_G]
+    cost = emissions(frame[M_ENERGY_J].to_numpy(dtype=float), carbon).get(M_COST)
     if cost is not None:
-        columns["cost"] = cost
+        columns[M_COST] = cost
     if not columns:
         return frame
     return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
@@ -42,7 +43,7 @@ def unit_factors(carbon: CarbonSettings) -> dict[str, float]:
     """What one joule weighs for the ``carbon`` (g CO2e) and ``cost`` objectives, where known."""
     factors: dict[str, float] = {}
     one = emissions(1.0, carbon)
-    for objective, key in (("carbon", "co2e_g"), ("cost", "cost")):
+    for objective, key in (("carbon", M_CO2E_G), (M_COST, M_COST)):
         if key in one:
             factors[objective] = float(one[key])
     return factors

@@ -18,7 +18,7 @@ class InputError(MlflowException):
 
     _message = ""
 
-    @property  # type: ignore[override]
+    @property
     def message(self) -> str:
         """``field (row i): rule``."""
         return self._message

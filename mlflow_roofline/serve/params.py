@@ -18,17 +18,18 @@ import numpy as np
 
 from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import M_COST
 from mlflow_roofline.serve.errors import invalid
 
 MODES: tuple[str, ...] = ("predict", "recommend", "pareto")
-OBJECTIVES: tuple[str, ...] = ("energy", "time", "edp", "carbon", "cost")
+OBJECTIVES: tuple[str, ...] = ("energy", "time", "edp", "carbon", M_COST)
 CARBON_PARAMS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
 DEFAULT_MODE = "predict"
 DEFAULT_OBJECTIVE = "energy"
 DEFAULT_MAX_DEVICES = 8
 MAX_DEVICES_LIMIT = 1024
 
-_NEEDS = {"carbon": "carbon_intensity or region", "cost": "price_per_kwh"}
+_NEEDS = {"carbon": "carbon_intensity or region", M_COST: "price_per_kwh"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Request:
 
 def available_objectives(carbon: CarbonSettings) -> tuple[str, ...]:
     """The objectives a request can rank by: carbon with an intensity, cost with a price."""
-    known = {"carbon": carbon.known, "cost": carbon.price_per_kwh is not None}
+    known = {"carbon": carbon.known, M_COST: carbon.price_per_kwh is not None}
     return tuple(o for o in OBJECTIVES if known.get(o, True))
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.candidates import (
     Candidates,
@@ -36,10 +37,10 @@ PARETO_OUTPUT_COLUMNS: tuple[str, ...] = (
     "row",
     "strategy",
     "num_devices",
-    "energy_j",
+    M_ENERGY_J,
     "energy_j_lower",
     "energy_j_upper",
-    "time_s",
+    M_TIME_S,
     "extrapolated",
 )
 """Columns of a pareto answer; the emission columns follow where the carbon figures are known."""
@@ -92,7 +93,7 @@ def pareto_frame(
 
 def _frontier_rows(law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int) -> pd.DataFrame:
     valid, grid = evaluate_candidates(law, sizes, cands, first_row)
-    order, on_front = frontier(grid["energy_j"], grid["time_s"], valid)
+    order, on_front = frontier(grid[M_ENERGY_J], grid[M_TIME_S], valid)
     rows, position = np.nonzero(on_front)  # row-major: by row, then by time
     choice = order[rows, position]
     result: dict[str, np.ndarray] = {

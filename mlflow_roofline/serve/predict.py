@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
 from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.errors import invalid
@@ -31,11 +32,11 @@ ETA_TOLERANCE = 0.10
 """How far eta = S/N may exceed 1 before a speedup is flagged implausible (relative)."""
 
 PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
-    "energy_j",
+    M_ENERGY_J,
     "energy_j_lower",
     "energy_j_upper",
-    "energy_kwh",
-    "time_s",
+    M_ENERGY_KWH,
+    M_TIME_S,
     "speedup",
     "eta",
     "extrapolated",
@@ -67,7 +68,7 @@ def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) 
     extrapolated = np.zeros(n_rows, dtype=bool)
     for key, (lo, hi) in law.ranges.items():
         values = known.get(key)
-        if values is None or isinstance(values, np.ndarray) and values.dtype == object:
+        if values is None or (isinstance(values, np.ndarray) and values.dtype == object):
             continue
         tol = 1e-9 * max(1.0, abs(lo), abs(hi))
         extrapolated |= (values < lo - tol) | (values > hi + tol)
@@ -96,11 +97,11 @@ def evaluate(
     eta = speedup / n
     known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features}
     return {
-        "energy_j": energy,
+        M_ENERGY_J: energy,
         "energy_j_lower": lower,
         "energy_j_upper": upper,
-        "energy_kwh": energy / JOULES_PER_KWH,
-        "time_s": time_s,
+        M_ENERGY_KWH: energy / JOULES_PER_KWH,
+        M_TIME_S: time_s,
         "speedup": speedup,
         "eta": eta,
         "extrapolated": _extrapolated(law, known, len(n)),
@@ -111,7 +112,7 @@ def evaluate(
 
 def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) -> None:
     """Refuse rows whose energy or time overflows float64 (far outside the fitted ranges)."""
-    finite = np.isfinite(out["energy_j_upper"]) & (out["energy_j_lower"] > 0) & np.isfinite(out["time_s"])
+    finite = np.isfinite(out["energy_j_upper"]) & (out["energy_j_lower"] > 0) & np.isfinite(out[M_TIME_S])
     if not finite.all():
         bad = np.flatnonzero(~finite)
         raise invalid(
@@ -161,8 +162,13 @@ def _evaluate_on(
 
 
 def _evaluate_pooled(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray,
-    hardware: np.ndarray, unmeasured: Mapping[str, Mapping[str, float]],
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    hardware: np.ndarray,
+    unmeasured: Mapping[str, Mapping[str, float]],
 ) -> dict[str, np.ndarray]:
     """Each hardware's rows: its own law for time and speedup, the pooled law for energy (see :mod:`serve.hardware`)."""
     out: dict[str, np.ndarray] = {}
@@ -172,13 +178,14 @@ def _evaluate_pooled(
         part_sizes = {k: v[rows] for k, v in sizes.items()}
         part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows])
         covariates = law.covariates.get(name) or unmeasured.get(name, {})
-        log_e, log_lo, log_hi = pooled_energy(law, part_sizes, strategy[rows], n[rows], part["speedup"], name,
-                                              covariates)
+        log_e, log_lo, log_hi = pooled_energy(
+            law, part_sizes, strategy[rows], n[rows], part["speedup"], name, covariates
+        )
         with np.errstate(over="ignore"):
             part.update(energy_j=np.exp(log_e), energy_j_lower=np.exp(log_lo), energy_j_upper=np.exp(log_hi))
-        part["energy_kwh"] = part["energy_j"] / JOULES_PER_KWH
+        part[M_ENERGY_KWH] = part[M_ENERGY_J] / JOULES_PER_KWH
         if name not in law.hardware_laws:
-            part["time_s"] = part["time_s"] * np.exp(unmeasured_time_shift(law, covariates))
+            part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates))
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
         for key, values in part.items():
             out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values

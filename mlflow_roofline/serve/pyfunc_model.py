@@ -38,13 +38,14 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
+from mlflow_roofline.core.schema import M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.model_code import copy_serving_code
-from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
-from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
-from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
+from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware import HARDWARE_COLUMN, law_for_search
+from mlflow_roofline.serve.model_code import copy_serving_code
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
+from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
 from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
@@ -159,8 +160,9 @@ class RooflineEnergyModel(PythonModel):
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
         if request.mode == "recommend":
-            return recommend_frame(law_for_search(model_input, law), model_input, request.max_devices,
-                                   request.objective, request.carbon)
+            return recommend_frame(
+                law_for_search(model_input, law), model_input, request.max_devices, request.objective, request.carbon
+            )
         if request.mode == "pareto":
             return pareto_frame(law_for_search(model_input, law), model_input, request.max_devices, request.carbon)
         return predict_frame(law, model_input, request.carbon)
@@ -203,7 +205,7 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
                 "hardware": law.hardware,
                 "energy_source": law.energy_source,
                 "form": law.form,
-                "n_runs": law.n_runs,
+                M_N_RUNS: law.n_runs,
                 "cv_mape": law.cv_mape,
                 "strategies": law.strategies,
                 "mlflow_roofline_version": __version__,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.candidates import (
     Candidates,
@@ -31,7 +32,7 @@ RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
     + tuple(
         f"{prefix}_{what}"
         for prefix in ("energy_optimal", "time_optimal")
-        for what in ("strategy", "num_devices", "energy_j", "time_s")
+        for what in ("strategy", "num_devices", M_ENERGY_J, M_TIME_S)
     )
 )
 
@@ -43,9 +44,9 @@ def objective_scores(grid: Mapping[str, np.ndarray], carbon: CarbonSettings | No
     one carbon intensity, PUE and price, so carbon and cost rank the choices as energy
     does; they say it in the unit the user pays in.
     """
-    scores = {"energy": grid["energy_j"], "time": grid["time_s"], "edp": grid["energy_j"] * grid["time_s"]}
+    scores = {"energy": grid[M_ENERGY_J], "time": grid[M_TIME_S], "edp": grid[M_ENERGY_J] * grid[M_TIME_S]}
     for objective, per_joule in (unit_factors(carbon) if carbon is not None else {}).items():
-        scores[objective] = grid["energy_j"] * per_joule
+        scores[objective] = grid[M_ENERGY_J] * per_joule
     return scores
 
 
@@ -106,6 +107,6 @@ def _recommend_rows(
     for prefix, choice in (("energy_optimal", pick_e), ("time_optimal", pick_t)):
         result[f"{prefix}_strategy"] = cands.strategy[choice]
         result[f"{prefix}_num_devices"] = cands.num_devices[choice].astype(np.int64)
-        result[f"{prefix}_energy_j"] = grid["energy_j"][rows, choice]
-        result[f"{prefix}_time_s"] = grid["time_s"][rows, choice]
+        result[f"{prefix}_energy_j"] = grid[M_ENERGY_J][rows, choice]
+        result[f"{prefix}_time_s"] = grid[M_TIME_S][rows, choice]
     return pd.DataFrame(result)

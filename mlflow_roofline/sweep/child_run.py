@@ -25,17 +25,17 @@ from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
-    SOURCE_TRAIN,
-    TAG_SOURCE,
     MAX_TAG_CHARS,
+    SOURCE_TRAIN,
     TAG_ERROR,
     TAG_PARENT_RUN_ID,
     TAG_REPEAT,
+    TAG_SOURCE,
     TAG_SWEEP_RUN_ID,
 )
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome, SweepInterrupted
-from mlflow_roofline.system.liveness import process_tags, sweep_process_tags
 from mlflow_roofline.system import processes
+from mlflow_roofline.system.liveness import process_tags, sweep_process_tags
 from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.system.signals import ignore_stop_signals
 
@@ -133,9 +133,7 @@ def run_configuration(
 
     client = client or MlflowClient()
     run_id = create_child_run(config, experiment_id, parent_run_id, hardware=hardware, client=client)
-    return run_child(
-        run_id, config, experiment_id, meter=meter, timeout_s=timeout_s, log_dir=log_dir, client=client
-    )
+    return run_child(run_id, config, experiment_id, meter=meter, timeout_s=timeout_s, log_dir=log_dir, client=client)
 
 
 def run_child(
@@ -278,7 +276,7 @@ def _head_and_tail(reason: str, summary: str) -> str:
     """``reason`` within MAX_TAG_CHARS: its first line and as much of its end as fits."""
     if len(reason) <= MAX_TAG_CHARS:
         return reason
-    return f"{summary}\n...\n{reason[-(MAX_TAG_CHARS - len(summary) - 5):]}"
+    return f"{summary}\n...\n{reason[-(MAX_TAG_CHARS - len(summary) - 5) :]}"
 
 
 def death_reason(returncode: int | None, timed_out: bool, timeout_s: float | None, log_path: Path) -> str:

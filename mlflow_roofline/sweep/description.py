@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.reconcile import Entry
 from mlflow_roofline.sweep.spec import SweepSpec
@@ -50,8 +50,10 @@ def sweep_markdown(
     """
     parts = [_heading(spec, plan), _progress(plan, entries), _strategy_table(entries, figures)]
     parts += [_failures(entries), _skipped(plan)]
-    parts.append("Artifacts: `spec.yaml` (the spec as read), `plan.txt`, `plan.json`, `skipped.json` and, "
-                 "once done, `results.json`. Each configuration is a child run: expand this run in the runs table.")
+    parts.append(
+        "Artifacts: `spec.yaml` (the spec as read), `plan.txt`, `plan.json`, `skipped.json` and, "
+        "once done, `results.json`. Each configuration is a child run: expand this run in the runs table."
+    )
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -63,7 +65,7 @@ def update_description(
     planned: Sequence[Entry],
     outcomes: Mapping[tuple[TrainConfig, int], Outcome],
 ) -> None:
-    """Rewrite the sweep run's description from the plan's entries, their outcomes so far and the finished runs' metrics."""
+    """Rewrite the sweep run's description: the plan's entries, their outcomes so far, the finished runs' metrics."""
     entries = [Row(e.config, e.status, e.action, outcomes.get(e.key)) for e in planned]
     for run_id in _finished_run_ids(entries):
         if run_id not in _figures:
@@ -127,27 +129,45 @@ def _strategy_table(entries: Sequence[Row], figures: Mapping[str, tuple[float | 
     for (strategy, devices), values in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
         energies = [e for e, _ in values if e is not None]
         times = [t for _, t in values if t is not None]
-        rows.append([
-            f"`{strategy}`", str(devices), str(len(values)),
-            _num(sum(energies)) if energies else "not measured",
-            _num(statistics.median(energies)) if energies else "-",
-            _num(sum(times)) if times else "-",
-            _num(statistics.median(times)) if times else "-",
-        ])
-    header = ["strategy", "devices", "runs", "energy (J), total", "energy (J), median", "time (s), total",
-              "time (s), median"]
-    return ("### Energy and time of the finished runs\n\n" + md_table(header, rows, "lrrrrrr")
-            + "\n\nTotals and medians over the finished runs (`energy_j`, `time_s`: the measured window), "
-              "whatever their workload; the fit run compares like with like.")
+        rows.append(
+            [
+                f"`{strategy}`",
+                str(devices),
+                str(len(values)),
+                _num(sum(energies)) if energies else "not measured",
+                _num(statistics.median(energies)) if energies else "-",
+                _num(sum(times)) if times else "-",
+                _num(statistics.median(times)) if times else "-",
+            ]
+        )
+    header = [
+        "strategy",
+        "devices",
+        "runs",
+        "energy (J), total",
+        "energy (J), median",
+        "time (s), total",
+        "time (s), median",
+    ]
+    return (
+        "### Energy and time of the finished runs\n\n"
+        + md_table(header, rows, "lrrrrrr")
+        + "\n\nTotals and medians over the finished runs (`energy_j`, `time_s`: the measured window), "
+        "whatever their workload; the fit run compares like with like."
+    )
 
 
 def _failures(entries: Sequence[Row]) -> str:
-    failed = [e for e in entries if e.outcome is not None and e.outcome.status != "FINISHED"]
+    failed = [(e, e.outcome) for e in entries if e.outcome is not None and e.outcome.status != "FINISHED"]
     earlier = [e for e in entries if e.status.state == FAILED and e.action == "skip"]
-    lines = [f"- `{e.config.run_name}` (run `{e.outcome.run_id}`, {e.outcome.status}): "  # type: ignore[union-attr]
-             f"{_one_line(e.outcome.summary)}" for e in failed]  # type: ignore[union-attr]
-    lines += [f"- `{e.config.run_name}` (run `{e.status.run_id}`, failed earlier, not retried): "
-              f"{_one_line(e.status.detail) or 'see the run'}" for e in earlier]
+    lines = [
+        f"- `{e.config.run_name}` (run `{o.run_id}`, {o.status}): {_one_line(o.summary)}" for e, o in failed
+    ]
+    lines += [
+        f"- `{e.config.run_name}` (run `{e.status.run_id}`, failed earlier, not retried): "
+        f"{_one_line(e.status.detail) or 'see the run'}"
+        for e in earlier
+    ]
     if not lines:
         return ""
     return "### Failed\n\n" + _capped(lines, "more; see `results.json`")

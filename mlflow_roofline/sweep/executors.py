@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +164,12 @@ class SlurmExecutor:
 
     def submit(self, task: RemoteTask) -> None:
         """Submit ``task`` as one job on one node with ``num_devices`` GPUs (CUDA) or the node (CPU)."""
-        params: dict[str, Any] = {"timeout_min": self._settings.slurm_time_min, "nodes": 1, "tasks_per_node": 1,
-                                  "name": f"roofline-{task.config.run_name}"}
+        params: dict[str, Any] = {
+            "timeout_min": self._settings.slurm_time_min,
+            "nodes": 1,
+            "tasks_per_node": 1,
+            "name": f"roofline-{task.config.run_name}",
+        }
         if self._device == "cuda":
             params["gpus_per_node"] = task.config.num_devices
         if self._settings.slurm_partition:

@@ -131,8 +131,13 @@ def expand(
             progress(PROGRESS_EVERY)
     if progress is not None and done % PROGRESS_EVERY:
         progress(done % PROGRESS_EVERY)
-    return Plan(configs=tuple(baselines) + tuple(runnable), skipped=tuple(skipped), hardware=hardware, device=device,
-                repeats=spec.repeats)
+    return Plan(
+        configs=tuple(baselines) + tuple(runnable),
+        skipped=tuple(skipped),
+        hardware=hardware,
+        device=device,
+        repeats=spec.repeats,
+    )
 
 
 def _place(
@@ -186,9 +191,7 @@ def _config(point: Mapping[str, Any], device: str) -> TrainConfig:
     hidden = point["hidden_size"]
     if "head_size" in point:
         if hidden % point["head_size"]:
-            raise ConfigError(
-                "hidden_size", f"must be divisible by head_size ({hidden} % {point['head_size']} != 0)"
-            )
+            raise ConfigError("hidden_size", f"must be divisible by head_size ({hidden} % {point['head_size']} != 0)")
         values["num_heads"] = hidden // point["head_size"]
     if "ffn_ratio" in point:
         ffn = Fraction(str(point["ffn_ratio"])) * hidden

@@ -88,8 +88,14 @@ def measure_claimed(task: RemoteTask) -> Any:
         ) from None
     with heartbeat(client, task.run_id):
         return run_child(
-            task.run_id, task.config, task.experiment_id, meter=task.meter, timeout_s=task.timeout_s,
-            client=client, die_with_parent=True, extra_args=task.extra_args,
+            task.run_id,
+            task.config,
+            task.experiment_id,
+            meter=task.meter,
+            timeout_s=task.timeout_s,
+            client=client,
+            die_with_parent=True,
+            extra_args=task.extra_args,
         )
 
 

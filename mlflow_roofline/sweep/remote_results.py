@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.sweep.executors import WorkerFailure
 from mlflow_roofline.sweep.reconcile import Entry
 from mlflow_roofline.sweep.remote import RemoteTask
@@ -32,8 +32,16 @@ def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
     """Hand the claimed run ``run_id`` of ``config`` to the sweep's executor."""
     executor = sweep.executor
     executor.submit(
-        RemoteTask(run_id, config, sweep.experiment_id, tracking_uri(), executor.name, sweep.spec.meter,
-                   sweep.spec.timeout_s, tuple(sweep.spec.carbon_args))
+        RemoteTask(
+            run_id,
+            config,
+            sweep.experiment_id,
+            tracking_uri(),
+            executor.name,
+            sweep.spec.meter,
+            sweep.spec.timeout_s,
+            tuple(sweep.spec.carbon_args),
+        )
     )
 
 

@@ -33,8 +33,8 @@ from mlflow_roofline.core.schema import (
     TAG_ERROR,
 )
 from mlflow_roofline.sweep.child_run import create_child_run, run_child
-from mlflow_roofline.sweep.description import update_description
 from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.description import update_description
 from mlflow_roofline.sweep.parent_run import (
     log_plan,
     mark_killed,
@@ -44,8 +44,8 @@ from mlflow_roofline.sweep.parent_run import (
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.progress import Progress
 from mlflow_roofline.sweep.reconcile import Entry, plan_counts, reconcile
-from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.remote_results import abandon_in_flight, collect_one, submit_claimed
+from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import (
     ALIVE,
     DONE,
@@ -305,16 +305,18 @@ def _settled_elsewhere(entry: Entry, status: Status, retry_failed: bool, waited_
     return None
 
 
-def _claim_and_run(
-    sweep: _Sweep, entry: Entry, config_hash: str, status: Status
-) -> Outcome | tuple[str, str] | None:
+def _claim_and_run(sweep: _Sweep, entry: Entry, config_hash: str, status: Status) -> Outcome | tuple[str, str] | None:
     """Create the child run, claim the (configuration, repeat) with it, and run it if the claim is won (else None).
 
     With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
     """
     client, config = sweep.client, entry.config
     run_id = create_child_run(
-        config, sweep.experiment_id, sweep.parent_id, hardware=sweep.plan.hardware or "", client=client,
+        config,
+        sweep.experiment_id,
+        sweep.parent_id,
+        hardware=sweep.plan.hardware or "",
+        client=client,
         repeat=entry.repeat,
     )
     try:

@@ -31,12 +31,13 @@ from typing import Any
 
 import yaml
 
-from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.carbon import resolve_carbon
+from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
     DEFAULT_EXPERIMENT,
     DEVICE_CHOICES,
+    P_METER,
     PRECISIONS,
     STRATEGIES,
 )
@@ -63,7 +64,13 @@ CARBON_KEYS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_
 """Top-level keys passed to every train run as its carbon options."""
 
 SETTING_KEYS: tuple[str, ...] = (
-    "experiment", "device", "meter", "timeout_s", "description", "slurm", "repeats"
+    "experiment",
+    "device",
+    P_METER,
+    "timeout_s",
+    "description",
+    "slurm",
+    "repeats",
 ) + CARBON_KEYS
 """Top-level keys that are settings of the sweep, not grid values."""
 
@@ -133,7 +140,7 @@ class SweepSpec:
         content: dict[str, Any] = {
             "experiment": self.experiment,
             "device": self.device,
-            "meter": self.meter,
+            P_METER: self.meter,
             "grids": [{k: list(v) for k, v in sorted(g.items())} for g in self.grids],
         }
         if self.repeats != 1:  # specs without repeats keep the hash they always had
@@ -221,7 +228,7 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(experiment, str) or not experiment.strip():
         raise ConfigError("experiment", f"must be a non-empty experiment name, got {experiment!r}")
     device = _choice("device", data.get("device", "auto"), DEVICE_CHOICES)
-    meter = _choice("meter", data.get("meter", "auto"), METER_NAMES)
+    meter = _choice(P_METER, data.get(P_METER, "auto"), METER_NAMES)
     timeout_s = data.get("timeout_s")
     if timeout_s is not None and not _positive_number(timeout_s):
         raise ConfigError("timeout_s", f"must be a finite positive number of seconds, got {timeout_s!r}")
@@ -234,7 +241,7 @@ def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "experiment": experiment.strip(),
         "device": device,
-        "meter": meter,
+        P_METER: meter,
         "timeout_s": float(timeout_s) if timeout_s is not None else None,
         "description": description,
         "slurm": _slurm(data.get("slurm")),

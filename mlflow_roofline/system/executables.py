@@ -36,9 +36,7 @@ def check_runnable(program: str) -> str:
     """
     if "/" in program:
         if not os.path.lexists(program):
-            raise NotRunnable(
-                f"COMMAND: {program!r} is not found (no such file)", EXIT_NOT_FOUND
-            )
+            raise NotRunnable(f"COMMAND: {program!r} is not found (no such file)", EXIT_NOT_FOUND)
         return _check_file(program, program)
     found = shutil.which(program)
     if found is not None:
@@ -50,9 +48,7 @@ def check_runnable(program: str) -> str:
                 f"COMMAND: {program!r} (at {candidate}) is not executable: permission denied",
                 EXIT_CANNOT_RUN,
             )
-    raise NotRunnable(
-        f"COMMAND: {program!r} is not an executable on PATH", EXIT_NOT_FOUND
-    )
+    raise NotRunnable(f"COMMAND: {program!r} is not an executable on PATH", EXIT_NOT_FOUND)
 
 
 def _check_file(program: str, path: str) -> str:
@@ -95,12 +91,6 @@ def start_failure(program: str, error: OSError) -> NotRunnable:
     """The error of a start that failed anyway (the file changed after the check)."""
     if error.errno == errno.ENOENT:
         interpreter = shebang_interpreter(program) if os.path.exists(program) else None
-        what = (
-            f"the interpreter of its #! line, {interpreter!r}, is not found"
-            if interpreter
-            else "not found"
-        )
+        what = f"the interpreter of its #! line, {interpreter!r}, is not found" if interpreter else "not found"
         return NotRunnable(f"COMMAND: cannot start {program!r}: {what}", EXIT_NOT_FOUND)
-    return NotRunnable(
-        f"COMMAND: cannot start {program!r}: {error.strerror or error}", EXIT_CANNOT_RUN
-    )
+    return NotRunnable(f"COMMAND: cannot start {program!r}: {error.strerror or error}", EXIT_CANNOT_RUN)

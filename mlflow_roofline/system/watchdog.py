@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self, TextIO
+from typing import Any, TextIO
 
 import psutil
 
@@ -93,7 +93,7 @@ class Watchdog:
             self.process.kill()
             self.process.wait()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Watchdog:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -140,7 +140,7 @@ def cleanup(orders: Mapping[str, list[Any]], launcher_pid: int) -> None:
             getattr(importlib.import_module(module), function)(
                 **order["kwargs"], reason=DIED_REASON.format(pid=launcher_pid)
             )
-        except Exception:  # noqa: BLE001 - one failing hook must not stop the others; it is reported
+        except Exception:
             print(
                 f"watchdog: {order['hook']} failed:\n{traceback.format_exc()}",
                 file=sys.stderr,
@@ -180,9 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m mlflow_roofline.system.watchdog LAUNCHER_PID``: instructions on stdin."""
     args = sys.argv[1:] if argv is None else argv
     for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(
-            sig, signal.SIG_IGN
-        )  # a closing terminal must not take the cleanup along
+        signal.signal(sig, signal.SIG_IGN)  # a closing terminal must not take the cleanup along
     watch(sys.stdin, int(args[0]))
     return 0
 

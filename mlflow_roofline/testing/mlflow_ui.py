@@ -58,10 +58,21 @@ def mlflow_ui(backend_store_uri: str, *, cwd: Path, startup_timeout_s: float = 1
     port = free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     log = tempfile.NamedTemporaryFile(prefix="mlflow-ui-", suffix=".log", delete=False)
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
-               "--host", LOOPBACK, "--port", str(port), "--workers", "1"]
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        backend_store_uri,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://{LOOPBACK}:{port}"
     try:
         _wait_healthy(base, process, Path(log.name), startup_timeout_s)
@@ -102,7 +113,10 @@ def chromium_page(width: int = 1600, height: int = 1000, timeout_s: float = 90.0
 
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=list(CHROMIUM_ARGS), headless=True,
+            profile,
+            executable_path=CHROMIUM,
+            args=list(CHROMIUM_ARGS),
+            headless=True,
             viewport={"width": width, "height": height},
         )
         context.set_default_timeout(timeout_s * 1000)

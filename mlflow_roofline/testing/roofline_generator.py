@@ -60,8 +60,9 @@ class RooflineHardware:
     time_noise_sd: float = 0.02
     energy_noise_sd: float = 0.03
 
-    def step(self, flops: np.ndarray, traffic: np.ndarray, weights: np.ndarray, strategy: str,
-             devices: int) -> tuple[np.ndarray, np.ndarray]:
+    def step(
+        self, flops: np.ndarray, traffic: np.ndarray, weights: np.ndarray, strategy: str, devices: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Seconds per step and watts per device of steps with ``flops`` and ``traffic`` each."""
         compute = flops / (devices * self.peak_flops)
         memory = traffic / (devices * self.mem_rate)
@@ -75,8 +76,9 @@ def _run_row(hw: RooflineHardware, config: TrainConfig, rng: np.random.Generator
     args = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size)
     flops, traffic = float(proxy_flops(*args, 1)), float(proxy_mem_traffic(*args, 1))
     weights = 12.0 * config.num_layers * config.hidden_size**2
-    seconds, watts = hw.step(np.array([flops]), np.array([traffic]), np.array([weights]), config.strategy,
-                             config.num_devices)
+    seconds, watts = hw.step(
+        np.array([flops]), np.array([traffic]), np.array([weights]), config.strategy, config.num_devices
+    )
     time_s = float(seconds[0]) * config.num_steps * float(np.exp(rng.normal(0.0, hw.time_noise_sd)))
     energy = config.num_devices * float(watts[0]) * time_s * float(np.exp(rng.normal(0.0, hw.energy_noise_sd)))
     return {
@@ -115,8 +117,15 @@ def generate_roofline_runs(
             plan = [("single", 1)] * (repeats if "single" in strategies else 0)
             plan += [(s, n) for s in strategies if s != "single" for n in device_counts]
             for strategy, devices in plan:
-                config = TrainConfig(**workload, num_steps=int(rng.choice(steps)), warmup_steps=3, strategy=strategy,
-                                     num_devices=devices, device="cuda", precision="fp16")
+                config = TrainConfig(
+                    **workload,
+                    num_steps=int(rng.choice(steps)),
+                    warmup_steps=3,
+                    strategy=strategy,
+                    num_devices=devices,
+                    device="cuda",
+                    precision="fp16",
+                )
                 try:
                     config.validate()
                 except ValueError:

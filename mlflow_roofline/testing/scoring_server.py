@@ -104,7 +104,9 @@ class ScoringServer:
                 pass
             time.sleep(0.25)
         self.stop()
-        raise RooflineError(f"mlflow models serve did not answer /ping in {self.startup_timeout_s:.0f} s:\n{self.log_tail()}")
+        raise RooflineError(
+            f"mlflow models serve did not answer /ping in {self.startup_timeout_s:.0f} s:\n{self.log_tail()}"
+        )
 
     def invocations(self, payload: Mapping[str, Any], timeout_s: float = 60.0) -> requests.Response:
         """POST ``payload`` as JSON to ``/invocations``."""

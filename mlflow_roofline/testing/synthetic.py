@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
-from mlflow_roofline.fit.measured_speedup import measure_speedup
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
@@ -53,6 +52,7 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.fit.measured_speedup import measure_speedup
 from mlflow_roofline.law.speedup import AMDAHL, CONSTANT, SATURATING_EXP, SpeedupLaw
 
 DEFAULT_HARDWARE = "Synthetic GPU"
@@ -115,7 +115,9 @@ class GroundTruth:
         psi = np.array([self.psi.get(s, 0.0) for s in strategy], dtype=float)
         return self.log_kappa + self.alpha_c * log_c + self.alpha_m * log_m + self.alpha_eta * log_eta + psi
 
-    def energy_j(self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]) -> np.ndarray:
+    def energy_j(
+        self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]
+    ) -> np.ndarray:
         """Noise-free energy of the law, joules (the median of the noisy draws)."""
         return np.exp(self.log_energy(log_c, log_m, log_eta, strategy))
 

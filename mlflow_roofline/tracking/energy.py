@@ -21,19 +21,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from mlflow_roofline.core.carbon import CarbonSettings, carbon_tags, emissions, resolve_carbon
-from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
-from mlflow_roofline.energy.select import make_meter
 from mlflow_roofline.core.schema import (
-    MAX_TAG_CHARS,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_TIME_S,
+    MAX_TAG_CHARS,
     TAG_ENERGY_ERROR,
     TAG_ENERGY_SOURCE,
     TAG_ENERGY_WARNING,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
 )
+from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
+from mlflow_roofline.energy.select import make_meter
 
 
 def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None = None) -> dict[str, float]:

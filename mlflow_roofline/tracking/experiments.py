@@ -78,7 +78,9 @@ def mark_model_training(client: Any, experiment: Any) -> bool:
         logger.warning(
             "Note: experiment %r is of kind %r (%s); left as it is, so the MLflow UI shows it in that view "
             "rather than as model training",
-            experiment.name, kind, TAG_EXPERIMENT_KIND,
+            experiment.name,
+            kind,
+            TAG_EXPERIMENT_KIND,
         )
     return False
 

@@ -26,7 +26,7 @@ def set_description(client: Any, run_id: str, markdown: str) -> None:
 
 def md_table(header: list[str], rows: list[list[str]], align: str = "") -> str:
     """A Markdown table; ``align`` has one letter per column, ``l`` or ``r`` (default: left)."""
-    marks = ["---:" if (align[i:i + 1] == "r") else "---" for i in range(len(header))]
+    marks = ["---:" if (align[i : i + 1] == "r") else "---" for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(lines)

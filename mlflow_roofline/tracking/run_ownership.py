@@ -34,9 +34,7 @@ class RunRefused(ConfigError):
         super().__init__(RUN_ID_ENV, f"run {run_id} {rule}; it was left unchanged")
 
 
-def check_joinable(
-    client: Any, run_id: str, run_type: str, params: Mapping[str, str] | None = None
-) -> None:
+def check_joinable(client: Any, run_id: str, run_type: str, params: Mapping[str, str] | None = None) -> None:
     """Refuse, before any write, a run this process must not log into (see the module doc).
 
     Args:
@@ -51,24 +49,16 @@ def check_joinable(
     run = _get_run(client, run_id)
     status = run.info.status
     if status != "RUNNING":
-        raise RunRefused(
-            run_id, f"is {status}, not RUNNING: a run that has ended is never reopened"
-        )
+        raise RunRefused(run_id, f"is {status}, not RUNNING: a run that has ended is never reopened")
     logged_type = run.data.tags.get(TAG_RUN_TYPE)
     if logged_type is not None and logged_type != run_type:
-        raise RunRefused(
-            run_id, f"is a {logged_type} run ({TAG_RUN_TYPE}), not a {run_type} run"
-        )
+        raise RunRefused(run_id, f"is a {logged_type} run ({TAG_RUN_TYPE}), not a {run_type} run")
     if M_TIME_S in run.data.metrics:
-        raise RunRefused(
-            run_id, f"already holds a measurement ({M_TIME_S}): it is not a fresh run"
-        )
+        raise RunRefused(run_id, f"already holds a measurement ({M_TIME_S}): it is not a fresh run")
     for name, value in (params or {}).items():
         logged = run.data.params.get(name)
         if logged is not None and not same_param(name, logged, value):
-            raise RunRefused(
-                run_id, f"has {name}={logged!r}, which contradicts {name}={value!r}"
-            )
+            raise RunRefused(run_id, f"has {name}={logged!r}, which contradicts {name}={value!r}")
 
 
 def _get_run(client: Any, run_id: str) -> Any:

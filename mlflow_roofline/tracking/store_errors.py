@@ -15,9 +15,7 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 STORE_LOGGER = "mlflow.store.db.utils"
-_DBAPI_LINE = re.compile(
-    r"\((?:sqlite3|psycopg2?|pymysql|MySQLdb|pyodbc)[\w.]*\)\s*([^\n]+)"
-)
+_DBAPI_LINE = re.compile(r"\((?:sqlite3|psycopg2?|pymysql|MySQLdb|pyodbc)[\w.]*\)\s*([^\n]+)")
 _DB_ERROR_NAMES = ("OperationalError", "DatabaseError")
 
 
@@ -44,13 +42,7 @@ def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
         return None
     text = str(cause)
     match = _DBAPI_LINE.search(text)
-    reason = (
-        match.group(1)
-        if match
-        else text.strip().splitlines()[0]
-        if text.strip()
-        else type(cause).__name__
-    )
+    reason = match.group(1) if match else text.strip().splitlines()[0] if text.strip() else type(cause).__name__
     store = f"tracking store {redact(tracking_uri)}"
     lowered = reason.lower()
     if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
@@ -69,13 +61,16 @@ def _database_error(exc: BaseException) -> BaseException | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if type(current).__name__ in _DB_ERROR_NAMES and type(current).__module__.split(
-            "."
-        )[0] in ("sqlalchemy", "sqlite3", "psycopg2", "pymysql", "MySQLdb", "pyodbc"):
-            return current
-        if type(current).__name__ == "MlflowException" and _DBAPI_LINE.search(
-            str(current)
+        if type(current).__name__ in _DB_ERROR_NAMES and type(current).__module__.split(".")[0] in (
+            "sqlalchemy",
+            "sqlite3",
+            "psycopg2",
+            "pymysql",
+            "MySQLdb",
+            "pyodbc",
         ):
+            return current
+        if type(current).__name__ == "MlflowException" and _DBAPI_LINE.search(str(current)):
             return current
         current = current.__cause__ or current.__context__
     return None

@@ -47,8 +47,9 @@ class SystemMetrics:
     MLflow's monitor would otherwise drop.
     """
 
-    def __init__(self, run_id: str, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S,
-                 tracking_uri: str | None = None) -> None:
+    def __init__(
+        self, run_id: str, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S, tracking_uri: str | None = None
+    ) -> None:
         self.run_id = run_id
         self.sampling_interval_s = sampling_interval_s
         self.tracking_uri = tracking_uri
@@ -67,8 +68,12 @@ class SystemMetrics:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         try:
-            monitor = SystemMetricsMonitor(self.run_id, sampling_interval=self.sampling_interval_s,
-                                           resume_logging=True, tracking_uri=self.tracking_uri)
+            monitor = SystemMetricsMonitor(
+                self.run_id,
+                sampling_interval=self.sampling_interval_s,
+                resume_logging=True,
+                tracking_uri=self.tracking_uri,
+            )
             monitor.start()
         except Exception as exc:  # the run goes on without them
             logger.warning("system metrics are off: MLflow's monitor did not start (%s)", exc)
@@ -91,8 +96,9 @@ class SystemMetrics:
 
 
 @contextlib.contextmanager
-def system_metrics(run_id: str, enabled: bool = True,
-                   sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S) -> Iterator[SystemMetrics | None]:
+def system_metrics(
+    run_id: str, enabled: bool = True, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S
+) -> Iterator[SystemMetrics | None]:
     """Log MLflow's system metrics for ``run_id`` while the block runs (nothing when not ``enabled``)."""
     if not enabled:
         yield None

@@ -29,12 +29,12 @@ import torch
 import torch.distributed as dist
 
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES
 from mlflow_roofline.train.flop_count import count_step_flops
 from mlflow_roofline.train.job_energy import JOB, TRAIN, WARMUP, JobMeters, combine
 from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec, RankEnergy
 from mlflow_roofline.train.parallel import strategy
 from mlflow_roofline.train.parallel.dist import DistEnv, setup, teardown
-from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES
 from mlflow_roofline.train.workload import Trainer, batches, build_model, build_optimizer
 
 
@@ -134,7 +134,12 @@ def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobR
 
 
 def _report(
-    flops_per_step: int, losses: list[float], step_times_s: list[float], ranks: list[RankEnergy], source: str, scope: str
+    flops_per_step: int,
+    losses: list[float],
+    step_times_s: list[float],
+    ranks: list[RankEnergy],
+    source: str,
+    scope: str,
 ) -> JobResult:
     """The job's result from every rank's window: energies summed over the readers, the longest time."""
     readers = [r for r in ranks if r.read]

@@ -118,9 +118,7 @@ class JobMeters:
             self._record_train(main, check, node)
         return main
 
-    def _record_train(
-        self, main: Measurement, check: Measurement | None, node: Measurement | None
-    ) -> None:
+    def _record_train(self, main: Measurement, check: Measurement | None, node: Measurement | None) -> None:
         extra = self.extra
         extra.window_start = main.started_at
         extra.window_end = (main.started_at or 0.0) + main.time_s
@@ -136,10 +134,7 @@ class JobMeters:
 
     def finish(self) -> RankWindows:
         """The companions' figures and the main meter's timeline (averaged down), after the last window."""
-        self.extra.timeline = [
-            list(p)
-            for p in downsample(self.main.power_timeline(), MAX_RANK_TIMELINE_POINTS)
-        ]
+        self.extra.timeline = [list(p) for p in downsample(self.main.power_timeline(), MAX_RANK_TIMELINE_POINTS)]
         return self.extra
 
     def close(self) -> None:
@@ -149,9 +144,7 @@ class JobMeters:
                 meter.close()
 
 
-def _companion(
-    name: str, extra: RankWindows, error_field: str, **options: Any
-) -> EnergyMeter | None:
+def _companion(name: str, extra: RankWindows, error_field: str, **options: Any) -> EnergyMeter | None:
     """Build a companion meter, or record in ``extra`` why it cannot run here."""
     try:
         return make_meter(name, **options)
@@ -171,9 +164,7 @@ def split_rapl(measurement: Measurement, extra: RankWindows) -> None:
     if drams:
         extra.dram_j = sum(drams)
     else:
-        extra.node_error = (
-            "rapl: this CPU exposes no DRAM zone; energy_node_j leaves DRAM out"
-        )
+        extra.node_error = "rapl: this CPU exposes no DRAM zone; energy_node_j leaves DRAM out"
 
 
 MAX_LOGGED_POWER_POINTS = 1000
@@ -208,9 +199,7 @@ class JobExtras:
     window_end: float | None = None
 
 
-def _sum_or_errors(
-    values: list[tuple[int, float | None, str | None]], prefix: bool
-) -> tuple[float | None, str | None]:
+def _sum_or_errors(values: list[tuple[int, float | None, str | None]], prefix: bool) -> tuple[float | None, str | None]:
     """The sum of ``(rank, joules, error)`` readings, or None and their errors joined when one failed."""
     errors = [f"rank {r}: {e}" if prefix else e for r, _, e in values if e]
     if errors:
@@ -220,9 +209,7 @@ def _sum_or_errors(
     return sum(v for _, v, _ in values), None  # type: ignore[misc]
 
 
-def combine(
-    readers: list[tuple[int, RankWindows]], energy_j: float | None, scope: str
-) -> JobExtras:
+def combine(readers: list[tuple[int, RankWindows]], energy_j: float | None, scope: str) -> JobExtras:
     """The job's :class:`JobExtras` from the windows of every rank that read a meter (rank order)."""
     from mlflow_roofline.energy.timeline import sum_aligned
 
@@ -233,9 +220,7 @@ def combine(
     )
     checked = [(r, w) for r, w in readers if w.check_source]
     if checked:
-        check_j, check_error = _sum_or_errors(
-            [(r, w.check_j, w.check_error) for r, w in checked], prefix
-        )
+        check_j, check_error = _sum_or_errors([(r, w.check_j, w.check_error) for r, w in checked], prefix)
         source = checked[0][1].check_source
         out.meter_check = check_error or f"{source}: {check_j:.6g} J"
         if check_j is not None and energy_j:
@@ -244,10 +229,7 @@ def combine(
     if readers:
         timelines = [w.timeline for _, w in readers]
         out.power_timeline = [
-            list(p)
-            for p in downsample(
-                sum_aligned(timelines[0], timelines[1:]), MAX_LOGGED_POWER_POINTS
-            )
+            list(p) for p in downsample(sum_aligned(timelines[0], timelines[1:]), MAX_LOGGED_POWER_POINTS)
         ]
         starts = [w.window_start for _, w in readers if w.window_start is not None]
         ends = [w.window_end for _, w in readers if w.window_end is not None]
@@ -269,11 +251,7 @@ def _combine_node(
     if not node:
         out.node_error = next((w.node_error for _, w in readers if w.node_error), None)
         return
-    notes = [
-        f"rank {r}: {w.node_error}" if prefix else w.node_error
-        for r, w in node
-        if w.node_error
-    ]
+    notes = [f"rank {r}: {w.node_error}" if prefix else w.node_error for r, w in node if w.node_error]
     out.node_error = "; ".join(n for n in notes if n) or None
     if any(w.cpu_j is None for _, w in node):
         return
@@ -282,8 +260,4 @@ def _combine_node(
         out.energy_dram_j = sum(w.dram_j for _, w in node)  # type: ignore[misc]
     if energy_j is None:
         return
-    out.energy_node_j = (
-        energy_j
-        if scope == "node"
-        else energy_j + out.energy_cpu_j + (out.energy_dram_j or 0.0)
-    )
+    out.energy_node_j = energy_j if scope == "node" else energy_j + out.energy_cpu_j + (out.energy_dram_j or 0.0)

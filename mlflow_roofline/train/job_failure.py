@@ -25,9 +25,7 @@ from pathlib import Path
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.train.job_io import ERROR_FILE
 
-_SUMMARY_ENTRY = re.compile(
-    r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)"
-)
+_SUMMARY_ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 class TrainingFailed(RooflineError):
@@ -47,34 +45,17 @@ def rank_exit_codes(output_tail: str) -> dict[int, int]:
     return {int(rank): int(code) for rank, code in _SUMMARY_ENTRY.findall(output_tail)}
 
 
-def job_error(
-    job_dir: Path, returncode: int, output_tail: str, nproc: int
-) -> TrainingFailed:
+def job_error(job_dir: Path, returncode: int, output_tail: str, nproc: int) -> TrainingFailed:
     """The failure of a job of ``nproc`` ranks: the rank that failed first and how, then what the others did."""
-    how = (
-        f"killed by {signal_name(-returncode)}"
-        if returncode < 0
-        else f"exit status {returncode}"
-    )
-    tracebacks = {
-        int(p.stem.removeprefix("error-rank")): p
-        for p in job_dir.glob(ERROR_FILE.format(rank="*"))
-    }
+    how = f"killed by {signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"
+    tracebacks = {int(p.stem.removeprefix("error-rank")): p for p in job_dir.glob(ERROR_FILE.format(rank="*"))}
     codes = rank_exit_codes(output_tail)
-    killed = sorted(
-        r
-        for r, c in codes.items()
-        if c < 0 and -c != signal.SIGTERM and r not in tracebacks
-    )
+    killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM and r not in tracebacks)
     raised = sorted(tracebacks, key=lambda r: (tracebacks[r].stat().st_mtime, r))
-    terminated = sorted(
-        r for r, c in codes.items() if c == -signal.SIGTERM and r not in tracebacks
-    )
+    terminated = sorted(r for r, c in codes.items() if c == -signal.SIGTERM and r not in tracebacks)
     exited = sorted(r for r, c in codes.items() if c > 0 and r not in tracebacks)
     order = [*killed, *raised, *terminated, *exited]
-    detail = "\n".join(
-        f"--- rank {r} ---\n{tracebacks[r].read_text().rstrip()}" for r in raised
-    )
+    detail = "\n".join(f"--- rank {r} ---\n{tracebacks[r].read_text().rstrip()}" for r in raised)
     if not order:
         cause = "a process died without a traceback"
         return TrainingFailed(

@@ -100,5 +100,3 @@ class JobResult:
         ]
         raw["extras"] = JobExtras(**raw.get("extras", {}))
         return cls(**raw)
-
-

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import threading

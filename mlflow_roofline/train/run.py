@@ -37,10 +37,10 @@ from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
-from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.train.job_failure import TrainingFailed, job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job
@@ -110,8 +110,10 @@ def _train(
             params = {**config.to_params(), P_METER: meter}
             from mlflow_roofline.tracking import system_metrics as sysm  # MLflow's System metrics tab
 
-            with train_tracking.tracked_run(experiment, config.run_name, params) as run_id, \
-                    sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)):
+            with (
+                train_tracking.tracked_run(experiment, config.run_name, params) as run_id,
+                sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)),
+            ):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
                 launched = job.wait()

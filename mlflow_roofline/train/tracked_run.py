@@ -21,19 +21,9 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.energy.base import Measurement
-from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
-from mlflow_roofline.tracking.experiments import experiment_id_for
-from mlflow_roofline.train.job_energy import JobExtras
-from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
-from mlflow_roofline.train.job_io import JobResult
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
-    SOURCE_TRAIN,
-    TAG_SOURCE,
-    DEFAULT_EXPERIMENT,
-    MAX_TAG_CHARS,
     M_ENERGY_CPU_J,
     M_ENERGY_DRAM_J,
     M_ENERGY_J,
@@ -47,8 +37,10 @@ from mlflow_roofline.core.schema import (
     M_STEP_TIME_S,
     M_TIME_S,
     M_WARMUP_ENERGY_J,
+    MAX_TAG_CHARS,
     P_METER,
     POWER_PLOT_ARTIFACT,
+    SOURCE_TRAIN,
     TAG_CONFIG_HASH,
     TAG_DEVICE,
     TAG_ENERGY_NODE_ERROR,
@@ -57,9 +49,16 @@ from mlflow_roofline.core.schema import (
     TAG_HARDWARE,
     TAG_METER_CHECK,
     TAG_RUN_TYPE,
+    TAG_SOURCE,
     TAG_WARMUP_ENERGY_ERROR,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.energy.base import Measurement
+from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
+from mlflow_roofline.tracking.experiments import experiment_id_for
+from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
+from mlflow_roofline.train.job_energy import JobExtras
+from mlflow_roofline.train.job_io import JobResult
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +69,7 @@ ERROR_TAIL_LINES = 25
 
 
 @contextlib.contextmanager
-def tracked_run(
-    experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None
-) -> Iterator[str]:
+def tracked_run(experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None) -> Iterator[str]:
     """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
 
     The run is the one ``MLFLOW_RUN_ID`` names, else a new one in ``experiment`` (else
@@ -214,7 +211,10 @@ def log_power_plot(client: MlflowClient, run_id: str, extras: JobExtras, source:
 
     with tempfile.TemporaryDirectory(prefix="roofline-plot-") as tmp:
         path = save_power_plot(
-            Path(tmp) / POWER_PLOT_ARTIFACT, extras.power_timeline, extras.window_start, extras.window_end,
+            Path(tmp) / POWER_PLOT_ARTIFACT,
+            extras.power_timeline,
+            extras.window_start,
+            extras.window_end,
             title=f"power ({source})",
         )
         client.log_artifact(run_id, str(path))

@@ -47,7 +47,7 @@ class NVMLError(Exception):
         NVML_ERROR_UNKNOWN: "Unknown Error",
     }
 
-    def __new__(typ, value):  # noqa: N804 - the real module's signature
+    def __new__(typ, value):
         if typ == NVMLError:
             typ = NVMLError._valClassMapping.get(value, typ)
         obj = Exception.__new__(typ)

@@ -97,17 +97,28 @@ def start_postgres() -> Postgres:
         run_as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
     data = directory / "data"
     user = "roofline"
-    subprocess.run([initdb, "-D", str(data), "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"],
-                   check=True, capture_output=True, cwd=directory, **run_as)
+    subprocess.run(
+        [initdb, "-D", str(data), "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+        cwd=directory,
+        **run_as,
+    )
     port = free_port()
     process = subprocess.Popen(
         [postgres, "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(directory), "-F"],
-        stdout=open(directory / "postgres.log", "wb"), stderr=subprocess.STDOUT, cwd=directory, **run_as,
+        stdout=open(directory / "postgres.log", "wb"),
+        stderr=subprocess.STDOUT,
+        cwd=directory,
+        **run_as,
     )
     server = Postgres(process, directory, port, user)
     try:
-        wait_until(lambda: psycopg2.connect(host="127.0.0.1", port=port, user=user, dbname="postgres").close() or True,
-                   60, "PostgreSQL")
+        wait_until(
+            lambda: psycopg2.connect(host="127.0.0.1", port=port, user=user, dbname="postgres").close() or True,
+            60,
+            "PostgreSQL",
+        )
         connection = psycopg2.connect(host="127.0.0.1", port=port, user=user, dbname="postgres")
         connection.autocommit = True
         connection.cursor().execute("CREATE DATABASE mlflow")
@@ -139,9 +150,23 @@ def start_mlflow_server(backend_uri: str, artifacts: Path, log: Path) -> MlflowS
     port = free_port()
     mlflow = str(Path(sys.executable).with_name("mlflow"))
     process = subprocess.Popen(
-        [mlflow, "server", "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            mlflow,
+            "server",
+            "--backend-store-uri",
+            backend_uri,
+            "--artifacts-destination",
+            str(artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     server = MlflowServer(process, port, log)
 
@@ -191,18 +216,56 @@ def start_ray_cluster(worker_nodes: int, env: dict[str, str], node_resources: di
     ray = str(Path(sys.executable).with_name("ray"))
     port = free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rr-", dir="/tmp"))  # Ray's socket paths must stay short
-    common = ["--num-cpus", "1", "--resources", json.dumps(node_resources), "--disable-usage-stats",
-              "--object-store-memory", str(100 * 1024 * 1024)]
-    subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                    "--include-dashboard", "false", "--temp-dir", str(temp_dir), *common],
-                   env=env, check=True, capture_output=True, timeout=300)
+    common = [
+        "--num-cpus",
+        "1",
+        "--resources",
+        json.dumps(node_resources),
+        "--disable-usage-stats",
+        "--object-store-memory",
+        str(100 * 1024 * 1024),
+    ]
+    subprocess.run(
+        [
+            ray,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--include-dashboard",
+            "false",
+            "--temp-dir",
+            str(temp_dir),
+            *common,
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     address = f"127.0.0.1:{port}"
     manager_ports = []
     for _ in range(worker_nodes):
         manager_port = free_port()
-        subprocess.run([ray, "start", "--address", address, "--node-ip-address", "127.0.0.1",
-                        "--node-manager-port", str(manager_port), *common],
-                       env=env, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                ray,
+                "start",
+                "--address",
+                address,
+                "--node-ip-address",
+                "127.0.0.1",
+                "--node-manager-port",
+                str(manager_port),
+                *common,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         manager_ports.append(manager_port)
     return RayCluster(address, env, manager_ports, temp_dir)
 
