@@ -14,6 +14,8 @@ forms, not exact operation counts (see :mod:`mlflow_roofline.train.flop_count` f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeVar
+
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
     M_ARITHMETIC_INTENSITY,
@@ -23,24 +25,30 @@ from mlflow_roofline.core.schema import (
     M_PROXY_PARAMS,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+
+#: One configuration (int or float) or a numpy array of them: the closed forms apply elementwise.
+Size = TypeVar("Size", int, float, "np.ndarray")
+
 
 def proxy_params(num_layers: int, hidden_size: int, ffn_size: int) -> int:
     """Parameter proxy N = L (12 d^2 + 2 d ff), in parameters."""
     return num_layers * (12 * hidden_size**2 + 2 * hidden_size * ffn_size)
 
 
-def proxy_flops_per_token(num_layers: int, hidden_size: int, seq_len: int) -> int:
+def proxy_flops_per_token(num_layers: Size, hidden_size: Size, seq_len: Size) -> Size:
     """Compute proxy per token C_tok = 12 L d^2 + 3 L S d, in FLOPs per token."""
     return 12 * num_layers * hidden_size**2 + 3 * num_layers * seq_len * hidden_size
 
 
-def proxy_flops(num_layers: int, hidden_size: int, seq_len: int, batch_size: int, num_steps: int) -> int:
+def proxy_flops(num_layers: Size, hidden_size: Size, seq_len: Size, batch_size: Size, num_steps: Size) -> Size:
     """Compute proxy of the window C = C_tok * B * S * steps, in FLOPs."""
     tokens = batch_size * seq_len * num_steps
     return proxy_flops_per_token(num_layers, hidden_size, seq_len) * tokens
 
 
-def proxy_mem_traffic(num_layers: int, hidden_size: int, seq_len: int, batch_size: int, num_steps: int) -> int:
+def proxy_mem_traffic(num_layers: Size, hidden_size: Size, seq_len: Size, batch_size: Size, num_steps: Size) -> Size:
     """Memory-traffic proxy of the window M = B S d L * steps, in activation elements."""
     return batch_size * seq_len * hidden_size * num_layers * num_steps
 

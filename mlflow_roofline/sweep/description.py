@@ -160,9 +160,7 @@ def _strategy_table(entries: Sequence[Row], figures: Mapping[str, tuple[float | 
 def _failures(entries: Sequence[Row]) -> str:
     failed = [(e, e.outcome) for e in entries if e.outcome is not None and e.outcome.status != "FINISHED"]
     earlier = [e for e in entries if e.status.state == FAILED and e.action == "skip"]
-    lines = [
-        f"- `{e.config.run_name}` (run `{o.run_id}`, {o.status}): {_one_line(o.summary)}" for e, o in failed
-    ]
+    lines = [f"- `{e.config.run_name}` (run `{o.run_id}`, {o.status}): {_one_line(o.summary)}" for e, o in failed]
     lines += [
         f"- `{e.config.run_name}` (run `{e.status.run_id}`, failed earlier, not retried): "
         f"{_one_line(e.status.detail) or 'see the run'}"

@@ -228,17 +228,17 @@ def _run_entries(sweep: _Sweep, entries: list[Entry], echo: Callable[[str], None
                 continue
             entry = queue.popleft()
             progress.starting(entry.name)
-            outcome = _settle(sweep, entry, progress.write, may_wait=deferred >= len(queue) and not in_flight)
-            if outcome == DEFER:
+            settled = _settle(sweep, entry, progress.write, may_wait=deferred >= len(queue) and not in_flight)
+            if settled == DEFER:
                 queue.append(entry)
                 deferred += 1
                 continue
             deferred = 0
-            if isinstance(outcome, tuple):  # (SUBMITTED, run id)
-                in_flight[outcome[1]] = entry
+            if isinstance(settled, tuple):  # (SUBMITTED, run id)
+                in_flight[settled[1]] = entry
                 continue
-            assert not isinstance(outcome, str)
-            _record(results, progress, entry, outcome)
+            assert not isinstance(settled, str)
+            _record(results, progress, entry, settled)
     finally:
         if sweep.executor is not None:
             abandon_in_flight(sweep, in_flight)

@@ -201,6 +201,8 @@ def generate_synthetic_runs(
     """
     truth = truth or GroundTruth()
     rng = np.random.default_rng(seed)
+    labels = {"hardware": hardware, "energy_source": energy_source}
+    fixed = {"warmup_steps": warmup_steps, "device": device, "precision": precision}
     rows: list[dict[str, Any]] = []
     for w_index, workload in enumerate(draw_workloads(rng, n_workloads)):
         plan: list[tuple[str, int]] = []
@@ -210,40 +212,41 @@ def generate_synthetic_runs(
         jitter = {s: float(rng.normal(0.0, truth.speedup_jitter)) for s in strategies}
         for strategy, num_devices in plan:
             config = TrainConfig(
-                **workload,
-                num_steps=int(rng.choice(steps)),
-                warmup_steps=warmup_steps,
-                strategy=strategy,
-                num_devices=num_devices,
-                device=device,
-                precision=precision,
+                **workload, num_steps=int(rng.choice(steps)), strategy=strategy, num_devices=num_devices, **fixed
             )
             try:
                 config.validate()
             except ValueError:
                 continue
-            proxies = proxy_metrics(config)
-            log_c = float(np.log(proxies[M_PROXY_FLOPS]))
-            log_m = float(np.log(proxies[M_PROXY_MEM_TRAFFIC]))
-            law = truth.speedup_laws[strategy]
-            s_true = 1.0 + (float(law(num_devices)) - 1.0) * float(np.exp(jitter[strategy]))
-            t1 = float(np.exp(truth.log_time_single(log_c, log_m)))
-            time_s = t1 / s_true * float(np.exp(rng.normal(0.0, truth.time_noise_sd)))
-            rows.append(
-                {
-                    **config.to_params(),
-                    "workload_index": w_index,
-                    "hardware": hardware,
-                    "energy_source": energy_source,
-                    "config_hash": config.config_hash(hardware),
-                    "workload_hash": config.workload_hash(hardware),
-                    "log_C": log_c,
-                    "log_M": log_m,
-                    "speedup_true": s_true,
-                    M_TIME_S: time_s,
-                }
-            )
-    frame = pd.DataFrame(rows)
+            row = _run_row(config, truth, jitter[strategy], rng, hardware)
+            rows.append({**row, "workload_index": w_index, **labels})
+    return truth, _with_energy(pd.DataFrame(rows), truth, rng)
+
+
+def _run_row(
+    config: TrainConfig, truth: GroundTruth, jitter: float, rng: np.random.Generator, hardware: str
+) -> dict[str, Any]:
+    """One run's params, hashes on ``hardware``, proxies (logs), true speedup and measured time (seconds)."""
+    proxies = proxy_metrics(config)
+    log_c = float(np.log(proxies[M_PROXY_FLOPS]))
+    log_m = float(np.log(proxies[M_PROXY_MEM_TRAFFIC]))
+    law = truth.speedup_laws[config.strategy]
+    s_true = 1.0 + (float(law(np.asarray(config.num_devices))) - 1.0) * float(np.exp(jitter))
+    t1 = float(np.exp(truth.log_time_single(np.asarray(log_c), np.asarray(log_m))))
+    time_s = t1 / s_true * float(np.exp(rng.normal(0.0, truth.time_noise_sd)))
+    return {
+        **config.to_params(),
+        "config_hash": config.config_hash(hardware),
+        "workload_hash": config.workload_hash(hardware),
+        "log_C": log_c,
+        "log_M": log_m,
+        "speedup_true": s_true,
+        M_TIME_S: time_s,
+    }
+
+
+def _with_energy(frame: pd.DataFrame, truth: GroundTruth, rng: np.random.Generator) -> pd.DataFrame:
+    """The runs with their measured speedup and eta, energy (joules) from the law, and throughput."""
     for name in INT_FIELDS:
         frame[name] = frame[name].astype(int)
     frame["speedup"] = measure_speedup(frame)["speedup"].to_numpy()  # as the fit will measure it
@@ -257,7 +260,7 @@ def generate_synthetic_runs(
     frame[M_STEP_TIME_S] = frame[M_TIME_S] / frame["num_steps"]
     frame[M_SAMPLES_PER_S] = samples / frame[M_TIME_S]
     frame[M_AVG_POWER_W] = frame[M_ENERGY_J] / frame[M_TIME_S]
-    return truth, frame
+    return frame
 
 
 def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:

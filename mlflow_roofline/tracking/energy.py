@@ -128,7 +128,8 @@ def track_energy(
     built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter
     own_run = mlflow.active_run() is None
     try:
-        run = mlflow.start_run(tags={TAG_RUN_TYPE: "measure"}) if own_run else mlflow.active_run()
+        active = mlflow.active_run()
+        run = mlflow.start_run(tags={TAG_RUN_TYPE: "measure"}) if active is None else active
         status = "FAILED"
         handle = Window()
         try:

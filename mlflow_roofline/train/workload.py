@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import typing
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -31,7 +32,8 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import PRECISIONS
 
 if TYPE_CHECKING:
-    from transformers import BertConfig  # imported lazily at run time: transformers is slow to load
+    # imported lazily at run time: transformers is slow to load
+    from transformers import BertConfig, BertForSequenceClassification
 
 VOCAB_SIZE = 30522
 """Token vocabulary: the BERT-base WordPiece vocabulary size (token ids 0 .. 30521)."""
@@ -51,7 +53,8 @@ def bert_config(config: TrainConfig) -> BertConfig:
     """The ``BertConfig`` of a train configuration: L, d, h, ff as given, dropout off."""
     from transformers import BertConfig
 
-    return BertConfig(
+    # num_labels and attn_implementation go to PreTrainedConfig through **kwargs.
+    return BertConfig(  # type: ignore[call-arg]
         vocab_size=VOCAB_SIZE,
         num_hidden_layers=config.num_layers,
         hidden_size=config.hidden_size,
@@ -65,7 +68,9 @@ def bert_config(config: TrainConfig) -> BertConfig:
     )
 
 
-def build_model(config: TrainConfig, device: torch.device | str = "cpu", seed: int = DEFAULT_SEED) -> nn.Module:
+def build_model(
+    config: TrainConfig, device: torch.device | str = "cpu", seed: int = DEFAULT_SEED
+) -> BertForSequenceClassification:
     """A freshly initialised ``BertForSequenceClassification`` on ``device``, in training mode.
 
     The same ``seed`` gives bit-identical weights on every rank, which is what lets the
@@ -178,11 +183,11 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.zeros(())
-    dtensor_grads = [g for g in grads if isinstance(g, DTensor)]
+    dtensor_grads: list[torch.Tensor] = [g for g in grads if isinstance(g, DTensor)]
     plain_grads = [g for g in grads if not isinstance(g, DTensor)]
     squares = []
     if dtensor_grads:
-        norm = torch.nn.utils.get_total_norm(dtensor_grads, 2.0)
+        norm = typing.cast(DTensor, torch.nn.utils.get_total_norm(dtensor_grads, 2.0))  # DTensors in, DTensor out
         squares.append(norm.full_tensor().float() ** 2)
     if plain_grads:
         squares.append(torch.nn.utils.get_total_norm(plain_grads, 2.0).float() ** 2)

@@ -8,6 +8,8 @@ all-gathers a unit's weights just before it runs and reduce-scatters its gradien
 
 from __future__ import annotations
 
+import typing
+
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 
@@ -21,7 +23,7 @@ rows = ddp.rows
 def wrap(model: nn.Module, env: DistEnv) -> nn.Module:
     """Shard each ``BertLayer`` and then the root over a 1-D mesh of all ranks."""
     mesh = env.mesh()
-    for layer in model.bert.encoder.layer:
+    for layer in typing.cast(nn.ModuleList, model.get_submodule("bert.encoder.layer")):
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model

@@ -14,6 +14,9 @@ in the backward.
 
 from __future__ import annotations
 
+import typing
+from typing import Any
+
 from torch import nn
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -37,9 +40,9 @@ LAYER_PLAN: dict[str, type] = {
 def wrap(model: nn.Module, env: DistEnv) -> nn.Module:
     """Shard the planned Linear layers of each encoder layer; split the heads across ranks."""
     mesh = env.mesh()
-    for layer in model.bert.encoder.layer:
+    for layer in typing.cast(nn.ModuleList, model.get_submodule("bert.encoder.layer")):
         parallelize_module(layer, mesh, {name: style() for name, style in LAYER_PLAN.items()})
-        attention = layer.attention.self
+        attention: Any = layer.get_submodule("attention.self")
         # The attention reshapes its projections into heads; each rank now holds h / N.
         attention.num_attention_heads //= env.world_size
         attention.all_head_size //= env.world_size
