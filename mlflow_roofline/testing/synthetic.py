@@ -202,7 +202,6 @@ def generate_synthetic_runs(
     truth = truth or GroundTruth()
     rng = np.random.default_rng(seed)
     labels = {"hardware": hardware, "energy_source": energy_source}
-    fixed = {"warmup_steps": warmup_steps, "device": device, "precision": precision}
     rows: list[dict[str, Any]] = []
     for w_index, workload in enumerate(draw_workloads(rng, n_workloads)):
         plan: list[tuple[str, int]] = []
@@ -212,7 +211,13 @@ def generate_synthetic_runs(
         jitter = {s: float(rng.normal(0.0, truth.speedup_jitter)) for s in strategies}
         for strategy, num_devices in plan:
             config = TrainConfig(
-                **workload, num_steps=int(rng.choice(steps)), strategy=strategy, num_devices=num_devices, **fixed
+                **workload,
+                num_steps=int(rng.choice(steps)),
+                warmup_steps=warmup_steps,
+                strategy=strategy,
+                num_devices=num_devices,
+                device=device,
+                precision=precision,
             )
             try:
                 config.validate()
