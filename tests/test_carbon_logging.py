@@ -176,7 +176,8 @@ def test_measure_bad_carbon_option_exits_2_before_any_run(tracking_uri: str, arg
 def test_train_run_logs_emissions_warmup_energy_and_power_timeline(tracking_uri: str, tmp_path: Path) -> None:
     from mlflow_roofline.train.run import train
 
-    options = {**SHAPE, "num_steps": 6, "warmup_steps": 2, "device": "cpu"}
+    # Long enough for a few 0.1 s timeline samples even on an idle machine.
+    options = {**SHAPE, "num_steps": 80, "warmup_steps": 2, "device": "cpu"}
     carbon = {"region": "us-east-1", "pue": "1.1", "price_per_kwh": "0.15"}
     run_id, _ = train(options, meter="estimate", experiment="carbon-train", carbon=carbon)
     client = MlflowClient()

@@ -113,7 +113,7 @@ def test_a_real_sweep_describes_its_children_on_the_parent(tracking_uri: str) ->
         SPEC, plan, client.create_experiment("described"), client=client, progress=False, echo=lambda _: None
     )
     note = client.get_run(result.parent_run_id).data.tags[TAG_NOTE]
-    child = client.get_run(next(e.outcome.run_id for e in result.entries if e.config == good))
+    child = client.get_run(next(r.outcome.run_id for r in result.results if r.config == good))
     assert row(note, "`single`")[3] == f"{child.data.metrics['energy_j']:.4g}"
     assert row(note, "finished in this sweep")[1] == "1" and row(note, "failed in this sweep")[1] == "1"
     assert re.search(rf"`{re.escape(bad.run_name)}` \(run `\w+`, FAILED\): .*num_heads", note)

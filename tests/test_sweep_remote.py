@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,6 +28,10 @@ from mlflow_roofline.sweep.executors import NODE_METER_RESOURCE
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
+RAY_HOME = Path(tempfile.gettempdir()) / f"roofline-ray-home-{os.getpid()}"
+"""HOME of the Ray cluster, the sweeps and this process's Ray client: a local ``ray.init()`` run
+elsewhere leaves ``~/.ray/auth_token`` behind, and Ray 2.60 then refuses a worker node joining a
+head started without it. A home of their own keeps the test independent of that."""
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -77,14 +82,17 @@ def env(server: MlflowServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
     mlflow.set_tracking_uri(server.uri)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": pythonpath, "HOME": str(RAY_HOME)}
 
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[RayCluster]:
     """Two Ray nodes on this machine, one CPU and one meter slot each."""
     pytest.importorskip("ray")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    RAY_HOME.mkdir(parents=True, exist_ok=True)
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "HOME": str(RAY_HOME)}
     cluster = start_ray_cluster(1, env, {NODE_METER_RESOURCE: 1})
     try:
         yield cluster
@@ -225,6 +233,8 @@ def _node_of_raylet(cluster: RayCluster) -> str:
     """The ``roofline.node`` tag a worker on the cluster's worker node records."""
     import ray
 
+    home = os.environ.get("HOME")
+    os.environ["HOME"] = str(RAY_HOME)
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     try:
         port = cluster.worker_manager_ports[0]
@@ -232,3 +242,5 @@ def _node_of_raylet(cluster: RayCluster) -> str:
         return f"ray:{node['NodeID']}"
     finally:
         ray.shutdown()
+        if home is not None:
+            os.environ["HOME"] = home

@@ -214,5 +214,5 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit]) -> FittedLaw:
         covariates=pooled.covariates,
         covariate_form=covariate_form,
         covariate_law=pooled.forms[covariate_form].law if covariate_form else None,
-        loho_mape=pooled.loho[covariate_form][0] if covariate_form else float("nan"),
+        loho_mape=pooled.loho[covariate_form][0] if covariate_form else None,
     )

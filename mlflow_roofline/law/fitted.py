@@ -81,7 +81,7 @@ class FittedLaw:
     covariates: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     covariate_form: str = ""
     covariate_law: LinearLaw | None = None
-    loho_mape: float = float("nan")
+    loho_mape: float | None = None
 
     @property
     def known_hardware(self) -> list[str]:
@@ -140,5 +140,5 @@ class FittedLaw:
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),
             covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
-            loho_mape=float(data.get(M_LOHO_MAPE, float("nan"))),
+            loho_mape=None if data.get(M_LOHO_MAPE) is None else float(data[M_LOHO_MAPE]),
         )

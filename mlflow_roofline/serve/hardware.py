@@ -98,7 +98,8 @@ def pooled_energy(
         return law.energy_law.predict(features)
     assert law.covariate_law is not None
     mean, lower, upper = law.covariate_law.predict(features)
-    widen = float(np.log1p(law.loho_mape / 100.0)) if np.isfinite(law.loho_mape) else 0.0
+    loho = law.loho_mape
+    widen = float(np.log1p(loho / 100.0)) if loho is not None and np.isfinite(loho) else 0.0
     return mean, lower - widen, upper + widen
 
 
