@@ -10,6 +10,7 @@ import os
 
 import click
 import pytest
+from support.cli_args import TINY_SHAPE
 
 from mlflow_roofline import cli
 from mlflow_roofline.commands.options import FiniteFloat
@@ -17,34 +18,12 @@ from mlflow_roofline.commands.options import FiniteFloat
 # Valid arguments of each command; the option under test is appended (click keeps the last).
 BASE = {
     "train": [
-        "--num-layers",
-        "1",
-        "--hidden-size",
-        "32",
-        "--num-heads",
-        "2",
-        "--ffn-size",
-        "64",
-        "--seq-len",
-        "8",
-        "--batch-size",
-        "4",
+        *TINY_SHAPE,
         "--meter",
         "estimate",
     ],
     "predict": [
-        "--num-layers",
-        "1",
-        "--hidden-size",
-        "32",
-        "--num-heads",
-        "2",
-        "--ffn-size",
-        "64",
-        "--seq-len",
-        "8",
-        "--batch-size",
-        "4",
+        *TINY_SHAPE,
         "--num-steps",
         "10",
         "--strategy",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
+from support.cli_args import TINY_SHAPE
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import (
@@ -25,18 +26,7 @@ from mlflow_roofline.core.schema import (
 )
 
 TINY = [
-    "--num-layers",
-    "1",
-    "--hidden-size",
-    "32",
-    "--num-heads",
-    "2",
-    "--ffn-size",
-    "64",
-    "--seq-len",
-    "8",
-    "--batch-size",
-    "4",
+    *TINY_SHAPE,
     "--num-steps",
     "2",
     "--warmup-steps",

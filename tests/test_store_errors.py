@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from support.cli_args import TINY_SHAPE
 
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
 
@@ -23,18 +24,7 @@ CLI = str(Path(sys.executable).parent / "mlflow-roofline")
 PR_CAPBSET_DROP = 24  # linux/prctl.h
 CAP_DAC_OVERRIDE = 1  # linux/capability.h
 TINY = [
-    "--num-layers",
-    "1",
-    "--hidden-size",
-    "32",
-    "--num-heads",
-    "2",
-    "--ffn-size",
-    "64",
-    "--seq-len",
-    "8",
-    "--batch-size",
-    "4",
+    *TINY_SHAPE,
     "--num-steps",
     "1",
     "--warmup-steps",

@@ -17,24 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
+from support.cli_args import TINY_SHAPE
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import M_ENERGY_J, M_PROXY_PARAMS, M_TIME_S, PARAM_NAMES, TAG_DEVICE, TAG_ERROR
 
-TINY = [
-    "--num-layers",
-    "1",
-    "--hidden-size",
-    "32",
-    "--num-heads",
-    "2",
-    "--ffn-size",
-    "64",
-    "--seq-len",
-    "8",
-    "--batch-size",
-    "4",
-]
+TINY = TINY_SHAPE
 CLI = [sys.executable, "-m", "mlflow_roofline.cli", "train"]
 
 

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from mlflow_roofline.core.config import INT64_MAX
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
 
 SIZE_FIELDS: tuple[str, ...] = (
@@ -33,8 +34,6 @@ MAX_PLAUSIBLE_J = 1e15
 
 MAX_PLAUSIBLE_S = 3.2e8
 """Largest duration taken as a measurement: about ten years, in seconds."""
-
-INT64_MAX = 2**63 - 1
 
 
 def measured_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:

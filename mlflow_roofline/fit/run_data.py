@@ -38,8 +38,7 @@ from mlflow_roofline.core.schema import (
     TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.fit.validity import energy_problem, time_problem
-
-PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD: the largest page a store serves
+from mlflow_roofline.tracking.runs import PAGE_SIZE, search_all_runs
 
 FRAME_COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -123,18 +122,10 @@ def train_filter(hardware: str | None = None) -> str:
 
 def search_train_runs(client: Any, experiment_ids: Sequence[str], hardware: str | None = None) -> list[Any]:
     """Every FINISHED train run of the experiments, paged through the store."""
-    runs: list[Any] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            list(experiment_ids), filter_string=train_filter(hardware), max_results=PAGE_SIZE, page_token=token
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            if hardware is not None:
-                runs = [r for r in runs if r.data.tags.get(TAG_HARDWARE) == hardware]
-            return runs
+    runs = search_all_runs(client, experiment_ids, train_filter(hardware), page_size=PAGE_SIZE)
+    if hardware is not None:
+        runs = [r for r in runs if r.data.tags.get(TAG_HARDWARE) == hardware]
+    return runs
 
 
 def runs_to_frame(runs: Sequence[Any], energy_metric: str = M_ENERGY_J) -> RunData:

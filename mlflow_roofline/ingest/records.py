@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
+from mlflow_roofline.core.config import INT64_MAX, INT_FIELDS, TrainConfig
 from mlflow_roofline.core.measured import measured_problem
 from mlflow_roofline.core.schema import (
     DEVICES,
@@ -137,7 +137,7 @@ def _integer(raw: Any) -> int | None:
     if isinstance(raw, bool):
         return None
     number = _float(raw)
-    if number is None or not math.isfinite(number) or not number.is_integer() or abs(number) >= 2**63:
+    if number is None or not math.isfinite(number) or not number.is_integer() or abs(number) > INT64_MAX:
         return None
     return int(number)
 

@@ -22,6 +22,7 @@ from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.reconcile import Entry, plan_table
 from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.system.liveness import liveness, process_tags
+from mlflow_roofline.tracking.runs import iter_runs
 
 
 def open_parent(client: Any, spec: SweepSpec, experiment_id: str, plan: Plan, echo: Callable[[str], None]) -> str:
@@ -58,10 +59,8 @@ def open_parent(client: Any, spec: SweepSpec, experiment_id: str, plan: Plan, ec
 
 def mark_stale_sweeps(client: Any, experiment_id: str, parent_id: str) -> None:
     """End RUNNING sweep runs whose process is gone here (a killed earlier sweep) as KILLED."""
-    runs = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = 'sweep' and attributes.status = 'RUNNING'"
-    )
-    for run in runs:
+    running = f"tags.`{TAG_RUN_TYPE}` = 'sweep' and attributes.status = 'RUNNING'"
+    for run in iter_runs(client, [experiment_id], running):
         if run.info.run_id != parent_id and liveness(run.data.tags, run.info.run_id) == "dead":
             mark_killed(client, run.info.run_id, parent_id)
 

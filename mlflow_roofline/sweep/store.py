@@ -27,6 +27,7 @@ from mlflow_roofline.sweep.status import (
     Status,
 )
 from mlflow_roofline.system.liveness import TAG_HOST, liveness
+from mlflow_roofline.tracking.runs import search_all_runs
 
 PAGE_SIZE = 1000
 
@@ -100,14 +101,7 @@ def train_runs(client: Any, experiment_id: str, config_hash: str | None = None) 
     query = f"tags.`{TAG_RUN_TYPE}` = 'train'"
     if config_hash is not None:
         query += f" and tags.`{TAG_CONFIG_HASH}` = '{config_hash}'"
-    runs: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=query, max_results=PAGE_SIZE, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
+    return search_all_runs(client, [experiment_id], query, page_size=PAGE_SIZE)
 
 
 def repeat_runs(client: Any, experiment_id: str, config_hash: str, repeat: int) -> list[Any]:
