@@ -18,6 +18,7 @@ from scipy import stats
 from mlflow_roofline.core.schema import M_EXTRAP_MAPE
 from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.law.roofline import RooflineLaw
+from mlflow_roofline.law.roofline_smooth import SHARPNESS, SmoothRooflineLaw
 from mlflow_roofline.tracking.notes import md_table
 
 if TYPE_CHECKING:  # the job imports this module
@@ -53,6 +54,7 @@ _NAMES = {
     "log_M": "α<sub>M</sub>",
     "log_eta": "α<sub>η</sub>",
     "log_N": "α<sub>N</sub>",
+    SHARPNESS: "k (sharpness of the compute/memory maximum)",
 }
 _STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
 
@@ -91,12 +93,17 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
 def formula(law: LinearLaw | RooflineLaw) -> str:
     """``κ · C^a · M^b · η^c · Ψ(strategy)`` with the fitted exponents as superscripts.
 
-    The roofline form reads ``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens).
+    The roofline form reads ``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the
+    smooth roofline ``(((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T) · η^a · Ψ(strategy)``.
     """
     if isinstance(law, RooflineLaw):
-        cost = " + ".join(
-            f"{_num(law.coefficient(t))}·{sym}" for t, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
+        flops, traffic, tokens = (
+            f"{_num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
         )
+        cost = f"{flops} + {traffic} + {tokens}"
+        if isinstance(law, SmoothRooflineLaw):
+            k = _num(law.coefficient(SHARPNESS))
+            cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"
         eta = f" · η<sub>h</sub><sup>{_num(law.coefficient('alpha_eta'))}</sup>" if "alpha_eta" in law.terms else ""
         psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
         return f"({cost}){eta}{psi}"

@@ -19,10 +19,10 @@ from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.cv import CV_FOLDS, grouped_cv_mape, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.diagnostics import check_enough_runs, identification_notes
 from mlflow_roofline.fit.extrapolation import Extrapolation, check_extrapolation
-from mlflow_roofline.fit.forms import ETA_BY_STRATEGY, PAPER, candidate_forms, formula_of
+from mlflow_roofline.fit.forms import ETA_BY_STRATEGY, PAPER, ROOFLINE_FORMS, candidate_forms, formula_of
+from mlflow_roofline.fit.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.ols import FormFit, fit_ols
 from mlflow_roofline.fit.roofline import AdditiveRoofline, fit_additive_roofline
-from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF, RooflineFormFit, fit_roofline_eff
 from mlflow_roofline.fit.sanity import sanity_problems
 from mlflow_roofline.fit.selection import choose_form
 from mlflow_roofline.fit.time_law import fit_time_law
@@ -72,14 +72,15 @@ def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> For
     return fit
 
 
-def _fit_roofline_form(data: pd.DataFrame, seed: int) -> RooflineFormFit:
-    """The roofline x efficiency form with its grouped-CV error (refitted on every fold)."""
-    fit = fit_roofline_eff(data)
+def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> RooflineFormFit:
+    """A roofline-shaped form with its grouped-CV error (refitted on every fold)."""
+    fit_form = ROOFLINE_FORMS[name]
+    fit = fit_form(data)
     folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
     if len(folds) >= 2:
 
         def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> Any:
-            return fit_roofline_eff(train).law.mean({c: test[c].to_numpy() for c in test.columns})
+            return fit_form(train).law.mean({c: test[c].to_numpy() for c in test.columns})
 
         fit.cv_mape, fit.cv_se = refit_cv_mape(fit_predict, data, folds)
     return fit
@@ -126,7 +127,8 @@ def fit_energy_laws(
     notes += identification_notes(forms[PAPER], data)  # type: ignore[arg-type]
     if "log_eta" in forms[PAPER].dropped_terms:
         notes.append("log_eta is 0 for every run (no parallel runs): alpha_eta cannot be estimated")
-    forms[ROOFLINE_EFF] = _fit_roofline_form(data, seed)
+    for name in ROOFLINE_FORMS:
+        forms[name] = _fit_roofline_form(name, data, seed)
     extrapolation, extrap_notes = check_extrapolation(forms, data)
     notes += extrap_notes
     chosen, insane = _choose(forms, speedup_laws, ranges, notes)

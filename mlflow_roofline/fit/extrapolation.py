@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.fit.cv import heldout_mape
-from mlflow_roofline.fit.roofline_eff import RooflineFormFit, fit_roofline_eff
+from mlflow_roofline.fit.forms import ROOFLINE_FORMS
+from mlflow_roofline.fit.nonlinear import RooflineFormFit
 
 EXTRAP_QUANTILE = 0.75
 BAD_EXTRAP_MAPE = 20.0
@@ -69,7 +70,7 @@ def _prediction(fit: Any, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarra
     """Predicted log E of the held-out rows by ``fit``'s form refitted on the others."""
     if isinstance(fit, RooflineFormFit):
         train, test = data.loc[~held_out], data.loc[held_out]
-        law = fit_roofline_eff(train, fit.name).law
+        law = ROOFLINE_FORMS[fit.name](train).law
         return law.mean({c: test[c].to_numpy() for c in test.columns})
     return _ols_prediction(fit, data, held_out)
 

@@ -11,6 +11,13 @@ Forms (responses ``log_E``: log joules; ``log_t1``: log seconds on one device):
   ``I(log_E - log_M) ~ I(log_C - log_M) + log_eta + strategy``, stored as the
   equivalent law in log_C and log_M
 
+Roofline-shaped forms (non-linear, :data:`ROOFLINE_FORMS`, each refitted on every CV fold
+and in the extrapolation check):
+
+- ``roofline_eff``    ``E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * Psi`` (:mod:`fit.roofline_eff`)
+- ``roofline_smooth`` ``E = (((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e0*T) * eta^alpha_eta * Psi``,
+  the smooth roofline in time with fitted sharpness ``k >= 1`` (:mod:`fit.roofline_smooth`)
+
 ``strategy`` is a categorical with ``single`` as reference (so ``log_kappa`` is the
 single-device intercept and the dummies read ``strategy[T.fsdp]``); with one strategy
 only, the dummy is dropped. The OLS fit of a form is :mod:`fit.ols`; the additive
@@ -20,7 +27,13 @@ roofline :mod:`fit.roofline`; the time law :mod:`fit.time_law`; choosing among f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
+
+from mlflow_roofline.fit.nonlinear import RooflineFormFit
+from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
+from mlflow_roofline.fit.roofline_smooth import ROOFLINE_SMOOTH, fit_roofline_smooth
 
 BASELINE = "baseline"
 PAPER = "paper"
@@ -38,6 +51,12 @@ FORM_TERMS: dict[str, str] = {
     ETA_BY_STRATEGY: "log_C + log_M + log_eta",
     PER_WORK: f"{PER_WORK_TERM} + log_eta",
 }
+
+ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
+    ROOFLINE_EFF: fit_roofline_eff,
+    ROOFLINE_SMOOTH: fit_roofline_smooth,
+}
+"""Every roofline-shaped form by name: its fit on a frame of features (evaluated in this order, after the OLS forms)."""
 
 
 def formula_of(form: str, data: pd.DataFrame, response: str = "log_E") -> str:

@@ -17,7 +17,6 @@ import pandas as pd
 from mlflow_roofline.core.schema import M_ENERGY_J
 from mlflow_roofline.fit import forms, plots
 from mlflow_roofline.fit.description import TABLE_ARTIFACT, fit_markdown
-from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF
 from mlflow_roofline.fit.speedup_fit import laws_of
 from mlflow_roofline.tracking.notes import set_description
 
@@ -73,7 +72,7 @@ def log_figures(fit: HardwareFit) -> list[str]:
     }
     check = fit.energy.extrapolation
     if check is not None:  # the held-out large models of the size-extrapolation check
-        shown = dict.fromkeys([forms.PAPER, ROOFLINE_EFF, fit.energy.chosen])
+        shown = dict.fromkeys([forms.PAPER, *forms.ROOFLINE_FORMS, fit.energy.chosen])
         predicted = {f"{n}: extrap_mape {fit.energy.forms[n].extrap_mape:.1f}%": check.predicted[n] for n in shown}
         figures["plots/extrapolation.png"] = plots.measured_vs_predicted(fit.data[check.held_out], predicted)
     for path, figure in figures.items():

@@ -2,8 +2,9 @@
 
 The fit produces a :class:`FittedLaw`; the served model reads it back from JSON and
 predicts with vectorised numpy. Its energy law is a :class:`~law.linear.LinearLaw`
-(log-linear forms) or a :class:`~law.roofline.RooflineLaw` (the roofline x efficiency
-form); both predict the log of joules with an interval from the same features
+(log-linear forms), a :class:`~law.roofline.RooflineLaw` (the roofline x efficiency
+form) or a :class:`~law.roofline_smooth.SmoothRooflineLaw` (the smooth roofline in time);
+all predict the log of joules with an interval from the same features
 (:func:`~law.features.law_features`). Responses: ``log_E`` (energy, joules) for the
 energy laws; ``log_t1`` (seconds the same job takes on one device) for the time law.
 """
@@ -19,23 +20,35 @@ from mlflow_roofline.core.schema import M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.features import law_features
 from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
 from mlflow_roofline.law.roofline import RooflineLaw
+from mlflow_roofline.law.roofline_smooth import SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
-__all__ = ["INTERVAL_LEVEL", "JOULES_PER_KWH", "FittedLaw", "LinearLaw", "RooflineLaw", "law_features", "t_quantile"]
+__all__ = [
+    "INTERVAL_LEVEL",
+    "JOULES_PER_KWH",
+    "FittedLaw",
+    "LinearLaw",
+    "RooflineLaw",
+    "SmoothRooflineLaw",
+    "law_features",
+    "t_quantile",
+]
 
 LAW_SCHEMA_VERSION = 1
 JOULES_PER_KWH = 3.6e6
 
-EnergyLaw = LinearLaw | RooflineLaw
+EnergyLaw = LinearLaw | RooflineLaw | SmoothRooflineLaw
+NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
 
 
 def energy_law_from_dict(data: dict[str, Any]) -> EnergyLaw:
-    """The energy law of a law JSON: a :class:`RooflineLaw` where ``kind`` says so, else linear.
+    """The energy law of a law JSON: the non-linear law its ``kind`` names, else linear.
 
-    Laws written before the roofline form existed carry no ``kind`` and are linear.
+    Laws written before the roofline forms existed carry no ``kind`` and are linear.
     """
-    if data.get("kind") == RooflineLaw.KIND:
-        return RooflineLaw.from_dict(data)
+    kind = data.get("kind")
+    if kind in NONLINEAR_LAWS:
+        return NONLINEAR_LAWS[str(kind)].from_dict(data)
     return LinearLaw.from_dict(data)
 
 

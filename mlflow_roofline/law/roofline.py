@@ -56,24 +56,29 @@ class RooflineLaw:
         """The coefficient of ``term``; 0.0 when the law has no such term."""
         return self.coef[self.terms.index(term)] if term in self.terms else 0.0
 
-    def _parts(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """log E of each row and the gradient of log E with respect to the coefficients (rows x terms)."""
+    def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
         costs = {t: np.exp(np.asarray(features[COST_FEATURES[t]], dtype=float)) for t in COST_TERMS}
         total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
+        return np.asarray(total, dtype=float), costs
+
+    def _parts(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """log E of each row and the gradient of log E with respect to the coefficients (rows x terms)."""
+        total, grads = self._cost(features)
         log_eta = np.asarray(features["log_eta"], dtype=float)
         strategy = np.asarray(features["strategy"], dtype=object)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.log(total) + self.coefficient(ALPHA_ETA) * log_eta
-        columns = []
-        for term in self.terms:
-            if term in COST_TERMS:
-                columns.append(costs[term] / total)
-            elif term == ALPHA_ETA:
-                columns.append(log_eta)
-            else:
-                is_level = (strategy == term[len(STRATEGY_PREFIX) : -1]).astype(float)
-                mean = mean + self.coefficient(term) * is_level
-                columns.append(is_level)
+            columns = []
+            for term in self.terms:
+                if term in grads:
+                    columns.append(grads[term] / total)
+                elif term == ALPHA_ETA:
+                    columns.append(log_eta)
+                else:
+                    is_level = (strategy == term[len(STRATEGY_PREFIX) : -1]).astype(float)
+                    mean = mean + self.coefficient(term) * is_level
+                    columns.append(is_level)
         return mean, np.column_stack(columns)
 
     def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

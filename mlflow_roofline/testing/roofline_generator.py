@@ -15,6 +15,12 @@ power law follows. For one step of a job with C FLOPs and M elements of traffic
   ``u_m = (M / (N*mem_rate)) / step time`` of the memory system;
 - energy (joules) = N x power x time per step x steps.
 
+:data:`TIME_BOUND_GPU` is a device whose power hardly depends on what it does (most of
+its watts are drawn whenever it is busy), so energy follows time, and time the
+``max`` of the compute and memory terms: the regime change shows in the energy as a
+sharp corner, the shape of the smooth roofline in time. The default device spends most
+of its watts on the work itself, so its energy is closer to the additive roofline.
+
 Times carry log-normal noise ``time_noise_sd`` and energies ``energy_noise_sd`` on each
 repeat. Speedup and eta are measured from the times as the fit measures them. The frame
 has the columns of :func:`testing.synthetic.generate_synthetic_runs`, so
@@ -69,6 +75,10 @@ class RooflineHardware:
         comm = self.comm_s.get(strategy, 1.0) * (devices - 1) / devices * weights / self.link_rate
         seconds = np.maximum(compute, memory) + self.step_overhead_s + comm
         return seconds, self.idle_w + (self.dynamic_w * compute + self.memory_w * memory) / seconds
+
+
+TIME_BOUND_GPU = RooflineHardware(name="Time-bound GPU", idle_w=250.0, dynamic_w=40.0, memory_w=30.0)
+"""Nearly flat power (250 W busy floor of 320 W): energy follows the step time's max(compute, memory)."""
 
 
 def _run_row(hw: RooflineHardware, config: TrainConfig, rng: np.random.Generator) -> dict[str, Any]:
