@@ -8,6 +8,8 @@ predicting the larger models), both in %, and how often each form was registered
 - ``roofline``: :mod:`mlflow_roofline.testing.roofline_generator` (a roofline machine:
   memory-bound small models, compute-bound large ones, a fixed per-step cost and a
   communication term per strategy);
+- ``roofline-time``: the same machine model on its time-bound GPU (nearly flat power, so
+  energy follows the step time's max(compute, memory): the smooth roofline's shape);
 - ``power-law``: :mod:`mlflow_roofline.testing.synthetic` (the paper's law, exactly).
 
 Then the pooled forms over the three simulated GPUs of
@@ -30,11 +32,13 @@ import numpy as np
 
 def _fits(generator: str, workloads: int, seed: int):
     from mlflow_roofline.fit.hardware import fit_hardware
-    from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
+    from mlflow_roofline.testing.roofline_generator import TIME_BOUND_GPU, generate_roofline_runs
     from mlflow_roofline.testing.synthetic import generate_synthetic_runs
 
     if generator == "roofline":
         return fit_hardware(generate_roofline_runs(workloads, seed=seed), "Roofline GPU")
+    if generator == "roofline-time":
+        return fit_hardware(generate_roofline_runs(workloads, hardware=(TIME_BOUND_GPU,), seed=seed), "Time-bound GPU")
     _, frame = generate_synthetic_runs(workloads, seed=seed)
     return fit_hardware(frame.drop(columns=["speedup", "eta"]), "Synthetic GPU")
 
@@ -45,7 +49,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=5, help="datasets per generator (default 5)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    for generator in ("roofline", "power-law"):
+    for generator in ("roofline", "roofline-time", "power-law"):
         cv: dict[str, list[float]] = collections.defaultdict(list)
         extrap: dict[str, list[float]] = collections.defaultdict(list)
         chosen: collections.Counter[str] = collections.Counter()
