@@ -20,11 +20,11 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.cli import main
+from mlflow_roofline.core.bounds import POWER_BOUND, TIME_BOUND
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_RUN_TYPE
 from mlflow_roofline.fit import run_data
 from mlflow_roofline.fit.hardware import fit_hardware
 from mlflow_roofline.fit.registration import RegistryLedger
-from mlflow_roofline.core.bounds import POWER_BOUND, TIME_BOUND
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
 
