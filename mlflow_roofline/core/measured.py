@@ -58,7 +58,7 @@ def measured_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
         problem = _measured_value(values.get(name))
         if problem:
             return name, problem
-    broken = outside_bound(values[M_ENERGY_J], values[M_TIME_S], devices)
+    broken = outside_bound(values[M_ENERGY_J], values[M_TIME_S], values["num_devices"])
     if broken is not None:
         bound, value = broken
         implied = "" if bound.quantity == bound.field else f" (the {bound.quantity} it implies)"
