@@ -17,7 +17,8 @@ from typing import Any
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.features import law_features
-from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, t_quantile
+from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.law.roofline import RooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
