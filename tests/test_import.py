@@ -15,6 +15,7 @@ from mlflow_roofline.core.bounds import POWER_BOUND, TIME_BOUND
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    LAW_INPUT_NAMES,
     M_ENERGY_J,
     M_TIME_S,
     TAG_CONFIG_HASH,
@@ -27,22 +28,8 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.run_data import load_train_runs
 
 GPU = "NVIDIA A100-SXM4-80GB"
-HEADER = [
-    "layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "strategy",
-    "num_devices",
-    "device",
-    "precision",
-    "energy_source",
-    "kwh",
-    "minutes",
-]
+# The law's inputs, num_layers as `layers` (the mapping renames it), then the rest of a measurement.
+HEADER = ["layers", *LAW_INPUT_NAMES[1:], "device", "precision", "energy_source", "kwh", "minutes"]
 ROWS = [
     [12, 768, 12, 3072, 128, 32, 1000, "single", 1, "cuda", "fp16", "nvml", 0.5, 30],
     [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],

@@ -30,14 +30,13 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_ENERGY_KWH,
     M_TIME_S,
+    SIZE_NAMES,
     STRATEGIES,
 )
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
-JOB_OPTIONS: tuple[str, ...] = (
-    "num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps"
-)  # fmt: skip
+JOB_OPTIONS: tuple[str, ...] = SIZE_NAMES
 
 
 def _energy(joules: float) -> str:

@@ -18,17 +18,9 @@ from typing import Any
 
 from mlflow_roofline.core.bounds import outside_bound
 from mlflow_roofline.core.config import INT64_MAX
-from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, SIZE_NAMES, STRATEGIES
 
-SIZE_FIELDS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-)
+SIZE_FIELDS: tuple[str, ...] = SIZE_NAMES
 """Integer fields the law's features are built from: each a positive integer."""
 
 

@@ -23,20 +23,11 @@ from mlflow_roofline.core.schema import (
     DATA_PARALLEL_STRATEGIES,
     DEVICES,
     PRECISIONS,
+    SIZE_NAMES,
     STRATEGIES,
 )
 
-INT_FIELDS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "warmup_steps",
-    "num_devices",
-)
+INT_FIELDS: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "num_devices")
 """Configuration fields that hold integers."""
 
 MINIMUM: Mapping[str, int] = {"warmup_steps": 0}

@@ -27,8 +27,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rapl", "estimate")
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 
-# Train-run params, in the order DESIGN.md lists them.
-PARAM_NAMES: tuple[str, ...] = (
+SIZE_NAMES: tuple[str, ...] = (
     "num_layers",
     "hidden_size",
     "num_heads",
@@ -36,12 +35,14 @@ PARAM_NAMES: tuple[str, ...] = (
     "seq_len",
     "batch_size",
     "num_steps",
-    "warmup_steps",
-    "strategy",
-    "num_devices",
-    "device",
-    "precision",
 )
+"""A job's integer sizes: layers, width, heads, FFN width, tokens per sample, samples per step, optimizer steps."""
+
+# Train-run params, in the order DESIGN.md lists them.
+PARAM_NAMES: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "strategy", "num_devices", "device", "precision")
+
+LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
+"""The job columns the served law takes (DESIGN.md), in order; ``speedup`` and ``hardware`` are optional beside them."""
 
 # Params that define the workload, independent of how (and how long) it is run.
 WORKLOAD_PARAM_NAMES: tuple[str, ...] = tuple(
