@@ -20,6 +20,12 @@ import pytest
 
 from mlflow_roofline.core import schema
 from mlflow_roofline.fit.hardware import fit_hardware
+from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
+from mlflow_roofline.serve.hardware import HARDWARE_COLUMN
+from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
+from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS
+from mlflow_roofline.serve.validate import INPUT_COLUMNS, SPEEDUP_COLUMN
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 
 PACKAGE = Path(schema.__file__).resolve().parents[1]
@@ -201,11 +207,21 @@ def test_every_metric_a_fit_logs_is_a_schema_name() -> None:
     assert not unknown, "fit metrics not defined in core/schema.py: " + ", ".join(unknown)
 
 
-def test_docs_schema_lists_every_fit_metric() -> None:
-    """docs/schema.md names each metric constant and each family (``cv_mape_<form>``) of the fit run."""
+def test_docs_schema_lists_every_logged_name() -> None:
+    """docs/schema.md names each metric, tag and param constant and each family (``cv_mape_<form>``)."""
     text = (PACKAGE.parent / "docs" / "schema.md").read_text()
-    missing = [v for k, v in vars(schema).items() if k.startswith("M_") and isinstance(v, str) and f"`{v}" not in text]
+    names = [v for k, v in vars(schema).items() if k.startswith(NAME_PREFIXES) and isinstance(v, str)]
+    missing = [name for name in names if f"`{name}" not in text]
     assert not missing, "docs/schema.md does not list: " + ", ".join(missing)
+
+
+def test_docs_schema_lists_every_served_column() -> None:
+    """Every input and output column of the served model, in each mode, is named in docs/schema.md."""
+    text = (PACKAGE.parent / "docs" / "schema.md").read_text()
+    columns = {*INPUT_COLUMNS, SPEEDUP_COLUMN, HARDWARE_COLUMN, *PREDICT_OUTPUT_COLUMNS, *EMISSION_COLUMNS}
+    columns |= {*RECOMMEND_OUTPUT_COLUMNS, *PARETO_OUTPUT_COLUMNS}
+    missing = sorted(c for c in columns if f"`{c}`" not in text)
+    assert not missing, "docs/schema.md does not list the served columns: " + ", ".join(missing)
 
 
 def test_logged_name_constants_are_defined_only_in_the_schema() -> None:
