@@ -13,7 +13,7 @@ import pytest
 from support.cli_args import TINY_SHAPE
 
 from mlflow_roofline import cli
-from mlflow_roofline.commands.options import FiniteFloat
+from mlflow_roofline.commands.options import CARBON_OPTION_NAMES, FiniteFloat
 
 # Valid arguments of each command; the option under test is appended (click keeps the last).
 BASE = {
@@ -38,6 +38,8 @@ BASE = {
 }
 TAIL = {"measure": ["--", "true"]}
 NUMBER_METAVARS = ("INT", "WATTS", "NUMBER", "FLOAT", "SECONDS")
+NUMERIC_CARBON = tuple(n for n in CARBON_OPTION_NAMES if n != "region")
+"""The shared carbon options that hold numbers (text options, checked by core.carbon)."""
 
 
 def _numeric_options() -> list[tuple[str, click.Option]]:
@@ -52,7 +54,7 @@ def _numeric_options() -> list[tuple[str, click.Option]]:
                 param.type,
                 (click.types.IntParamType, click.types.FloatParamType, FiniteFloat),
             )
-            if numeric or (param.metavar or "").upper() in NUMBER_METAVARS:
+            if numeric or (param.metavar or "").upper() in NUMBER_METAVARS or param.name in NUMERIC_CARBON:
                 found.append((name, param))
     return found
 
@@ -92,6 +94,20 @@ def test_every_float_option_is_finite_checked() -> None:
     floats = [(name, p.name) for name, p in NUMERIC if isinstance(p.type, click.types.FloatParamType)]
     assert floats == [], "use commands.options.FINITE_FLOAT: click's float takes 'nan'"
     assert ("predict", "speedup") in [(name, p.name) for name, p in NUMERIC]
+
+
+def _carbon_options(name: str) -> list[tuple[list[str], str | None, str | None]]:
+    command = cli.cli.get_command(click.Context(cli.cli), name)
+    assert command is not None
+    return [(p.opts, p.metavar, p.help) for p in command.params if p.name in CARBON_OPTION_NAMES]
+
+
+def test_every_command_takes_the_same_carbon_options() -> None:
+    """predict, train, measure and sweep share one definition: the same flags, metavars and help."""
+    shared = _carbon_options("measure")
+    assert [opts for opts, _, _ in shared] == [["--carbon-intensity"], ["--region"], ["--pue"], ["--price-per-kwh"]]
+    for name in ("predict", "train", "sweep"):
+        assert _carbon_options(name) == shared, name
 
 
 @pytest.mark.parametrize("value", ["nan", "-inf", "1e999"])

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
+from support.law_inputs import law_query
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.errors import RooflineError
@@ -27,17 +28,6 @@ from mlflow_roofline.fit.run_data import load_train_runs
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUERY_COLUMNS = [
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "strategy",
-    "num_devices",
-]
 
 
 def _fit_runs(client: MlflowClient) -> list:
@@ -87,14 +77,14 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     # New workloads (another seed), predicted from the registry against the noise-free truth.
     _, fresh = generate_synthetic_runs(15, seed=99)
     model = mlflow.pyfunc.load_model("models:/energy-law@best")
-    pred = model.predict(fresh[QUERY_COLUMNS])
+    pred = model.predict(law_query(fresh))
     law_eta = np.array([truth.speedup_laws[s](n) / n for s, n in zip(fresh["strategy"], fresh["num_devices"])])
     expected = truth.energy_j(fresh["log_C"], fresh["log_M"], np.log(law_eta), fresh["strategy"])
     error = np.abs(pred["energy_j"].to_numpy() / expected - 1.0)
     assert np.median(error) < 0.06 and error.max() < 0.12
     inside = (pred["energy_j_lower"] <= expected) & (expected <= pred["energy_j_upper"])
     assert inside.mean() > 0.9
-    with_speedup = model.predict(fresh[QUERY_COLUMNS].assign(speedup=fresh["speedup"]))
+    with_speedup = model.predict(law_query(fresh).assign(speedup=fresh["speedup"]))
     measured_expected = truth.energy_j(fresh["log_C"], fresh["log_M"], np.log(fresh["eta"]), fresh["strategy"])
     assert np.abs(with_speedup["energy_j"].to_numpy() / measured_expected - 1.0).max() < 0.05
 

@@ -20,11 +20,11 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.cli import main
+from mlflow_roofline.core.bounds import POWER_BOUND, TIME_BOUND
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_RUN_TYPE
 from mlflow_roofline.fit import run_data
 from mlflow_roofline.fit.hardware import fit_hardware
 from mlflow_roofline.fit.registration import RegistryLedger
-from mlflow_roofline.fit.validity import MAX_POWER_W, MAX_TIME_S, MIN_POWER_W
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs, log_synthetic_runs
 
@@ -42,10 +42,10 @@ def test_stored_infinity_and_impossible_values_are_counted_and_add_up(tracking_u
     bad.loc[bad.index[0], "energy_j"] = float("inf")  # the store keeps 1.797e308
     bad.loc[bad.index[1], "energy_j"] = sys.float_info.max
     bad.loc[bad.index[2], "time_s"] = float("inf")
-    bad.loc[bad.index[3], "time_s"] = 10 * MAX_TIME_S
+    bad.loc[bad.index[3], "time_s"] = 10 * TIME_BOUND.high
     power = bad["num_devices"] * bad["time_s"]
-    bad.loc[bad.index[4], "energy_j"] = 10 * MAX_POWER_W * power.iloc[4]
-    bad.loc[bad.index[5], "energy_j"] = 0.1 * MIN_POWER_W * power.iloc[5]
+    bad.loc[bad.index[4], "energy_j"] = 10 * POWER_BOUND.high * power.iloc[4]
+    bad.loc[bad.index[5], "energy_j"] = 0.1 * POWER_BOUND.low * power.iloc[5]
     bad.loc[bad.index[6], "energy_j"] = 1e300  # finite, far beyond any device's power
     bad.loc[bad.index[7], "energy_j"] = -5.0
     good_ids = log_runs(client, experiment_id, frame.iloc[8:])
@@ -57,8 +57,8 @@ def test_stored_infinity_and_impossible_values_are_counted_and_add_up(tracking_u
     assert data.dropped == {
         f"with energy_j {stored_inf}": 2,
         f"with time_s {stored_inf}": 1,
-        f"with time_s outside [1e-06, {MAX_TIME_S:g}] s": 1,
-        f"with energy_j implying an average power outside [{MIN_POWER_W:g}, {MAX_POWER_W:g}] W per device": 3,
+        "with time_s outside [1e-06, 3.2e+07] s": 1,
+        "with energy_j implying an average power outside [0.001, 5000] W per device": 3,
         "with NaN or non-positive energy_j": 1,
     }
     # The printed line: found = usable + dropped, and the dropped total is the sum of its reasons.

@@ -11,9 +11,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.cli import main
+from mlflow_roofline.core.bounds import POWER_BOUND, TIME_BOUND
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    LAW_INPUT_NAMES,
     M_ENERGY_J,
     M_TIME_S,
     TAG_CONFIG_HASH,
@@ -26,22 +28,8 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.run_data import load_train_runs
 
 GPU = "NVIDIA A100-SXM4-80GB"
-HEADER = [
-    "layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "strategy",
-    "num_devices",
-    "device",
-    "precision",
-    "energy_source",
-    "kwh",
-    "minutes",
-]
+# The law's inputs, num_layers as `layers` (the mapping renames it), then the rest of a measurement.
+HEADER = ["layers", *LAW_INPUT_NAMES[1:], "device", "precision", "energy_source", "kwh", "minutes"]
 ROWS = [
     [12, 768, 12, 3072, 128, 32, 1000, "single", 1, "cuda", "fp16", "nvml", 0.5, 30],
     [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],
@@ -119,6 +107,8 @@ def test_bad_rows_are_named_by_line_and_field_and_the_rest_imported(tracking_uri
         [12, 768, 12, 3072, 128, 32, 1000, "single", 2, "cuda", "fp16", "nvml", 0.7, 10],  # line 5
         [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", "inf", 10],  # line 6
         [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", -1, 10],  # line 7
+        [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 1e9],  # line 8: 1900 years
+        [12, 768, 12, 3072, 128, 32, 1000, "ddp", 4, "cuda", "fp16", "nvml", 100, 10],  # line 9: 150 kW a device
         ROWS[1],
     ]
     data = write_csv(tmp_path / "runs.csv", rows)
@@ -131,7 +121,13 @@ def test_bad_rows_are_named_by_line_and_field_and_the_rest_imported(tracking_uri
     assert "refused line 5: num_devices: must be 1 under strategy single, got 2" in out.err
     assert "refused line 6: energy_j: must be finite and positive" in out.err
     assert "refused line 7: energy_j: must be finite and positive" in out.err
-    assert "imported 2, skipped 0 already present, refused 5" in out.out
+    # The physical bounds are the fit's (core.bounds): the message names the field and the bound.
+    assert f"refused line 8: time_s: must lie within {TIME_BOUND.interval}: {TIME_BOUND.why}; got 6e+10 s" in out.err
+    assert (
+        f"refused line 9: energy_j: must lie within {POWER_BOUND.interval} (the average power it implies): "
+        f"{POWER_BOUND.why}; got 150000 W per device" in out.err
+    )
+    assert "imported 2, skipped 0 already present, refused 7" in out.out
     assert len(imported_runs()) == 2
 
 
@@ -250,7 +246,9 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
     emissions = codecarbon_csv(tmp_path)
     frame = pd.read_csv(emissions).head(1)
     # The same file as CodeCarbon writes it on a 4-GPU node (its gpu_* columns filled in).
-    frame["gpu_count"], frame["gpu_model"], frame["gpu_energy"] = 4, f"4 x {GPU}", 0.002
+    # 400 W per GPU over the job's duration, in kWh: inside the physical bounds the fit applies.
+    gpu_kwh = 4 * 400.0 * float(frame["duration"].iloc[0]) / 3.6e6
+    frame["gpu_count"], frame["gpu_model"], frame["gpu_energy"] = 4, f"4 x {GPU}", gpu_kwh
     frame["energy_consumed"] = frame["cpu_energy"] + frame["ram_energy"] + frame["gpu_energy"]
     frame.to_csv(tmp_path / "gpu.csv", index=False)
     (tmp_path / "cc.yaml").write_text(
@@ -272,7 +270,7 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
     assert run.data.tags[TAG_HARDWARE] == GPU
     assert run.data.tags[TAG_ENERGY_SOURCE] == "nvml"
     assert run.data.params["num_devices"] == "4" and run.data.params["device"] == "cuda"
-    assert run.data.metrics[M_ENERGY_J] == pytest.approx(0.002 * 3.6e6)
+    assert run.data.metrics[M_ENERGY_J] == pytest.approx(gpu_kwh * 3.6e6)
     assert run.data.metrics["energy_node_j"] == pytest.approx(float(frame["energy_consumed"].iloc[0]) * 3.6e6)
     assert math.isclose(
         run.data.metrics["energy_node_j"],

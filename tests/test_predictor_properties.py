@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from law_factory import make_law
 from mlflow.exceptions import MlflowException
 
+from mlflow_roofline.core.schema import LAW_INPUT_NAMES
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.recommend import recommend_frame
 
@@ -145,15 +146,4 @@ def _acceptable_fields(field: str, how: str) -> set[str]:
 
 def test_corruptions_cover_every_input() -> None:
     names = {field for field, _, _ in CORRUPTIONS}
-    assert names == {
-        "num_layers",
-        "hidden_size",
-        "num_heads",
-        "ffn_size",
-        "seq_len",
-        "batch_size",
-        "num_steps",
-        "strategy",
-        "num_devices",
-        "speedup",
-    }
+    assert names == {*LAW_INPUT_NAMES, "speedup"}

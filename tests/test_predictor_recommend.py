@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.law.speedup import AMDAHL, SpeedupLaw
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 
@@ -104,3 +107,16 @@ def test_bad_rows_and_params(law) -> None:
     with pytest.raises(MlflowException, match=r"^max_devices \(row 0\): no valid configuration of tp"):
         recommend_frame(no_single, pd.DataFrame([query(num_heads=1, hidden_size=512, ffn_size=2047)]), max_devices=8)
     assert np.isfinite(recommend_frame(no_single, pd.DataFrame([query()]), max_devices=2)["energy_j"]).all()
+
+
+def test_a_speedup_law_without_positive_speedup_is_refused_naming_the_field(law) -> None:
+    """Predict names num_devices and the row; recommend names max_devices and says to ask for fewer."""
+    # 1 / (0.1 + 0.9/N - 0.1 (N - 1)): positive up to 3 devices, negative from 4 on.
+    falling = SpeedupLaw("ddp", AMDAHL, {"p": 0.9, "c": -0.1})
+    broken = dataclasses.replace(law, speedup_laws={**law.speedup_laws, "ddp": falling})
+    jobs = pd.DataFrame([query(strategy="ddp", num_devices=2), query(strategy="ddp", num_devices=8)])
+    with pytest.raises(MlflowException, match=r"^num_devices \(row 1\): the fitted ddp speedup law gives no positive"):
+        predict_frame(broken, jobs)
+    with pytest.raises(MlflowException, match=r"^max_devices: the fitted ddp speedup law .* devices; ask for fewer$"):
+        recommend_frame(broken, jobs, max_devices=8)
+    assert len(recommend_frame(broken, jobs, max_devices=3)) == 2

@@ -229,5 +229,10 @@ def test_predict_cli_carbon_cost_and_pareto(
     assert code == 2 and err.startswith("Error: objective: must be one of energy, time, edp, got 'cost'")
     code, _, err = _cli(capsys, "--model", registered, "--region", "Atlantis")
     assert code == 2 and err.startswith("Error: region: 'Atlantis' is not in the carbon-intensity table")
+    # The shared carbon options, checked as train/measure/sweep check them (before the model loads).
+    code, _, err = _cli(capsys, "--model", "models:/absent@none", "--pue", "0.5")
+    assert code == 2 and err.startswith("Error: pue: expected a finite number >= 1, got '0.5'")
+    code, _, err = _cli(capsys, "--model", registered, "--region", "")  # the MLproject's unset param
+    assert code == 0
     code, _, err = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "nan")
     assert code == 2 and "Invalid value for '--speedup': must be a finite number, got 'nan'" in err

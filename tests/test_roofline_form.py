@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.law_inputs import law_query
 
 from mlflow_roofline.fit.energy_laws import fit_energy_laws
 from mlflow_roofline.fit.features import feature_frame
@@ -28,17 +29,6 @@ from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs
 
-QUERY = [
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "strategy",
-    "num_devices",
-]
 TRUE_COSTS = {"eps_c": 2e-11, "eps_m": 4e-8, "e0": 1e-4}  # J/FLOP, J/element, J/token
 TRUE_PSI = {"ddp": 0.08, "fsdp": 0.05, "tp": 0.15}
 TRUE_ALPHA = -0.8
@@ -92,7 +82,7 @@ def test_a_served_law_predicts_with_the_roofline_form() -> None:
         FittedLaw(**{**law.__dict__, "form": ROOFLINE_EFF, "energy_law": roofline_law}).to_json()
     )
     assert isinstance(served.energy_law, RooflineLaw)
-    rows = frame[QUERY].head(12)
+    rows = law_query(frame).head(12)
     out = predict_frame(served, rows.assign(speedup=frame["speedup"].head(12)))
     data = fit.data.loc[rows.index]
     expected = np.exp(roofline_law.mean({c: data[c].to_numpy() for c in data.columns}))
@@ -223,7 +213,7 @@ def test_the_registered_roofline_model_serves_from_the_registry(tracking_uri: st
     assert run.data.metrics["extrap_mape"] == pytest.approx(run.data.metrics[f"extrap_mape_{ROOFLINE_EFF}"])
     assert "plots/extrapolation.png" in {f.path for f in client.list_artifacts(fit.run_id, "plots")}
     model = mlflow.pyfunc.load_model("models:/energy-law@champion")
-    rows = fit.frame[QUERY].head(10)  # the runs as the fit pulled them, in its order
+    rows = law_query(fit.frame).head(10)  # the runs as the fit pulled them, in its order
     served = model.predict(rows.assign(speedup=fit.frame["speedup"].head(10)))
     data = fit.data.loc[rows.index]
     expected = np.exp(fit.law.energy_law.mean({c: data[c].to_numpy() for c in data.columns}))

@@ -12,12 +12,21 @@ import io
 import re
 import sys
 import tokenize
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mlflow_roofline.core import schema
+from mlflow_roofline.fit.hardware import fit_hardware
+from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
+from mlflow_roofline.serve.hardware import HARDWARE_COLUMN
+from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS
+from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
+from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS
+from mlflow_roofline.serve.validate import INPUT_COLUMNS, SPEEDUP_COLUMN
+from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 
 PACKAGE = Path(schema.__file__).resolve().parents[1]
 SCHEMA = Path(schema.__file__).resolve()
@@ -61,6 +70,11 @@ def docstring_nodes(tree: ast.Module) -> set[int]:
     return found
 
 
+SAME_WORD_ELSEWHERE = {("law/roofline.py", "alpha_eta"), ("fit/time_law.py", "time_per_work")}
+"""(module, word) where a logged name's word names something else that is never logged: a
+coefficient of the roofline law, the name of a time-law form."""
+
+
 def spelled_names(names: dict[str, str]) -> list[str]:
     """String literals equal to a logged name, outside the schema (docstrings aside)."""
     found = []
@@ -68,9 +82,34 @@ def spelled_names(names: dict[str, str]) -> list[str]:
         if path == SCHEMA:
             continue
         docs = docstring_nodes(tree)
+        module = path.relative_to(PACKAGE).as_posix()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs:
+            if not (isinstance(node, ast.Constant) and node.value in names and id(node) not in docs):
+                continue
+            if (module, node.value) not in SAME_WORD_ELSEWHERE:
                 found.append(f"{where(path, node)} {node.value!r} (use schema.{names[node.value]})")
+    return found
+
+
+def name_prefixes() -> dict[str, str]:
+    """Prefix of a family of logged names (``cv_mape_`` of ``cv_mape_<form>``) -> its schema constant."""
+    return {v: k for k, v in vars(schema).items() if k.startswith("M_") and k.endswith("_PREFIX") and v}
+
+
+def formatted_names(prefixes: dict[str, str]) -> list[str]:
+    """f-strings outside the schema that build a logged name from its literal prefix (``f"cv_mape_{form}"``)."""
+    found = []
+    for path, _, tree in package_sources():
+        if path == SCHEMA:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant)):
+                continue
+            head = str(node.values[0].value)
+            for prefix, constant in prefixes.items():
+                if head.startswith(prefix):
+                    found.append(f"{where(path, node)} f{head!r}... (use schema.{constant} and its name helper)")
+                    break
     return found
 
 
@@ -142,6 +181,47 @@ def literal_names_at_logging_calls() -> list[str]:
 def test_logged_names_are_spelled_only_in_the_schema() -> None:
     offenders = spelled_names(logged_names())
     assert not offenders, "logged names spelled outside core/schema.py:\n" + "\n".join(offenders)
+
+
+def test_logged_names_are_not_built_from_literal_prefixes() -> None:
+    assert len(name_prefixes()) >= 10, "the schema's name prefixes were not found"
+    offenders = formatted_names(name_prefixes())
+    assert not offenders, "names built from a literal prefix outside core/schema.py:\n" + "\n".join(offenders)
+
+
+def is_schema_name(name: str) -> bool:
+    """Whether ``name`` is a schema constant's value or one of its families (prefix + form/strategy)."""
+    return name in logged_names() or any(name.startswith(prefix) for prefix in name_prefixes())
+
+
+def test_every_metric_a_fit_logs_is_a_schema_name() -> None:
+    """The metrics of a real fit (every form, speedup law, extrapolation, noise floor) are schema names."""
+    warnings.simplefilter("ignore")
+    frame = generate_roofline_runs(16, repeats=2, steps=(20, 40), seed=3)
+    hardware = str(frame["hardware"].iloc[0])
+    fit = fit_hardware(frame, hardware)
+    fit_metric_names = set(fit.metrics())
+    assert {schema.M_CV_MAPE, schema.M_ALPHA_ETA, schema.M_REPEAT_SPREAD} <= fit_metric_names
+    assert schema.form_metric(schema.M_CV_MAPE_FORM_PREFIX, fit.energy.chosen) in fit_metric_names
+    unknown = sorted(n for n in fit_metric_names if not is_schema_name(n))
+    assert not unknown, "fit metrics not defined in core/schema.py: " + ", ".join(unknown)
+
+
+def test_docs_schema_lists_every_logged_name() -> None:
+    """docs/schema.md names each metric, tag and param constant and each family (``cv_mape_<form>``)."""
+    text = (PACKAGE.parent / "docs" / "schema.md").read_text()
+    names = [v for k, v in vars(schema).items() if k.startswith(NAME_PREFIXES) and isinstance(v, str)]
+    missing = [name for name in names if f"`{name}" not in text]
+    assert not missing, "docs/schema.md does not list: " + ", ".join(missing)
+
+
+def test_docs_schema_lists_every_served_column() -> None:
+    """Every input and output column of the served model, in each mode, is named in docs/schema.md."""
+    text = (PACKAGE.parent / "docs" / "schema.md").read_text()
+    columns = {*INPUT_COLUMNS, SPEEDUP_COLUMN, HARDWARE_COLUMN, *PREDICT_OUTPUT_COLUMNS, *EMISSION_COLUMNS}
+    columns |= {*RECOMMEND_OUTPUT_COLUMNS, *PARETO_OUTPUT_COLUMNS}
+    missing = sorted(c for c in columns if f"`{c}`" not in text)
+    assert not missing, "docs/schema.md does not list the served columns: " + ", ".join(missing)
 
 
 def test_logged_name_constants_are_defined_only_in_the_schema() -> None:

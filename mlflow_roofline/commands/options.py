@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.errors import ConfigError
 
 TRUE_WORDS = ("true", "1", "yes", "y", "on")
@@ -50,7 +51,7 @@ def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
             metavar="CODE",
             default=None,
             help="ISO 3166 country code or cloud region (us-east-1, europe-west4, eastus) looked up in the "
-            "shipped yearly-average table (default: $ROOFLINE_REGION). Without a figure no co2e_g is logged.",
+            "shipped yearly-average table (default: $ROOFLINE_REGION). Without a figure there is no co2e_g.",
         ),
         click.option("--pue", metavar="X", default=None, help="Facility PUE >= 1 (default: $ROOFLINE_PUE, else 1.0)."),
         click.option(
@@ -72,6 +73,22 @@ def pop_carbon_options(options: dict[str, Any]) -> dict[str, Any]:
     """
     given = {name: options.pop(name, None) for name in CARBON_OPTION_NAMES}
     return {name: value for name, value in given.items() if value is not None and str(value).strip()}
+
+
+def pop_carbon_params(options: dict[str, Any]) -> dict[str, float | str]:
+    """Remove the carbon options from a command's keyword arguments; return the given ones as typed values.
+
+    Each is checked as train, measure and sweep check it (:func:`~mlflow_roofline.core.carbon.resolve_carbon`,
+    environment ignored): ``carbon_intensity`` (g CO2e/kWh) and ``price_per_kwh`` as finite numbers >= 0,
+    ``pue`` >= 1, ``region`` in the shipped table. Numbers come back as floats, the region as text: the
+    served model's request params.
+
+    Raises:
+        ConfigError: naming the first option out of its rule.
+    """
+    given = pop_carbon_options(options)
+    resolve_carbon(**given, env={})
+    return {name: str(value) if name == "region" else float(value) for name, value in given.items()}
 
 
 class FiniteFloat(click.ParamType):

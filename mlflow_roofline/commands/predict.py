@@ -6,7 +6,8 @@ tracking server in ``MLFLOW_TRACKING_URI``), predicts the job's energy (joules, 
 ``--recommend`` the best strategy and device count, or with ``--pareto`` every
 non-dominated (strategy, device count), and prints a table (``--json``: the model's
 output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
-add emissions (g CO2e) and cost; they are the served model's request params.
+(the options train, measure and sweep take, checked the same way) add emissions (g CO2e)
+and cost; they are the served model's request params.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from mlflow_roofline.commands.options import FINITE_FLOAT
+from mlflow_roofline.commands.options import FINITE_FLOAT, carbon_options, pop_carbon_params
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import (
     DEFAULT_ALIAS,
@@ -29,14 +30,13 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_ENERGY_KWH,
     M_TIME_S,
+    SIZE_NAMES,
     STRATEGIES,
 )
-from mlflow_roofline.serve.params import CARBON_PARAMS, DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
-JOB_OPTIONS: tuple[str, ...] = (
-    "num_layers", "hidden_size", "num_heads", "ffn_size", "seq_len", "batch_size", "num_steps"
-)  # fmt: skip
+JOB_OPTIONS: tuple[str, ...] = SIZE_NAMES
 
 
 def _energy(joules: float) -> str:
@@ -181,19 +181,6 @@ def _load(model_uri: str) -> Any:
         raise RooflineError(f"cannot load model {model_uri}: {exc.message}") from exc
 
 
-def _carbon_options(command: Any) -> Any:
-    """The options that turn joules into emissions and cost (the served model's request params)."""
-    options = [
-        click.option("--carbon-intensity", type=FINITE_FLOAT, default=None, help="Grid intensity, g CO2e per kWh."),
-        click.option("--region", default=None, help="ISO country code or cloud region (shipped table)."),
-        click.option("--pue", type=FINITE_FLOAT, default=None, help="Power usage effectiveness (>= 1; default 1)."),
-        click.option("--price-per-kwh", type=FINITE_FLOAT, default=None, help="Price of one kWh, for the cost column."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 @click.command("predict")
 @click.option("--model", "model_uri", default=DEFAULT_MODEL_URI, show_default=True, help="MLflow model URI.")
 @click.option("--num-layers", type=int, required=True, help="L, encoder layers.")
@@ -214,12 +201,13 @@ def _carbon_options(command: Any) -> Any:
 @click.option(
     "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend."
 )
-@_carbon_options
+@carbon_options
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
 def predict_command(model_uri: str, as_json: bool, **options: Any) -> None:
     """Predict a fine-tuning job's energy and time, or recommend its strategy and device count."""
     from mlflow.exceptions import MlflowException
 
+    carbon = pop_carbon_params(options)
     mode = _mode(options)
     job = {k: options[k] for k in JOB_OPTIONS}
     row: dict[str, Any] = dict(job)
@@ -228,7 +216,7 @@ def predict_command(model_uri: str, as_json: bool, **options: Any) -> None:
         if options["speedup"] is not None:
             row["speedup"] = options["speedup"]
     params = {"mode": mode, "max_devices": options["max_devices"], "objective": options["objective"]}
-    params.update({k: options[k] for k in CARBON_PARAMS if options[k] is not None})
+    params.update(carbon)
     model = _load(model_uri)
     try:
         output = model.predict(pd.DataFrame([row]), params=params)

@@ -5,8 +5,9 @@ under tp, batch divisible under ddp/fsdp, ...) say what *this project's* train j
 run. A measurement made by another implementation (a TP that splits only the MLP, uneven
 heads, a Trainer job) is still a valid data point for the law when it satisfies the
 law's own needs, checked here: positive integer sizes, a known strategy, at least one
-device, ``single`` on exactly one device, and a finite, positive energy (joules) and
-time (seconds) below :data:`MAX_PLAUSIBLE_J` / :data:`MAX_PLAUSIBLE_S`.
+device, ``single`` on exactly one device, and a finite, positive time (seconds) and
+energy (joules) inside the physical bounds of :data:`core.bounds.PHYSICAL_BOUNDS`, the
+same bounds the fit applies to the runs it reads.
 """
 
 from __future__ import annotations
@@ -15,25 +16,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from mlflow_roofline.core.bounds import outside_bound
 from mlflow_roofline.core.config import INT64_MAX
-from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, SIZE_NAMES, STRATEGIES
 
-SIZE_FIELDS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-)
+SIZE_FIELDS: tuple[str, ...] = SIZE_NAMES
 """Integer fields the law's features are built from: each a positive integer."""
-
-MAX_PLAUSIBLE_J = 1e15
-"""Largest energy taken as a measurement: about 280 GWh, beyond any fine-tuning job."""
-
-MAX_PLAUSIBLE_S = 3.2e8
-"""Largest duration taken as a measurement: about ten years, in seconds."""
 
 
 def measured_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -58,10 +46,15 @@ def measured_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
         return "num_devices", problem
     if strategy == "single" and devices != 1:
         return "num_devices", f"must be 1 under strategy single, got {devices}"
-    for name, bound, unit in ((M_ENERGY_J, MAX_PLAUSIBLE_J, "J"), (M_TIME_S, MAX_PLAUSIBLE_S, "s")):
-        problem = _measured_value(values.get(name), bound, unit)
+    for name in (M_TIME_S, M_ENERGY_J):
+        problem = _measured_value(values.get(name))
         if problem:
             return name, problem
+    broken = outside_bound(values[M_ENERGY_J], values[M_TIME_S], values["num_devices"])
+    if broken is not None:
+        bound, value = broken
+        implied = "" if bound.quantity == bound.field else f" (the {bound.quantity} it implies)"
+        return bound.field, f"must lie within {bound.interval}{implied}: {bound.why}; got {value:g} {bound.unit}"
     return None
 
 
@@ -71,13 +64,11 @@ def _positive_int(name: str, value: Any) -> str | None:
     return None
 
 
-def _measured_value(value: Any, bound: float, unit: str) -> str | None:
+def _measured_value(value: Any) -> str | None:
     if value is None:
         return "is missing"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"must be a number, got {value!r}"
     if not math.isfinite(value) or value <= 0:
         return f"must be finite and positive, got {value!r}"
-    if value >= bound:
-        return f"must be below {bound:g} {unit} (no fine-tuning job measures that much), got {value!r}"
     return None

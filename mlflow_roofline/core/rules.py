@@ -23,20 +23,11 @@ from mlflow_roofline.core.schema import (
     DATA_PARALLEL_STRATEGIES,
     DEVICES,
     PRECISIONS,
+    SIZE_NAMES,
     STRATEGIES,
 )
 
-INT_FIELDS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "warmup_steps",
-    "num_devices",
-)
+INT_FIELDS: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "num_devices")
 """Configuration fields that hold integers."""
 
 MINIMUM: Mapping[str, int] = {"warmup_steps": 0}
@@ -113,7 +104,18 @@ def _choice_rule(field: str, choices: tuple[str, ...]) -> Rule:
     )
 
 
-_data_parallel = _in(DATA_PARALLEL_STRATEGIES)
+def _split_rule(name: str, field: str, strategies: tuple[str, ...]) -> Rule:
+    """``field`` divisible by ``num_devices`` under ``strategies`` (what those strategies split across devices)."""
+    splits = _in(strategies)
+    return Rule(
+        name=name,
+        field=field,
+        fields=("strategy", field, "num_devices"),
+        scalar=lambda v: v["strategy"] not in strategies or v[field] % v["num_devices"] == 0,
+        vector=lambda v: ~splits(v["strategy"]) | (np.fmod(v[field], v["num_devices"]) == 0),
+        message=f"must be divisible by num_devices under {{strategy}} ({{{field}}} % {{num_devices}} != 0)",
+    )
+
 
 RULES: tuple[Rule, ...] = (
     *(_minimum_rule(field) for field in INT_FIELDS),
@@ -144,30 +146,9 @@ RULES: tuple[Rule, ...] = (
         vector=lambda v: (v["strategy"] == "single") | (v["num_devices"] >= 2),
         message="must be at least 2 under strategy {strategy}, got {num_devices}",
     ),
-    Rule(
-        name="tp_splits_heads",
-        field="num_heads",
-        fields=("strategy", "num_heads", "num_devices"),
-        scalar=lambda v: v["strategy"] != "tp" or v["num_heads"] % v["num_devices"] == 0,
-        vector=lambda v: (v["strategy"] != "tp") | (np.fmod(v["num_heads"], v["num_devices"]) == 0),
-        message="must be divisible by num_devices under tp ({num_heads} % {num_devices} != 0)",
-    ),
-    Rule(
-        name="tp_splits_ffn",
-        field="ffn_size",
-        fields=("strategy", "ffn_size", "num_devices"),
-        scalar=lambda v: v["strategy"] != "tp" or v["ffn_size"] % v["num_devices"] == 0,
-        vector=lambda v: (v["strategy"] != "tp") | (np.fmod(v["ffn_size"], v["num_devices"]) == 0),
-        message="must be divisible by num_devices under tp ({ffn_size} % {num_devices} != 0)",
-    ),
-    Rule(
-        name="data_parallel_splits_batch",
-        field="batch_size",
-        fields=("strategy", "batch_size", "num_devices"),
-        scalar=lambda v: v["strategy"] not in DATA_PARALLEL_STRATEGIES or v["batch_size"] % v["num_devices"] == 0,
-        vector=lambda v: ~_data_parallel(v["strategy"]) | (np.fmod(v["batch_size"], v["num_devices"]) == 0),
-        message="must be divisible by num_devices under {strategy} ({batch_size} % {num_devices} != 0)",
-    ),
+    _split_rule("tp_splits_heads", "num_heads", ("tp",)),
+    _split_rule("tp_splits_ffn", "ffn_size", ("tp",)),
+    _split_rule("data_parallel_splits_batch", "batch_size", DATA_PARALLEL_STRATEGIES),
 )
 """Every rule, in the order they are checked (the first broken one is reported)."""
 

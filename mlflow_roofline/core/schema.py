@@ -27,8 +27,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rapl", "estimate")
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 
-# Train-run params, in the order DESIGN.md lists them.
-PARAM_NAMES: tuple[str, ...] = (
+SIZE_NAMES: tuple[str, ...] = (
     "num_layers",
     "hidden_size",
     "num_heads",
@@ -36,12 +35,14 @@ PARAM_NAMES: tuple[str, ...] = (
     "seq_len",
     "batch_size",
     "num_steps",
-    "warmup_steps",
-    "strategy",
-    "num_devices",
-    "device",
-    "precision",
 )
+"""A job's integer sizes: layers, width, heads, FFN width, tokens per sample, samples per step, optimizer steps."""
+
+# Train-run params, in the order DESIGN.md lists them.
+PARAM_NAMES: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "strategy", "num_devices", "device", "precision")
+
+LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
+"""The job columns the served law takes (DESIGN.md), in order; ``speedup`` and ``hardware`` are optional beside them."""
 
 # Params that define the workload, independent of how (and how long) it is run.
 WORKLOAD_PARAM_NAMES: tuple[str, ...] = tuple(
@@ -175,6 +176,57 @@ DEFAULT_MODEL_NAME = "roofline-energy"
 MISSING_BASELINE_CHOICES: tuple[str, ...] = ("law", "drop")  # fit: eta of runs without a single-device run
 DEFAULT_ALIAS = "champion"
 
+# Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (DESIGN.md).
+M_ADJ_R2 = "adj_r2"
+M_ADJ_R2_BASELINE = "adj_r2_baseline"
+M_RMSE_LOG = "rmse_log"  # in-sample, natural-log units
+M_RMSE_LOG_BASELINE = "rmse_log_baseline"
+M_RMSE_REDUCTION = "rmse_reduction"  # % by which the paper's rmse_log is below the baseline's
+M_ALPHA_C = "alpha_c"
+M_ALPHA_M = "alpha_m"
+M_ALPHA_ETA = "alpha_eta"
+M_LOG_KAPPA = "log_kappa"  # log joules
+M_CV_MAPE = "cv_mape"  # %, the registered form's grouped cross-validated error
+M_PSI_PREFIX = "psi_"  # psi_<strategy>: the strategy's log-energy offset
+# Runs behind a fit run's law.
+M_N_RUNS_DROPPED = "n_runs_dropped"  # dropped for this hardware after the pull
+M_N_ETA_FROM_LAW = "n_eta_from_law"
+M_N_ETA_MEASURED = "n_eta_measured"
+M_N_WORKLOADS = "n_workloads"
+M_CORR_LOG_C_LOG_M = "corr_log_c_log_m"  # collinearity of the two roofline proxies
+# Every candidate form's errors: <prefix><form>.
+M_CV_MAPE_FORM_PREFIX = "cv_mape_"
+M_CV_MAPE_SE_FORM_PREFIX = "cv_mape_se_"
+M_ADJ_R2_FORM_PREFIX = "adj_r2_"
+M_RMSE_LOG_FORM_PREFIX = "rmse_log_"
+M_CV_MAPE_POOLED_PREFIX = "cv_mape_pooled_"  # pooled fit over all hardware
+M_CV_MAPE_SE_POOLED_PREFIX = "cv_mape_se_pooled_"
+M_POOLED_REGISTERED = "pooled_registered"  # 1.0 when the pooled fit registered a law
+# The additive roofline decomposition and the time law.
+M_EPS_COMP = "eps_comp_j_per_flop"
+M_EPS_MEM = "eps_mem_j_per_element"
+M_E0_J = "e0_j"
+M_ROOFLINE_MAPE = "roofline_mape"
+M_TIME_BETA_C = "time_beta_c"
+M_TIME_BETA_M = "time_beta_m"
+M_TIME_LOG_TAU = "time_log_tau"
+M_TIME_ADJ_R2 = "time_adj_r2"
+M_TIME_PER_WORK = "time_per_work"  # 1.0 when the chosen time law is per unit of work
+M_TIME_CV_MAPE = "time_cv_mape"
+# The speedup law of each strategy: speedup_<strategy>_<param>, _rmse, _n_points.
+M_SPEEDUP_PREFIX = "speedup_"
+
+
+def form_metric(prefix: str, form: str) -> str:
+    """The metric ``<prefix><form>`` of one candidate form (``cv_mape_paper``), one strategy (``psi_ddp``)."""
+    return f"{prefix}{form}"
+
+
+def speedup_metric(strategy: str, key: str) -> str:
+    """The speedup-law metric ``speedup_<strategy>_<key>`` (a law parameter, ``rmse`` or ``n_points``)."""
+    return f"{M_SPEEDUP_PREFIX}{strategy}_{key}"
+
+
 # Fit-run metrics of the size-extrapolation check (percent): the registered form's error
 # on the held-out larger models, and each form's as ``extrap_mape_<form>`` / ``extrap_mape_se_<form>``.
 M_EXTRAP_MAPE = "extrap_mape"
@@ -185,6 +237,8 @@ M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to
 M_REPEAT_SPREAD = "repeat_spread_pct"  # median relative std (%) of energy across repeats of one config: the noise floor
 M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than once
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form
+M_LOHO_MAPE_FORM_PREFIX = "loho_mape_"  # loho_mape_<form>, and its standard error loho_mape_se_<form>
+M_LOHO_MAPE_SE_FORM_PREFIX = "loho_mape_se_"
 
 # Fit-run params and counts beside the law's own metrics (fit/metrics.py).
 # (not P_-prefixed: these words are also the fit's frame columns, which are not logged names)

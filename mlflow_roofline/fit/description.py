@@ -15,9 +15,19 @@ from typing import TYPE_CHECKING
 
 from scipy import stats
 
-from mlflow_roofline.core.schema import M_EXTRAP_MAPE
+from mlflow_roofline.core.schema import (
+    M_ADJ_R2,
+    M_ADJ_R2_BASELINE,
+    M_ALPHA_C,
+    M_ALPHA_ETA,
+    M_EXTRAP_MAPE,
+    M_N_WORKLOADS,
+    M_RMSE_REDUCTION,
+    M_ROOFLINE_MAPE,
+    M_TIME_CV_MAPE,
+)
 from mlflow_roofline.fit.cv import CV_FOLDS
-from mlflow_roofline.law.roofline import RooflineLaw
+from mlflow_roofline.law.roofline import ALPHA_ETA, RooflineLaw
 from mlflow_roofline.law.roofline_smooth import SHARPNESS, SmoothRooflineLaw
 from mlflow_roofline.tracking.notes import md_table
 
@@ -26,11 +36,11 @@ if TYPE_CHECKING:  # the job imports this module
     from mlflow_roofline.law.linear import LinearLaw
 
 PAPER_FIGURES: dict[str, float] = {
-    "adj_r2": 0.853,
-    "adj_r2_baseline": 0.777,
-    "rmse_reduction": 19.0,
-    "alpha_c": 0.20,
-    "alpha_eta": -1.06,
+    M_ADJ_R2: 0.853,
+    M_ADJ_R2_BASELINE: 0.777,
+    M_RMSE_REDUCTION: 19.0,
+    M_ALPHA_C: 0.20,
+    M_ALPHA_ETA: -1.06,
 }
 """The paper's figures on 410 BERT configurations, 8x RTX 2080 Ti (rmse_reduction in %)."""
 PAPER_SETUP = "410 BERT configurations, 8x RTX 2080 Ti"
@@ -71,7 +81,7 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
     parts = [
         f"## Energy law for `{fit.hardware}`",
         f"{len(fit.frame)} of {n_found} finished train runs ({fit.energy_source} energy), "
-        f"{int(metrics.get('n_workloads', 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
+        f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
         "**E = " + formula(chosen.law) + "**",
         "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
         "Ψ: strategy factor (`single` = 1); E in joules. Statsmodels: `" + chosen.formula + "`",
@@ -104,7 +114,7 @@ def formula(law: LinearLaw | RooflineLaw) -> str:
         if isinstance(law, SmoothRooflineLaw):
             k = _num(law.coefficient(SHARPNESS))
             cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"
-        eta = f" · η<sub>h</sub><sup>{_num(law.coefficient('alpha_eta'))}</sup>" if "alpha_eta" in law.terms else ""
+        eta = f" · η<sub>h</sub><sup>{_num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
         psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
         return f"({cost}){eta}{psi}"
     factors = ["κ"]
@@ -132,19 +142,19 @@ def coefficient_table(law: LinearLaw | RooflineLaw, level: float = 0.95) -> str:
 def comparison(metrics: Mapping[str, float]) -> str:
     """This fit against the baseline law (no efficiency term) and against the paper's figures."""
     rows = [
-        ["adjusted R², efficiency-aware law", _r2(metrics["adj_r2"]), _r2(PAPER_FIGURES["adj_r2"])],
+        ["adjusted R², efficiency-aware law", _r2(metrics[M_ADJ_R2]), _r2(PAPER_FIGURES[M_ADJ_R2])],
         [
             "adjusted R², baseline law (no η term)",
-            _r2(metrics["adj_r2_baseline"]),
-            _r2(PAPER_FIGURES["adj_r2_baseline"]),
+            _r2(metrics[M_ADJ_R2_BASELINE]),
+            _r2(PAPER_FIGURES[M_ADJ_R2_BASELINE]),
         ],
         [
             "log RMSE against the baseline's",
-            _pct_change(metrics["rmse_reduction"]),
-            _pct_change(PAPER_FIGURES["rmse_reduction"]),
+            _pct_change(metrics[M_RMSE_REDUCTION]),
+            _pct_change(PAPER_FIGURES[M_RMSE_REDUCTION]),
         ],
-        ["α<sub>C</sub>", _num(metrics["alpha_c"]), f"≈ {PAPER_FIGURES['alpha_c']:.2f}"],
-        ["α<sub>η</sub>", _num(metrics["alpha_eta"]), f"≈ {PAPER_FIGURES['alpha_eta']:.2f}"],
+        ["α<sub>C</sub>", _num(metrics[M_ALPHA_C]), f"≈ {PAPER_FIGURES[M_ALPHA_C]:.2f}"],
+        ["α<sub>η</sub>", _num(metrics[M_ALPHA_ETA]), f"≈ {PAPER_FIGURES[M_ALPHA_ETA]:.2f}"],
     ]
     return "### Against the baseline and the paper\n\n" + md_table(
         ["", "this fit (paper's form)", f"paper ({PAPER_SETUP})"], rows, "lrr"
@@ -162,8 +172,8 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
         f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
         "never split between training and test), mean absolute % error of the energy:\n\n"
         + md_table(["form", "adjusted R²", "log RMSE", "CV MAPE %"], rows, "lrrr")
-        + f"\n\nTime law CV MAPE {metrics['time_cv_mape']:.3g} %; additive roofline "
-        f"(E = ε<sub>comp</sub>·C + ε<sub>mem</sub>·M + E<sub>0</sub>) MAPE {metrics['roofline_mape']:.3g} %."
+        + f"\n\nTime law CV MAPE {metrics[M_TIME_CV_MAPE]:.3g} %; additive roofline "
+        f"(E = ε<sub>comp</sub>·C + ε<sub>mem</sub>·M + E<sub>0</sub>) MAPE {metrics[M_ROOFLINE_MAPE]:.3g} %."
     )
     extrap = extrapolation_rows(metrics)
     if extrap:

@@ -22,14 +22,46 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlflow_roofline.core.schema import (
+    M_ADJ_R2,
+    M_ADJ_R2_BASELINE,
+    M_ADJ_R2_FORM_PREFIX,
+    M_ALPHA_C,
+    M_ALPHA_ETA,
+    M_ALPHA_M,
+    M_CORR_LOG_C_LOG_M,
+    M_CV_MAPE,
+    M_CV_MAPE_FORM_PREFIX,
+    M_CV_MAPE_SE_FORM_PREFIX,
+    M_E0_J,
+    M_EPS_COMP,
+    M_EPS_MEM,
     M_EXTRAP_HELD_OUT,
     M_EXTRAP_MAPE,
     M_EXTRAP_MAPE_FORM_PREFIX,
     M_EXTRAP_MAPE_SE_FORM_PREFIX,
     M_EXTRAP_SIZE_BOUND,
+    M_LOG_KAPPA,
+    M_N_ETA_FROM_LAW,
+    M_N_ETA_MEASURED,
     M_N_RUNS,
+    M_N_RUNS_DROPPED,
+    M_N_WORKLOADS,
+    M_PSI_PREFIX,
     M_REPEAT_SPREAD,
     M_REPEATED_CONFIGS,
+    M_RMSE_LOG,
+    M_RMSE_LOG_BASELINE,
+    M_RMSE_LOG_FORM_PREFIX,
+    M_RMSE_REDUCTION,
+    M_ROOFLINE_MAPE,
+    M_TIME_ADJ_R2,
+    M_TIME_BETA_C,
+    M_TIME_BETA_M,
+    M_TIME_CV_MAPE,
+    M_TIME_LOG_TAU,
+    M_TIME_PER_WORK,
+    form_metric,
+    speedup_metric,
 )
 from mlflow_roofline.fit.diagnostics import collinearity
 from mlflow_roofline.fit.forms import BASELINE, PAPER
@@ -45,17 +77,17 @@ def _paper_metrics(fit: HardwareFit) -> dict[str, float]:
     paper = fit.energy.forms[PAPER]
     base = fit.energy.forms[BASELINE]
     return {
-        "adj_r2": paper.adj_r2,
-        "adj_r2_baseline": base.adj_r2,
-        "rmse_log": paper.rmse_log,
-        "rmse_log_baseline": base.rmse_log,
-        "rmse_reduction": 100.0 * (1.0 - paper.rmse_log / base.rmse_log) if base.rmse_log > 0 else float("nan"),
-        "alpha_c": paper.law.coefficient("log_C"),
-        "alpha_m": paper.law.coefficient("log_M"),
-        "alpha_eta": paper.law.coefficient("log_eta") if "log_eta" in paper.law.terms else float("nan"),
-        "log_kappa": paper.law.coefficient("Intercept"),
-        "cv_mape": fit.energy.forms[fit.energy.chosen].cv_mape,
-        **{f"psi_{strategy}": value for strategy, value in fit.psi.items()},
+        M_ADJ_R2: paper.adj_r2,
+        M_ADJ_R2_BASELINE: base.adj_r2,
+        M_RMSE_LOG: paper.rmse_log,
+        M_RMSE_LOG_BASELINE: base.rmse_log,
+        M_RMSE_REDUCTION: 100.0 * (1.0 - paper.rmse_log / base.rmse_log) if base.rmse_log > 0 else float("nan"),
+        M_ALPHA_C: paper.law.coefficient("log_C"),
+        M_ALPHA_M: paper.law.coefficient("log_M"),
+        M_ALPHA_ETA: paper.law.coefficient("log_eta") if "log_eta" in paper.law.terms else float("nan"),
+        M_LOG_KAPPA: paper.law.coefficient("Intercept"),
+        M_CV_MAPE: fit.energy.forms[fit.energy.chosen].cv_mape,
+        **{form_metric(M_PSI_PREFIX, strategy): value for strategy, value in fit.psi.items()},
     }
 
 
@@ -63,11 +95,11 @@ def _run_metrics(fit: HardwareFit) -> dict[str, float]:
     """Counts of the runs used and dropped for this hardware, and their collinearity."""
     return {
         M_N_RUNS: float(len(fit.frame)),
-        "n_runs_dropped": float(sum(fit.dropped.values())),  # after the pull, for this hardware
-        "n_eta_from_law": float((fit.frame["eta_source"] == ETA_LAW).sum()),
-        "n_eta_measured": float((fit.frame["eta_source"] == ETA_MEASURED).sum()),
-        "n_workloads": float(fit.frame["workload_hash"].nunique()),
-        "corr_log_c_log_m": collinearity(fit.data),
+        M_N_RUNS_DROPPED: float(sum(fit.dropped.values())),  # after the pull, for this hardware
+        M_N_ETA_FROM_LAW: float((fit.frame["eta_source"] == ETA_LAW).sum()),
+        M_N_ETA_MEASURED: float((fit.frame["eta_source"] == ETA_MEASURED).sum()),
+        M_N_WORKLOADS: float(fit.frame["workload_hash"].nunique()),
+        M_CORR_LOG_C_LOG_M: collinearity(fit.data),
         M_REPEATED_CONFIGS: float(fit.noise.n_configs),
         **({M_REPEAT_SPREAD: fit.noise.median_rel_std_pct} if fit.noise.n_configs else {}),
     }
@@ -77,16 +109,16 @@ def _roofline_and_time_metrics(fit: HardwareFit) -> dict[str, float]:
     """The additive roofline's costs and the time law's exponents."""
     roofline, time = fit.energy.roofline, fit.energy.time
     return {
-        "eps_comp_j_per_flop": roofline.eps_comp,
-        "eps_mem_j_per_element": roofline.eps_mem,
-        "e0_j": roofline.e0,
-        "roofline_mape": roofline.mape,
-        "time_beta_c": time.law.coefficient("log_C"),
-        "time_beta_m": time.law.coefficient("log_M"),
-        "time_log_tau": time.law.coefficient("Intercept"),
-        "time_adj_r2": time.adj_r2,
-        "time_per_work": float(time.name == TIME_PER_WORK),
-        "time_cv_mape": time.cv_mape,
+        M_EPS_COMP: roofline.eps_comp,
+        M_EPS_MEM: roofline.eps_mem,
+        M_E0_J: roofline.e0,
+        M_ROOFLINE_MAPE: roofline.mape,
+        M_TIME_BETA_C: time.law.coefficient("log_C"),
+        M_TIME_BETA_M: time.law.coefficient("log_M"),
+        M_TIME_LOG_TAU: time.law.coefficient("Intercept"),
+        M_TIME_ADJ_R2: time.adj_r2,
+        M_TIME_PER_WORK: float(time.name == TIME_PER_WORK),
+        M_TIME_CV_MAPE: time.cv_mape,
     }
 
 
@@ -94,10 +126,10 @@ def _per_form_metrics(fit: HardwareFit) -> dict[str, float]:
     """Held-out and in-sample errors of every evaluated form."""
     out: dict[str, float] = {}
     for name, form in fit.energy.forms.items():
-        out[f"cv_mape_{name}"] = form.cv_mape
-        out[f"cv_mape_se_{name}"] = form.cv_se
-        out[f"adj_r2_{name}"] = form.adj_r2
-        out[f"rmse_log_{name}"] = form.rmse_log
+        out[form_metric(M_CV_MAPE_FORM_PREFIX, name)] = form.cv_mape
+        out[form_metric(M_CV_MAPE_SE_FORM_PREFIX, name)] = form.cv_se
+        out[form_metric(M_ADJ_R2_FORM_PREFIX, name)] = form.adj_r2
+        out[form_metric(M_RMSE_LOG_FORM_PREFIX, name)] = form.rmse_log
     return out
 
 
@@ -112,8 +144,8 @@ def _extrapolation_metrics(fit: HardwareFit) -> dict[str, float]:
         M_EXTRAP_SIZE_BOUND: check.threshold,
     }
     for name, form in fit.energy.forms.items():
-        out[f"{M_EXTRAP_MAPE_FORM_PREFIX}{name}"] = form.extrap_mape
-        out[f"{M_EXTRAP_MAPE_SE_FORM_PREFIX}{name}"] = form.extrap_se
+        out[form_metric(M_EXTRAP_MAPE_FORM_PREFIX, name)] = form.extrap_mape
+        out[form_metric(M_EXTRAP_MAPE_SE_FORM_PREFIX, name)] = form.extrap_se
     return out
 
 
@@ -122,10 +154,10 @@ def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
     out: dict[str, float] = {}
     for strategy, speedup in fit.speedup.items():
         for key, value in speedup.law.params.items():
-            out[f"speedup_{strategy}_{key}"] = value
+            out[speedup_metric(strategy, key)] = value
         if strategy != "single":
-            out[f"speedup_{strategy}_rmse"] = speedup.law.rmse
-            out[f"speedup_{strategy}_n_points"] = float(speedup.law.n_points)
+            out[speedup_metric(strategy, "rmse")] = speedup.law.rmse
+            out[speedup_metric(strategy, "n_points")] = float(speedup.law.n_points)
     return out
 
 

@@ -31,7 +31,16 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.hardware_table import HardwareTable
-from mlflow_roofline.core.schema import M_LOHO_MAPE, present_strategies
+from mlflow_roofline.core.schema import (
+    M_CV_MAPE_POOLED_PREFIX,
+    M_CV_MAPE_SE_POOLED_PREFIX,
+    M_LOHO_MAPE,
+    M_LOHO_MAPE_FORM_PREFIX,
+    M_LOHO_MAPE_SE_FORM_PREFIX,
+    M_POOLED_REGISTERED,
+    form_metric,
+    present_strategies,
+)
 from mlflow_roofline.fit.cv import cv_mape, grouped_cv_mape
 from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.hardware import HardwareFit
@@ -96,12 +105,13 @@ class PooledFit:
 
     def metrics(self) -> dict[str, float]:
         """``cv_mape_pooled_<form>``, ``cv_mape_se_pooled_<form>``, ``loho_mape`` and ``loho_mape_<form>`` (%)."""
-        out: dict[str, float] = {"pooled_registered": float(self.law is not None)}
+        out: dict[str, float] = {M_POOLED_REGISTERED: float(self.law is not None)}
         for name, form in self.forms.items():
-            out[f"cv_mape_pooled_{name}"] = form.cv_mape
-            out[f"cv_mape_se_pooled_{name}"] = form.cv_se
+            out[form_metric(M_CV_MAPE_POOLED_PREFIX, name)] = form.cv_mape
+            out[form_metric(M_CV_MAPE_SE_POOLED_PREFIX, name)] = form.cv_se
         for name, (mape, se) in self.loho.items():
-            out[f"{M_LOHO_MAPE}_{name}"], out[f"{M_LOHO_MAPE}_se_{name}"] = mape, se
+            out[form_metric(M_LOHO_MAPE_FORM_PREFIX, name)] = mape
+            out[form_metric(M_LOHO_MAPE_SE_FORM_PREFIX, name)] = se
         if self.covariate_form:
             out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
         return out

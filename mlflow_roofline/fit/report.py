@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mlflow_roofline.core.schema import (
+    M_ALPHA_C,
+    M_ALPHA_ETA,
+    M_ALPHA_M,
+    M_LOG_KAPPA,
+    M_N_ETA_FROM_LAW,
+    M_N_WORKLOADS,
+    M_RMSE_REDUCTION,
+    M_TIME_BETA_C,
+    M_TIME_BETA_M,
+    M_TIME_CV_MAPE,
+    M_TIME_LOG_TAU,
+)
+
 if TYPE_CHECKING:
     from mlflow_roofline.fit.hardware import HardwareFit
 
@@ -37,20 +51,20 @@ def _form_lines(fit: HardwareFit) -> list[str]:
 
 def _law_lines(fit: HardwareFit, m: dict[str, float]) -> list[str]:
     """The paper's law, the additive roofline and the time law, one line each."""
-    change = "below" if m["rmse_reduction"] >= 0 else "above"
+    change = "below" if m[M_RMSE_REDUCTION] >= 0 else "above"
     r = fit.energy.roofline
     return [
         (
-            f"paper's law: alpha_c {m['alpha_c']:.3f}, alpha_m {m['alpha_m']:.3f}, alpha_eta {m['alpha_eta']:.3f}, "
-            f"log_kappa {m['log_kappa']:.3f}; log rmse {abs(m['rmse_reduction']):.1f}% {change} the baseline's"
+            f"paper's law: alpha_c {m[M_ALPHA_C]:.3f}, alpha_m {m[M_ALPHA_M]:.3f}, alpha_eta {m[M_ALPHA_ETA]:.3f}, "
+            f"log_kappa {m[M_LOG_KAPPA]:.3f}; log rmse {abs(m[M_RMSE_REDUCTION]):.1f}% {change} the baseline's"
         ),
         (
             f"additive roofline ({r.scope} runs): {r.eps_comp:.3e} J/FLOP, {r.eps_mem:.3e} J/element, "
             f"{r.e0:.3g} J fixed; mape {r.mape:.1f}%"
         ),
         (
-            f"time law: log_t1 = {m['time_log_tau']:.3f} + {m['time_beta_c']:.3f} log_C + {m['time_beta_m']:.3f} log_M "
-            f"(cv_mape {m['time_cv_mape']:.3g}%)"
+            f"time law: log_t1 = {m[M_TIME_LOG_TAU]:.3f} + {m[M_TIME_BETA_C]:.3f} log_C + {m[M_TIME_BETA_M]:.3f} log_M "
+            f"(cv_mape {m[M_TIME_CV_MAPE]:.3g}%)"
         ),
     ]
 
@@ -61,7 +75,7 @@ def hardware_report(fit: HardwareFit) -> str:
     lines = [
         (
             f"hardware: {fit.hardware} (energy: {fit.energy_source}), {len(fit.frame)} runs, "
-            f"{int(m['n_workloads'])} workloads, {int(m['n_eta_from_law'])} with eta from the speedup law"
+            f"{int(m[M_N_WORKLOADS])} workloads, {int(m[M_N_ETA_FROM_LAW])} with eta from the speedup law"
         ),
     ]
     if fit.dropped:

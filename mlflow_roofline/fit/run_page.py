@@ -14,7 +14,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.schema import M_ENERGY_J
+from mlflow_roofline.core.schema import M_ALPHA_ETA, M_ENERGY_J
 from mlflow_roofline.fit import forms, plots
 from mlflow_roofline.fit.description import TABLE_ARTIFACT, fit_markdown
 from mlflow_roofline.fit.speedup_fit import laws_of
@@ -68,7 +68,7 @@ def log_figures(fit: HardwareFit) -> list[str]:
         "plots/measured_vs_predicted.png": plots.measured_vs_predicted(fit.data, fitted),
         "plots/residuals.png": plots.residuals(fit.data, fitted),
         "plots/speedup_vs_n.png": plots.speedup_vs_n(fit.frame, laws),
-        "plots/energy_vs_n.png": plots.energy_vs_n(fit.frame, laws, fit.metrics()["alpha_eta"], fit.psi),
+        "plots/energy_vs_n.png": plots.energy_vs_n(fit.frame, laws, fit.metrics()[M_ALPHA_ETA], fit.psi),
     }
     check = fit.energy.extrapolation
     if check is not None:  # the held-out large models of the size-extrapolation check

@@ -16,23 +16,13 @@ import re
 from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, M_ENERGY_J
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, LAW_INPUT_NAMES, M_ENERGY_J
 from mlflow_roofline.integrations.forecast import Prior
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
-LAW_INPUTS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "strategy",
-    "num_devices",
-)
+LAW_INPUTS: tuple[str, ...] = LAW_INPUT_NAMES
 
 
 class LawLoader:

@@ -16,9 +16,10 @@ import json
 from typing import Any
 
 from mlflow_roofline.core.errors import LawFileError
-from mlflow_roofline.core.schema import M_LOHO_MAPE, M_N_RUNS
+from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.features import law_features
-from mlflow_roofline.law.linear import INTERVAL_LEVEL, LinearLaw, t_quantile
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, t_quantile
+from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.law.roofline import RooflineLaw
 from mlflow_roofline.law.roofline_smooth import SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
@@ -148,7 +149,7 @@ class FittedLaw:
             speedup_laws={k: SpeedupLaw.from_dict(v) for k, v in data["speedup_laws"].items()},
             ranges={k: [float(lo), float(hi)] for k, (lo, hi) in data["ranges"].items()},
             n_runs=int(data[M_N_RUNS]),
-            cv_mape=float(data["cv_mape"]),
+            cv_mape=float(data[M_CV_MAPE]),
             hardware_laws={k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()},
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),

@@ -8,25 +8,19 @@ the design matrix from a mapping of features (:mod:`law.features`) by those name
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-INTERVAL_LEVEL = 0.95
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, coefficient_fields, prediction_interval, t_quantile
+
+__all__ = ["INTERVAL_LEVEL", "LinearLaw", "t_quantile"]
 
 # A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
 # coding) or C(strategy, Treatment('single'))[T.fsdp].
 _CATEGORICAL_TERM = re.compile(r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$")
-
-
-@functools.lru_cache(maxsize=256)
-def t_quantile(probability: float, df: float) -> float:
-    """Student t quantile, cached: a served law asks for the same one on every request."""
-    return float(stats.t.ppf(probability, df))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +72,7 @@ class LinearLaw:
         of the coefficients plus the scatter of a single new run.
         """
         x = self.design(features)
-        mean = x @ np.asarray(self.coef)
-        # x' cov x per row; optimize=True contracts x @ cov first (2-6x faster on large grids).
-        se = np.sqrt(np.einsum("ij,jk,ik->i", x, np.asarray(self.cov), x, optimize=True) + self.resid_var)
-        half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
-        return mean, mean - half, mean + half
+        return prediction_interval(x @ np.asarray(self.coef), x, self.cov, self.resid_var, self.df_resid, level)
 
     def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """Mean of y (log units) for new observations, without an interval."""
@@ -97,11 +87,4 @@ class LinearLaw:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LinearLaw:
-        return cls(
-            formula=str(data["formula"]),
-            terms=[str(t) for t in data["terms"]],
-            coef=[float(v) for v in data["coef"]],
-            cov=[[float(v) for v in row] for row in data["cov"]],
-            resid_var=float(data["resid_var"]),
-            df_resid=float(data["df_resid"]),
-        )
+        return cls(**coefficient_fields(data))

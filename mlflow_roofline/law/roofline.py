@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlflow_roofline.law.linear import INTERVAL_LEVEL, t_quantile
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, coefficient_fields, prediction_interval
 
 COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
@@ -90,20 +90,11 @@ class RooflineLaw:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and prediction interval of log E (log joules) for new observations."""
         mean, grad = self._parts(features)
-        se = np.sqrt(np.einsum("ij,jk,ik->i", grad, np.asarray(self.cov), grad) + self.resid_var)
-        half = t_quantile(0.5 + level / 2.0, self.df_resid) * se
-        return mean, mean - half, mean + half
+        return prediction_interval(mean, grad, self.cov, self.resid_var, self.df_resid, level)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, **dataclasses.asdict(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RooflineLaw:
-        return cls(
-            formula=str(data["formula"]),
-            terms=[str(t) for t in data["terms"]],
-            coef=[float(v) for v in data["coef"]],
-            cov=[[float(v) for v in row] for row in data["cov"]],
-            resid_var=float(data["resid_var"]),
-            df_resid=float(data["df_resid"]),
-        )
+        return cls(**coefficient_fields(data))

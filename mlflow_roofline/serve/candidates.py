@@ -18,7 +18,7 @@ import pandas as pd
 from mlflow_roofline.core.rules import PLACEMENT_RULES, satisfied
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.predict import check_finite, evaluate
+from mlflow_roofline.serve.predict import check_finite, evaluate, law_speedup
 
 _RECOMMEND_CHUNK = 250_000
 """Rows x candidates evaluated at once by recommend and pareto mode (bounds memory)."""
@@ -63,18 +63,7 @@ def candidates(law: FittedLaw, max_devices: int) -> Candidates:
         raise invalid(
             "max_devices", f"no strategy the law knows ({', '.join(law.strategies)}) runs on {max_devices} device(s)"
         )
-    speedup = np.full(len(n), np.nan)
-    for name, speedup_law in law.speedup_laws.items():
-        mask = strategy == name
-        if mask.any():
-            speedup[mask] = speedup_law(n[mask])
-    bad = np.flatnonzero(~np.isfinite(speedup) | (speedup <= 0))
-    if len(bad):
-        i = bad[0]
-        raise invalid(
-            "max_devices",
-            f"the fitted {strategy[i]} speedup law gives no positive speedup at {n[i]:.0f} devices; ask for fewer",
-        )
+    speedup = law_speedup(law, strategy, n, field="max_devices", advice="; ask for fewer")
     return Candidates(strategy=strategy, num_devices=n, speedup=speedup)
 
 

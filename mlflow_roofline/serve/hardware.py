@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.hardware_table import load_hardware_table
-from mlflow_roofline.law.fitted import FittedLaw, law_features
+from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
+from mlflow_roofline.serve.features import job_features
 
 HARDWARE_COLUMN = "hardware"
 COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
@@ -80,16 +81,7 @@ def pooled_energy(
     A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
     its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
-    features = law_features(
-        num_layers=sizes["num_layers"],
-        hidden_size=sizes["hidden_size"],
-        seq_len=sizes["seq_len"],
-        batch_size=sizes["batch_size"],
-        num_steps=sizes["num_steps"],
-        num_devices=n,
-        speedup=speedup,
-        strategy=strategy,
-    )
+    features = job_features(sizes, strategy, n, speedup)
     features[HARDWARE_COLUMN] = np.full(len(n), hardware, dtype=object)
     for name in COVARIATE_NAMES:
         if name in covariates:

@@ -22,9 +22,10 @@ import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
-from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw, law_features
+from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw
 from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.features import job_features
 from mlflow_roofline.serve.hardware import pooled_energy, resolve_hardware, unmeasured_time_shift
 from mlflow_roofline.serve.validate import validate_jobs
 
@@ -45,8 +46,15 @@ PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def law_speedup(law: FittedLaw, strategy: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """S(N) from each strategy's speedup law (one vectorised call per strategy)."""
+def law_speedup(
+    law: FittedLaw, strategy: np.ndarray, n: np.ndarray, field: str = "num_devices", advice: str = ""
+) -> np.ndarray:
+    """S(N) from each strategy's speedup law (one vectorised call per strategy).
+
+    Raises:
+        InputError: naming ``field`` (and, for ``num_devices``, the first row) where a law
+            gives no positive finite speedup; ``advice`` ends the message.
+    """
     speedup = np.full(len(n), np.nan)
     for name, speedup_law in law.speedup_laws.items():
         mask = strategy == name
@@ -56,9 +64,9 @@ def law_speedup(law: FittedLaw, strategy: np.ndarray, n: np.ndarray) -> np.ndarr
     if len(bad):
         i = bad[0]
         raise invalid(
-            "num_devices",
-            f"the fitted {strategy[i]} speedup law gives no positive speedup at {n[i]:.0f} devices",
-            bad,
+            field,
+            f"the fitted {strategy[i]} speedup law gives no positive speedup at {n[i]:.0f} devices{advice}",
+            bad if field == "num_devices" else None,
         )
     return speedup
 
@@ -79,16 +87,7 @@ def evaluate(
     law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Energy (with interval), time, speedup, eta and the two flags of each row."""
-    features = law_features(
-        num_layers=sizes["num_layers"],
-        hidden_size=sizes["hidden_size"],
-        seq_len=sizes["seq_len"],
-        batch_size=sizes["batch_size"],
-        num_steps=sizes["num_steps"],
-        num_devices=n,
-        speedup=speedup,
-        strategy=strategy,
-    )
+    features = job_features(sizes, strategy, n, speedup)
     log_e, log_e_lo, log_e_hi = law.energy_law.predict(features)
     log_t1 = law.time_law.mean(features)
     with np.errstate(over="ignore"):

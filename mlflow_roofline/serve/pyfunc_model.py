@@ -38,7 +38,7 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
-from mlflow_roofline.core.schema import M_N_RUNS
+from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
@@ -206,7 +206,7 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
                 "energy_source": law.energy_source,
                 "form": law.form,
                 M_N_RUNS: law.n_runs,
-                "cv_mape": law.cv_mape,
+                M_CV_MAPE: law.cv_mape,
                 "strategies": law.strategies,
                 "mlflow_roofline_version": __version__,
             },

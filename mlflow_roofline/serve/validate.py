@@ -15,18 +15,18 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.rules import (
-    INT_FIELDS,
     first_broken_rows,
     row_values,
     rules_over,
 )
+from mlflow_roofline.core.schema import LAW_INPUT_NAMES, SIZE_NAMES
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 
-SIZE_COLUMNS: tuple[str, ...] = tuple(f for f in INT_FIELDS if f not in ("warmup_steps", "num_devices"))
+SIZE_COLUMNS: tuple[str, ...] = SIZE_NAMES
 """Integer model inputs that describe the job (every one must be >= 1)."""
 
-INPUT_COLUMNS: tuple[str, ...] = SIZE_COLUMNS + ("strategy", "num_devices")
+INPUT_COLUMNS: tuple[str, ...] = LAW_INPUT_NAMES
 """Required model inputs in predict mode (DESIGN.md); ``speedup`` is optional."""
 
 SPEEDUP_COLUMN = "speedup"

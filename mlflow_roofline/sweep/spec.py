@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -31,66 +30,34 @@ from typing import Any
 
 import yaml
 
-from mlflow_roofline.core.carbon import resolve_carbon
-from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import (
-    DEFAULT_EXPERIMENT,
-    DEVICE_CHOICES,
-    P_METER,
-    PRECISIONS,
-    STRATEGIES,
+from mlflow_roofline.core.schema import P_METER
+from mlflow_roofline.sweep.spec_grid import (
+    GRID_DEFAULTS,
+    GRID_KEYS,
+    INT_GRID_KEYS,
+    REQUIRED_GRID_KEYS,
+    check_grid,
+    grid_values,
+    raw_grids,
 )
-from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.sweep.spec_settings import CARBON_KEYS, SETTING_KEYS, SLURM_KEYS, spec_settings
 
-INT_GRID_KEYS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "head_size",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "warmup_steps",
-    "num_devices",
-)
-"""Grid keys whose values are integers (``warmup_steps`` may be 0, the others are positive)."""
-
-GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
-"""Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
-
-CARBON_KEYS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
-"""Top-level keys passed to every train run as its carbon options."""
-
-SETTING_KEYS: tuple[str, ...] = (
-    "experiment",
-    "device",
-    P_METER,
-    "timeout_s",
-    "description",
-    "slurm",
-    "repeats",
-) + CARBON_KEYS
-"""Top-level keys that are settings of the sweep, not grid values."""
-
-REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
-    ("num_layers",),
-    ("hidden_size",),
-    ("num_heads", "head_size"),
-    ("ffn_size", "ffn_ratio"),
-    ("seq_len",),
-    ("batch_size",),
-)
-"""Each grid must give one key of every group (directly or through the top level)."""
-
-GRID_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "num_steps": (20,),
-    "warmup_steps": (3,),
-    "strategy": ("single",),
-    "num_devices": (1,),
-    "precision": ("fp32",),
-}
+__all__ = [
+    "CARBON_KEYS",
+    "GRID_DEFAULTS",
+    "GRID_KEYS",
+    "INT_GRID_KEYS",
+    "REQUIRED_GRID_KEYS",
+    "SETTING_KEYS",
+    "SLURM_KEYS",
+    "SPEC_SUFFIXES",
+    "SweepSpec",
+    "load_spec",
+    "parse_spec",
+    "resolve_spec_path",
+    "shipped_specs",
+]
 
 SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
 
@@ -215,148 +182,8 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
     for key in data:
         if key not in allowed:
             raise ConfigError(str(key), f"unknown key; allowed: {', '.join(allowed)}")
-    settings = _settings(data)
-    top = {key: _values(key, data[key]) for key in GRID_KEYS if key in data}
-    labels, raw_grids = _raw_grids(data.get("grid"))
-    grids = tuple(_check_grid(label, g, top) for label, g in zip(labels, raw_grids))
+    settings = spec_settings(data)
+    top = {key: grid_values(key, data[key]) for key in GRID_KEYS if key in data}
+    labels, raws = raw_grids(data.get("grid"))
+    grids = tuple(check_grid(label, g, top) for label, g in zip(labels, raws))
     return SweepSpec(name=name, source=source, grids=grids, text=text, **settings)
-
-
-def _settings(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec's settings (experiment, device, meter, timeout_s, description), checked in that order."""
-    experiment = data.get("experiment", DEFAULT_EXPERIMENT)
-    if not isinstance(experiment, str) or not experiment.strip():
-        raise ConfigError("experiment", f"must be a non-empty experiment name, got {experiment!r}")
-    device = _choice("device", data.get("device", "auto"), DEVICE_CHOICES)
-    meter = _choice(P_METER, data.get(P_METER, "auto"), METER_NAMES)
-    timeout_s = data.get("timeout_s")
-    if timeout_s is not None and not _positive_number(timeout_s):
-        raise ConfigError("timeout_s", f"must be a finite positive number of seconds, got {timeout_s!r}")
-    repeats = data.get("repeats", 1)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError("repeats", f"must be a positive integer (measured runs per configuration), got {repeats!r}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError("description", f"must be text, got {type(description).__name__}")
-    return {
-        "experiment": experiment.strip(),
-        "device": device,
-        P_METER: meter,
-        "timeout_s": float(timeout_s) if timeout_s is not None else None,
-        "description": description,
-        "slurm": _slurm(data.get("slurm")),
-        "carbon": _carbon(data),
-        "repeats": repeats,
-    }
-
-
-def _carbon(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec's carbon keys that are set, checked (a bad value or unknown region names its key)."""
-    carbon = {key: data[key] for key in CARBON_KEYS if data.get(key) is not None}
-    resolve_carbon(**carbon, env={})
-    return carbon
-
-
-SLURM_KEYS: tuple[str, ...] = ("partition", "account", "time_min")
-
-
-def _slurm(raw: Any) -> dict[str, Any]:
-    """The ``slurm`` section: partition and account names, time_min a positive whole number of minutes."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("slurm", f"must be a mapping with keys {', '.join(SLURM_KEYS)}")
-    for key, value in raw.items():
-        if key not in SLURM_KEYS:
-            raise ConfigError(f"slurm.{key}", f"unknown key; expected one of {', '.join(SLURM_KEYS)}")
-        if key == "time_min":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError("slurm.time_min", f"must be a positive whole number of minutes, got {value!r}")
-        elif not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"slurm.{key}", f"must be a non-empty name, got {value!r}")
-    return dict(raw)
-
-
-def _positive_number(value: Any) -> bool:
-    """A real number (not a bool), finite and above zero."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def _raw_grids(raw_grid: Any) -> tuple[list[str], list[Any]]:
-    """The spec's ``grid``: one mapping or a non-empty list of them, with the label of each."""
-    if raw_grid is None:
-        raise ConfigError("grid", "is required: a mapping of train fields to value lists, or a list of them")
-    if isinstance(raw_grid, Mapping):
-        return ["grid"], [raw_grid]
-    if not isinstance(raw_grid, list):
-        raise ConfigError("grid", f"must be a mapping or a list of mappings, got {type(raw_grid).__name__}")
-    if not raw_grid:
-        raise ConfigError("grid", "is empty; give at least one mapping of train fields to values")
-    return [f"grid[{i}]" for i in range(len(raw_grid))], list(raw_grid)
-
-
-def _check_grid(label: str, raw: Any, top: Mapping[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(label, f"must be a mapping of train fields to value lists, got {type(raw).__name__}")
-    if not raw:
-        raise ConfigError(label, "is empty; give train fields and their values")
-    for key in raw:
-        if key not in GRID_KEYS:
-            hint = " (device is set once, at the top level)" if key == "device" else ""
-            raise ConfigError(f"{label}.{key}", f"unknown grid key{hint}; allowed: {', '.join(GRID_KEYS)}")
-    own = {key: _values(f"{label}.{key}", value) for key, value in raw.items()}
-    for group in (g for g in REQUIRED_GRID_KEYS if len(g) == 2):  # (num_heads, head_size), (ffn_size, ffn_ratio)
-        if all(k in own for k in group):
-            raise ConfigError(f"{label}.{group[1]}", f"give either {group[0]} or {group[1]}, not both")
-        if all(k in top for k in group) and not any(k in own for k in group):
-            raise ConfigError(group[1], f"give either {group[0]} or {group[1]} at the top level, not both")
-    # A grid's own key wins over a top-level value of it or of its alternative.
-    shadowed = {alt for group in REQUIRED_GRID_KEYS for k in group if k in own for alt in group if alt != k}
-    grid = {**GRID_DEFAULTS, **{k: v for k, v in top.items() if k not in shadowed}, **own}
-    for required in REQUIRED_GRID_KEYS:
-        if not any(k in grid for k in required):
-            alternative = f" (or {required[1]})" if len(required) > 1 else ""
-            raise ConfigError(f"{label}.{required[0]}", f"is required{alternative}, in the grid or at the top level")
-    strategies = grid["strategy"]
-    multi = [s for s in strategies if s != "single"]
-    if multi and not any(n >= 2 for n in grid["num_devices"]):
-        raise ConfigError(
-            f"{label}.num_devices",
-            f"strategies {', '.join(multi)} need a value >= 2 (single always runs on 1 device)",
-        )
-    return grid
-
-
-def _values(key: str, raw: Any) -> tuple[Any, ...]:
-    """One grid entry as a tuple of checked values; a scalar counts as a one-element list."""
-    field = key.rsplit(".", 1)[-1]
-    items = raw if isinstance(raw, list) else [raw]
-    if not items:
-        raise ConfigError(key, "must list at least one value")
-    checked = tuple(_value(f"{key}[{i}]" if isinstance(raw, list) else key, field, v) for i, v in enumerate(items))
-    return tuple(dict.fromkeys(checked))  # drop repeats, keep order
-
-
-def _value(key: str, field: str, value: Any) -> Any:
-    if field in INT_GRID_KEYS:
-        problem = int_field_problem(field, value)  # head_size follows the rule of the other counts
-        if problem is not None:
-            raise ConfigError(key, problem)
-        return value
-    if field == "ffn_ratio":
-        if not _positive_number(value):
-            raise ConfigError(
-                key, f"must be a finite positive number (ffn_size = ffn_ratio * hidden_size), got {value!r}"
-            )
-        return value
-    if field == "strategy":
-        return _choice(key, value, STRATEGIES, what="strategy")
-    if field == "precision":
-        return _choice(key, value, PRECISIONS, what="precision")
-    raise ConfigError(key, f"unknown grid key; allowed: {', '.join(GRID_KEYS)}")  # pragma: no cover
-
-
-def _choice(key: str, value: Any, allowed: tuple[str, ...], what: str = "value") -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(key, f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
-    return value

@@ -8,10 +8,14 @@ writing the token loop themselves. ``search_runs`` always returns whole run enti
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from mlflow.entities import ViewType
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 PAGE_SIZE = 50_000
 """Runs per ``search_runs`` call: MLflow's ``SEARCH_MAX_RESULTS_THRESHOLD``, the largest page a store serves."""
@@ -51,13 +55,15 @@ def iter_runs(
             return
 
 
-def search_all_runs(
-    client: Any,
-    experiment_ids: Sequence[str],
-    filter_string: str = "",
-    order_by: Sequence[str] | None = None,
-    run_view_type: int = ViewType.ACTIVE_ONLY,
-    page_size: int = PAGE_SIZE,
-) -> list[Any]:
-    """Every run :func:`iter_runs` yields, as a list."""
-    return list(iter_runs(client, experiment_ids, filter_string, order_by, run_view_type, page_size))
+def _listed(iterate: Callable[P, Iterator[T]]) -> Callable[P, list[T]]:
+    """``iterate`` with the same arguments, returning everything it yields as a list."""
+
+    @functools.wraps(iterate)
+    def listed(*args: P.args, **kwargs: P.kwargs) -> list[T]:
+        return list(iterate(*args, **kwargs))
+
+    listed.__doc__ = f"Every run :func:`{iterate.__name__}` yields, as a list (same arguments)."
+    return listed
+
+
+search_all_runs = _listed(iter_runs)
