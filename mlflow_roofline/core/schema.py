@@ -185,6 +185,14 @@ M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to
 M_REPEAT_SPREAD = "repeat_spread_pct"  # median relative std (%) of energy across repeats of one config: the noise floor
 M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than once
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form
+# Parent fit-run metrics of the pooled forms (fit/pooled.py), per form ``<prefix><form>``, percent;
+# the parent's ``extrap_mape``, ``extrap_n_held_out`` and ``extrap_size_bound`` are the pooled check's.
+M_CV_MAPE_POOLED_PREFIX = "cv_mape_pooled_"
+M_CV_MAPE_SE_POOLED_PREFIX = "cv_mape_se_pooled_"
+M_EXTRAP_MAPE_POOLED_PREFIX = "extrap_mape_pooled_"
+M_EXTRAP_MAPE_SE_POOLED_PREFIX = "extrap_mape_se_pooled_"
+M_POOLED_SANE_PREFIX = "pooled_sane_"  # 1 when the form passes the sanity checks on every hardware, else 0
+M_POOLED_REGISTERED = "pooled_registered"  # 1 when the pooled law is registered as the model
 
 # Fit-run params and counts beside the law's own metrics (fit/metrics.py).
 # (not P_-prefixed: these words are also the fit's frame columns, which are not logged names)
