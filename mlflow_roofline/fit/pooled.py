@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from mlflow_roofline.core.hardware_table import HardwareTable
 from mlflow_roofline.core.schema import (
@@ -55,7 +56,7 @@ from mlflow_roofline.fit.extrapolation import Extrapolation
 from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.hardware import HardwareFit
 from mlflow_roofline.fit.ols import FormFit, fit_ols
-from mlflow_roofline.fit.pooled_checks import pooled_extrapolation, pooled_sanity
+from mlflow_roofline.fit.pooled_checks import extrapolation_figure, pooled_extrapolation, pooled_sanity
 from mlflow_roofline.fit.selection import choose_form
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
@@ -85,6 +86,7 @@ class PooledFit:
         extrapolation: the size-extrapolation check over the pooled runs (None where it could not run).
         insane: forms that broke a sanity property on some hardware, with what they broke.
         notes: what the checks found, in words.
+        data: the pooled runs' law features (:func:`pooled_data`).
         run_id, model_version, aliases: set when logged and registered.
     """
 
@@ -97,6 +99,7 @@ class PooledFit:
     extrapolation: Extrapolation | None = None
     insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    data: pd.DataFrame | None = None
     run_id: str = ""
     model_version: str | None = None
     aliases: list[str] = dataclasses.field(default_factory=list)
@@ -142,6 +145,13 @@ class PooledFit:
         if self.covariate_form:
             out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
         return out
+
+    def extrapolation_figure(self) -> Figure | None:
+        """The held-out larger models against the pooled forms' predictions (None without the check)."""
+        if self.extrapolation is None or self.data is None:
+            return None
+        shown = [HARDWARE_SLOPES, self.chosen, *([self.covariate_form] if self.covariate_form else [])]
+        return extrapolation_figure(self.forms, self.data, self.extrapolation, shown)
 
     def report(self) -> str:
         """The pooled comparison in words, one line per form, then the checks' notes."""
@@ -253,7 +263,7 @@ def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0)
     notes += [f"{name} is not registered: {'; '.join(problems[:2])}" for name, problems in insane.items()]
     chosen = choose_pooled(forms, insane)
     pooled = PooledFit(forms, chosen, loho, covariates, missing, extrapolation=extrapolation, insane=insane)
-    pooled.notes = notes
+    pooled.notes, pooled.data = notes, data
     if pooled.chosen != HARDWARE_SLOPES:
         pooled.law = pooled_law(pooled, fits)
     return pooled

@@ -9,6 +9,10 @@
   speedup laws and its own fitted ranges (what serving a row of that hardware uses).
   Energy must be finite and positive, never decrease with size and double with the steps.
 
+:func:`extrapolation_figure` draws the held-out larger models against what the
+separate-slopes, the chosen and the covariate form predicted from the smaller ones
+(``plots/pooled_extrapolation.png`` of the parent fit run).
+
 A pooled form that breaks a sanity property is not registered; ``hardware_slopes``
 (registering one law per hardware, each already sanity-checked by its own fit) stays
 eligible, so the choice falls back to it when no pooled form is sane.
@@ -22,7 +26,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
+from mlflow_roofline.fit import plots
 from mlflow_roofline.fit.extrapolation import Extrapolation, check_extrapolation
 from mlflow_roofline.fit.hardware import HardwareFit
 from mlflow_roofline.fit.sanity import sanity_problems
@@ -69,3 +75,13 @@ def pooled_extrapolation(forms: Mapping[str, Any], data: pd.DataFrame) -> tuple[
     its hash, which differs per hardware, so each hardware's runs of it are one group.
     """
     return check_extrapolation(forms, data)
+
+
+def extrapolation_figure(
+    forms: Mapping[str, Any], data: pd.DataFrame, check: Extrapolation, shown: Sequence[str]
+) -> Figure:
+    """Measured vs predicted energy (joules) of the held-out larger models, one panel per form in ``shown``."""
+    predicted = {
+        f"{name}: extrap_mape {forms[name].extrap_mape:.1f}%": check.predicted[name] for name in dict.fromkeys(shown)
+    }
+    return plots.measured_vs_predicted(data[check.held_out], predicted)

@@ -134,8 +134,9 @@ def unmeasured_time_shift(
     Zero where the law lacks the reference's ``log_peak`` or ``log_ridge`` (a law without covariates).
     """
     reference = law.covariates.get(reference_hardware(law), {})
-    args = [np.asarray(sizes[k], dtype=float) for k in ("num_layers", "hidden_size", "seq_len", "batch_size")]
-    intensity = proxy_flops(*args, 1.0) / proxy_mem_traffic(*args, 1.0)
+    size = {k: np.asarray(sizes[k], dtype=float) for k in ("num_layers", "hidden_size", "seq_len", "batch_size")}
+    steps = np.ones(len(size["num_layers"]))
+    intensity = proxy_flops(**size, num_steps=steps) / proxy_mem_traffic(**size, num_steps=steps)
     if not all(k in reference and k in covariates for k in ("log_peak", "log_ridge")):
         return np.zeros(len(intensity))
     return log_seconds_per_flop(covariates, intensity) - log_seconds_per_flop(reference, intensity)
