@@ -96,3 +96,15 @@ def test_recommend_searches_the_named_measured_hardware(served) -> None:
         {"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}], "params": {"mode": "recommend"}}
     )
     assert several.status_code == 400 and "one measured hardware per request" in several.json()["message"]
+
+
+def test_the_parent_run_logs_the_pooled_forms_checks(served) -> None:
+    client = mlflow.MlflowClient()
+    parent = client.get_run(client.get_model_version_by_alias("fleet-energy", "champion").run_id)
+    metrics, chosen = parent.data.metrics, parent.data.tags["roofline.form"]
+    for form in ("hardware_slopes", "hardware_intercepts", "hardware_offset", "hardware_covariates"):
+        assert 0 < metrics[f"extrap_mape_pooled_{form}"] < 20 and metrics[f"pooled_sane_{form}"] == 1.0
+    assert metrics["extrap_mape"] == metrics[f"extrap_mape_pooled_{chosen}"] and metrics["extrap_n_held_out"] > 0
+    assert "plots/pooled_extrapolation.png" in {f.path for f in client.list_artifacts(parent.info.run_id, "plots")}
+    report = mlflow.artifacts.load_text(f"runs:/{parent.info.run_id}/pooled_report.txt")
+    assert "extrap_mape" in report and "sanity checks on every hardware" in report
