@@ -14,11 +14,12 @@ predicting the larger models), both in %, and how often each form was registered
 
 Then the pooled forms over the three simulated GPUs of
 :mod:`mlflow_roofline.testing.hardware_fleet` (roofline generator, their rows in a
-temporary hardware table): grouped-CV MAPE of every pooled form, the
-leave-one-hardware-out MAPE (``loho_mape``: each GPU predicted by the law fitted on the
-two others, from its table row alone) of the covariate forms, and how often each won.
+temporary hardware table): grouped-CV and size-extrapolation MAPE of every pooled form,
+how often it failed a sanity check, the leave-one-hardware-out MAPE (``loho_mape``: each
+GPU predicted by the law fitted on the two others, from its table row alone) of the
+covariate forms, and how often each won.
 
-    python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5]
+    python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5] [--pooled-only]
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=30, help="workloads per dataset (default 30)")
     parser.add_argument("--seeds", type=int, default=5, help="datasets per generator (default 5)")
+    parser.add_argument("--pooled-only", action="store_true", help="only the pooled forms over the fleet")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    for generator in ("roofline", "roofline-time", "power-law"):
+    for generator in () if args.pooled_only else ("roofline", "roofline-time", "power-law"):
         cv: dict[str, list[float]] = collections.defaultdict(list)
         extrap: dict[str, list[float]] = collections.defaultdict(list)
         chosen: collections.Counter[str] = collections.Counter()
@@ -71,7 +73,7 @@ def main() -> int:
 
 
 def _pooled(workloads: int, seeds: int) -> None:
-    """Print the pooled forms' CV and leave-one-hardware-out errors on the simulated fleet."""
+    """Print the pooled forms' CV, extrapolation and leave-one-hardware-out errors on the simulated fleet."""
     import tempfile
     from pathlib import Path
 
@@ -84,8 +86,10 @@ def _pooled(workloads: int, seeds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         table = load_hardware_table(write_fleet_table(Path(tmp) / "fleet.csv"), env={})
     cv: dict[str, list[float]] = collections.defaultdict(list)
+    extrap: dict[str, list[float]] = collections.defaultdict(list)
     loho: dict[str, list[float]] = collections.defaultdict(list)
     chosen: collections.Counter[str] = collections.Counter()
+    insane: collections.Counter[str] = collections.Counter()
     for seed in range(seeds):
         frame = generate_roofline_runs(workloads, hardware=FLEET, seed=seed)
         fits = sorted(
@@ -93,14 +97,19 @@ def _pooled(workloads: int, seeds: int) -> None:
         )
         pooled = fit_pooled(fits, table, seed)
         chosen[pooled.chosen] += 1
+        insane.update(pooled.insane)
         for name, form in pooled.forms.items():
             cv[name].append(form.cv_mape)
+            extrap[name].append(form.extrap_mape)
             loho[name].append(pooled.loho.get(name, (np.nan, np.nan))[0])
     print(f"pooled over {len(FLEET)} simulated GPUs, {workloads} workloads each, {seeds} seeds (mean over seeds, %):")
-    print(f"  {'form':20s} {'cv_mape':>8s} {'loho_mape':>10s} {'chosen':>7s}")
+    print(f"  {'form':20s} {'cv_mape':>8s} {'extrap_mape':>12s} {'loho_mape':>10s} {'insane':>7s} {'chosen':>7s}")
     for name, errors in cv.items():
         held = f"{np.nanmean(loho[name]):10.2f}" if np.isfinite(loho[name]).any() else f"{'-':>10s}"
-        print(f"  {name:20s} {np.nanmean(errors):8.2f} {held} {chosen[name]:>3d}/{seeds}")
+        print(
+            f"  {name:20s} {np.nanmean(errors):8.2f} {np.nanmean(extrap[name]):12.2f} {held} "
+            f"{insane[name]:>3d}/{seeds} {chosen[name]:>3d}/{seeds}"
+        )
 
 
 if __name__ == "__main__":

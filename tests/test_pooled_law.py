@@ -7,18 +7,32 @@ written to a user table, as a user would add a GPU the shipped table lacks.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.formula.api as smf
 
 from mlflow_roofline.core.hardware_table import ENV_HARDWARE_TABLE, load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
+from mlflow_roofline.fit.extrapolation import EXTRAP_QUANTILE
 from mlflow_roofline.fit.hardware import HardwareFit, fit_hardware
-from mlflow_roofline.fit.pooled import HARDWARE_COVARIATES, HARDWARE_SLOPES, PooledFit, fit_pooled
+from mlflow_roofline.fit.pooled import (
+    HARDWARE_COVARIATES,
+    HARDWARE_OFFSET,
+    HARDWARE_SLOPES,
+    PooledFit,
+    choose_pooled,
+    fit_pooled,
+    pooled_data,
+)
+from mlflow_roofline.fit.pooled_checks import pooled_sanity
+from mlflow_roofline.fit.selection import score
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.serve.errors import InputError
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
@@ -75,8 +89,21 @@ def table_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pooled(table_path: Path) -> PooledFit:
-    return fit_pooled(fleet_fits(FLEET), load_hardware_table(table_path, env={}))
+def fits() -> list[HardwareFit]:
+    return fleet_fits(FLEET)
+
+
+@pytest.fixture(scope="module")
+def pooled(fits: list[HardwareFit], table_path: Path) -> PooledFit:
+    return fit_pooled(fits, load_hardware_table(table_path, env={}))
+
+
+def true_seconds(hw: RooflineHardware, jobs: pd.DataFrame) -> np.ndarray:
+    """The generator's noise-free time (seconds) of single-device jobs."""
+    args = [jobs[c].to_numpy(dtype=float) for c in ("num_layers", "hidden_size", "seq_len", "batch_size")]
+    weights = 12.0 * args[0] * args[1] ** 2
+    seconds, _ = hw.step(proxy_flops(*args, 1), proxy_mem_traffic(*args, 1), weights, "single", 1)
+    return seconds * jobs["num_steps"].to_numpy(dtype=float)
 
 
 def test_a_pooled_form_wins_and_the_law_round_trips_through_json(pooled: PooledFit) -> None:
@@ -141,3 +168,86 @@ def test_a_one_hardware_law_takes_its_own_name_or_none() -> None:
     assert len(predict_frame(law, JOBS.assign(hardware="Sim Base"))) == len(JOBS)
     with pytest.raises(InputError, match="unknown hardware 'NVIDIA A10'; this model knows Sim Base$"):
         predict_frame(law, JOBS.assign(hardware="NVIDIA A10"))
+
+
+def test_every_pooled_form_is_checked_for_size_extrapolation_as_a_hardware_form_is(
+    pooled: PooledFit, fits: list[HardwareFit]
+) -> None:
+    check = pooled.extrapolation
+    assert check is not None and check.held_out.sum() >= 3 * 10
+    metrics = pooled.metrics()
+    for name, form in pooled.forms.items():
+        assert 0 < form.extrap_mape < 20 and np.isfinite(form.extrap_se)
+        assert metrics[f"extrap_mape_pooled_{name}"] == form.extrap_mape
+        assert metrics[f"pooled_sane_{name}"] == 1.0
+    assert metrics["extrap_mape"] == pooled.forms[pooled.chosen].extrap_mape
+    assert metrics["extrap_n_held_out"] == check.held_out.sum()
+    # recomputed by hand: the covariate form refitted with statsmodels on the smaller models only
+    data = pooled_data(fits, pooled.covariates)
+    bound = np.quantile(data["log_Ld2"], EXTRAP_QUANTILE)
+    small, large = data[data["log_Ld2"] <= bound + 1e-12], data[data["log_Ld2"] > bound + 1e-12]
+    fitted = smf.ols("I(log_E - log_jpf) ~ log_C + log_M + log_eta + log_ridge + strategy", small).fit()
+    predicted = np.exp(fitted.predict(large) + large["log_jpf"])
+    mape = float(np.mean(100 * np.abs(predicted / np.exp(large["log_E"]) - 1)))
+    assert pooled.forms[HARDWARE_COVARIATES].extrap_mape == pytest.approx(mape, rel=1e-6)
+    report = pooled.report()
+    assert "extrap_mape" in report and "larger runs predicted" in report and "sanity checks" in report
+
+
+def test_the_pooled_choice_uses_the_worse_of_cv_and_extrapolation_error(pooled: PooledFit) -> None:
+    assert pooled.chosen == choose_pooled(pooled.forms, {})
+    best = min(score(f)[0] for f in pooled.forms.values())
+    assert score(pooled.forms[pooled.chosen])[0] <= best + score(pooled.forms[pooled.chosen])[1] + 1e-9
+    # the same form, unchanged in CV, missing the larger models by 50 % is no longer chosen
+    forms = dict(pooled.forms)
+    forms[pooled.chosen] = dataclasses.replace(forms[pooled.chosen], extrap_mape=50.0, extrap_se=1.0)
+    assert forms[pooled.chosen].cv_mape == pooled.forms[pooled.chosen].cv_mape
+    assert choose_pooled(forms, {}) != pooled.chosen
+
+
+def _falling_with_size(law: LinearLaw) -> LinearLaw:
+    """``law`` with the sign of its log_C and log_M slopes flipped: energy falls as the model grows."""
+    coef = [-c if t in ("log_C", "log_M") else c for t, c in zip(law.terms, law.coef)]
+    return LinearLaw(law.formula, list(law.terms), coef, law.cov, law.resid_var, law.df_resid)
+
+
+def test_a_pooled_form_that_breaks_a_sanity_property_is_not_chosen(pooled: PooledFit, fits: list[HardwareFit]) -> None:
+    assert pooled.insane == {} and pooled_sanity(pooled.forms, fits, pooled.covariates) == {}
+    broken = dict(pooled.forms)
+    broken[HARDWARE_COVARIATES] = dataclasses.replace(
+        broken[HARDWARE_COVARIATES], law=_falling_with_size(broken[HARDWARE_COVARIATES].law)
+    )
+    insane = pooled_sanity(broken, fits, pooled.covariates)
+    assert set(insane) == {HARDWARE_COVARIATES}
+    assert {p.split(":")[0] for p in insane[HARDWARE_COVARIATES]} == {f.hardware for f in fits}
+    assert any("decreases as hidden_size grows" in p for p in insane[HARDWARE_COVARIATES])
+    # with its errors unchanged it would win; broken, it is passed over, also for unmeasured GPUs
+    assert choose_pooled(pooled.forms, {}) == HARDWARE_COVARIATES == pooled.chosen
+    assert choose_pooled(broken, insane) != HARDWARE_COVARIATES
+    rechecked = dataclasses.replace(pooled, forms=broken, insane=insane)
+    assert rechecked.covariate_form == HARDWARE_OFFSET
+    # hardware_slopes (one sanity-checked law per hardware) stays the fallback when nothing pooled is sane
+    assert choose_pooled(pooled.forms, {n: ["x"] for n in pooled.forms}) == HARDWARE_SLOPES
+
+
+def test_an_unmeasured_gpu_s_time_follows_the_roofline_not_the_peak_flops(
+    pooled: PooledFit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert pooled.law is not None
+    reference = next(hw for hw in FLEET if hw.name == pooled.law.known_hardware[0])
+    compute = dataclasses.replace(reference, name="Sim Compute", peak_flops=4 * reference.peak_flops)
+    monkeypatch.setenv(ENV_HARDWARE_TABLE, str(write_fleet_table(tmp_path / "t.csv", (*FLEET, compute))))
+    on_reference = predict_frame(pooled.law, JOBS.assign(hardware=reference.name))
+    on_compute = predict_frame(pooled.law, JOBS.assign(hardware=compute.name))
+    assert on_compute["time_scaled_from"].tolist() == [reference.name] * len(JOBS)
+    assert on_reference["time_scaled_from"].tolist() == [""] * len(JOBS)
+    predicted = (on_compute["time_s"] / on_reference["time_s"]).to_numpy()
+    truth = true_seconds(compute, JOBS) / true_seconds(reference, JOBS)
+    np.testing.assert_allclose(predicted, truth, rtol=0.05)
+    args = [JOBS[c].to_numpy(dtype=float) for c in ("num_layers", "hidden_size", "seq_len", "batch_size")]
+    memory_bound = proxy_flops(*args, 1) / proxy_mem_traffic(*args, 1) < reference.peak_flops / reference.mem_rate
+    assert memory_bound.sum() >= 2 and (~memory_bound).sum() >= 1
+    # four times the FLOP/s, the same bandwidth: a memory-bound job is not predicted faster
+    assert np.all(predicted[memory_bound] >= 1.0 - 1e-12)
+    # a compute-bound one is, though by less than 4x once it meets the new GPU's memory roof
+    assert np.all((predicted[~memory_bound] < 0.95) & (predicted[~memory_bound] >= 0.25 - 1e-12))

@@ -67,6 +67,8 @@ def test_measured_and_table_hardware_over_http(served) -> None:
     out = pd.DataFrame(response.json()["predictions"])
     pd.testing.assert_frame_equal(out, model.predict(pd.DataFrame(rows)), check_dtype=False, rtol=1e-12)
     assert out["extrapolated_hardware"].tolist() == [False, False, True]
+    # the L4's speedup and time come from the reference (most runs) hardware, time scaled by the roofline
+    assert out["time_scaled_from"].tolist() == ["", "", model.unwrap_python_model().law.known_hardware[0]]
     assert out["energy_j"].iloc[1] < out["energy_j"].iloc[0]  # Sim Fast spends less than Sim Base, as generated
     # the shipped table's L4 is predicted through the covariates, its interval widened
     widths = out["energy_j_upper"] / out["energy_j_lower"]
@@ -94,3 +96,15 @@ def test_recommend_searches_the_named_measured_hardware(served) -> None:
         {"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}], "params": {"mode": "recommend"}}
     )
     assert several.status_code == 400 and "one measured hardware per request" in several.json()["message"]
+
+
+def test_the_parent_run_logs_the_pooled_forms_checks(served) -> None:
+    client = mlflow.MlflowClient()
+    parent = client.get_run(client.get_model_version_by_alias("fleet-energy", "champion").run_id)
+    metrics, chosen = parent.data.metrics, parent.data.tags["roofline.form"]
+    for form in ("hardware_slopes", "hardware_intercepts", "hardware_offset", "hardware_covariates"):
+        assert 0 < metrics[f"extrap_mape_pooled_{form}"] < 20 and metrics[f"pooled_sane_{form}"] == 1.0
+    assert metrics["extrap_mape"] == metrics[f"extrap_mape_pooled_{chosen}"] and metrics["extrap_n_held_out"] > 0
+    assert "plots/pooled_extrapolation.png" in {f.path for f in client.list_artifacts(parent.info.run_id, "plots")}
+    report = mlflow.artifacts.load_text(f"runs:/{parent.info.run_id}/pooled_report.txt")
+    assert "extrap_mape" in report and "sanity checks on every hardware" in report

@@ -8,6 +8,9 @@ All quantities are per measured window unless the name says otherwise:
 - ``proxy_mem_traffic``    M = B * S * d * L * steps                      (activation elements)
 - arithmetic intensity     C / M                                          (FLOPs per element)
 
+The memory proxy counts elements; a byte figure (a GPU's bandwidth in bytes/s) is met
+with :data:`MEM_BYTES_PER_ELEMENT` bytes per element (FP16/BF16 mixed precision).
+
 These are the proxies the scaling law is written in; they are deliberately the paper's
 forms, not exact operation counts (see :mod:`mlflow_roofline.train.flop_count` for those).
 """
@@ -27,6 +30,9 @@ from mlflow_roofline.core.schema import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+MEM_BYTES_PER_ELEMENT = 2
+"""Bytes per element of the memory-traffic proxy (FP16/BF16 activations)."""
 
 #: One configuration (int or float) or a numpy array of them: the closed forms apply elementwise.
 Size = TypeVar("Size", int, float, "np.ndarray")

@@ -239,6 +239,11 @@ M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than o
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form
 M_LOHO_MAPE_FORM_PREFIX = "loho_mape_"  # loho_mape_<form>, and its standard error loho_mape_se_<form>
 M_LOHO_MAPE_SE_FORM_PREFIX = "loho_mape_se_"
+# Parent fit-run metrics of the pooled forms (fit/pooled.py), per form ``<prefix><form>``, percent;
+# the parent's ``extrap_mape``, ``extrap_n_held_out`` and ``extrap_size_bound`` are the pooled check's.
+M_EXTRAP_MAPE_POOLED_PREFIX = "extrap_mape_pooled_"
+M_EXTRAP_MAPE_SE_POOLED_PREFIX = "extrap_mape_se_pooled_"
+M_POOLED_SANE_PREFIX = "pooled_sane_"  # 1 when the form passes the sanity checks on every hardware, else 0
 
 # Fit-run params and counts beside the law's own metrics (fit/metrics.py).
 # (not P_-prefixed: these words are also the fit's frame columns, which are not logged names)

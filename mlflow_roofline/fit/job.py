@@ -15,8 +15,9 @@ Steps (one pass per ``roofline.hardware``):
 
 With several hardware, each gets a nested fit run under one parent, which also fits the
 pooled forms over all hardware (:mod:`fit.pooled`: hardware intercepts, hardware
-covariates from the hardware table, separate slopes) and logs their grouped-CV and
-leave-one-hardware-out errors. When a pooled form wins, the pooled law is logged in the
+covariates from the hardware table, separate slopes), checks them for size extrapolation
+and sanity on every hardware (:mod:`fit.pooled_checks`), and logs their grouped-CV,
+extrapolation and leave-one-hardware-out errors. When a pooled form wins, the pooled law is logged in the
 parent and registered as the model with ``alias``; otherwise the hardware with the most
 runs gets ``alias``. Every hardware gets ``alias-<hardware>``.
 Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
@@ -164,6 +165,9 @@ def _log_parent_and_children(
         pooled_info = None
         if pooled is not None:
             mlflow.log_text(pooled.report() + "\n", "pooled_report.txt")
+            figure = pooled.extrapolation_figure()
+            if figure is not None:
+                mlflow.log_figure(figure, "plots/pooled_extrapolation.png")
             if pooled.law is not None:
                 from mlflow_roofline.serve.pyfunc_model import log_law_model
 

@@ -20,31 +20,46 @@ The two covariate forms predict a GPU no run measured, given its table row; thei
 leave-one-hardware-out MAPE (every hardware held out in turn, fitted on the others) is
 ``loho_mape``. When a pooled form (not ``hardware_slopes``) wins, :attr:`PooledFit.law`
 is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
+
+Every pooled form also passes the checks of a per-hardware form (:mod:`fit.pooled_checks`):
+the size-extrapolation check sets its ``extrap_mape``, and the choice is the same rule
+(the worse of CV and extrapolation error, 1-SE) among the forms that pass the sanity
+checks on every hardware (``hardware_slopes`` always eligible). The covariate form used
+for GPUs no run measured is the sane one with the smallest leave-one-hardware-out error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from mlflow_roofline.core.hardware_table import HardwareTable
 from mlflow_roofline.core.schema import (
     M_CV_MAPE_POOLED_PREFIX,
     M_CV_MAPE_SE_POOLED_PREFIX,
+    M_EXTRAP_HELD_OUT,
+    M_EXTRAP_MAPE,
+    M_EXTRAP_MAPE_POOLED_PREFIX,
+    M_EXTRAP_MAPE_SE_POOLED_PREFIX,
+    M_EXTRAP_SIZE_BOUND,
     M_LOHO_MAPE,
     M_LOHO_MAPE_FORM_PREFIX,
     M_LOHO_MAPE_SE_FORM_PREFIX,
     M_POOLED_REGISTERED,
+    M_POOLED_SANE_PREFIX,
     form_metric,
     present_strategies,
 )
 from mlflow_roofline.fit.cv import cv_mape, grouped_cv_mape
+from mlflow_roofline.fit.extrapolation import Extrapolation
 from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.hardware import HardwareFit
 from mlflow_roofline.fit.ols import FormFit, fit_ols
+from mlflow_roofline.fit.pooled_checks import extrapolation_figure, pooled_extrapolation, pooled_sanity
 from mlflow_roofline.fit.selection import choose_form
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
@@ -71,6 +86,10 @@ class PooledFit:
         covariates: per hardware, its covariates (only hardware the table knows).
         missing: hardware the table does not know (then no covariate form is tried).
         law: the pooled law when a pooled form wins, else None.
+        extrapolation: the size-extrapolation check over the pooled runs (None where it could not run).
+        insane: forms that broke a sanity property on some hardware, with what they broke.
+        notes: what the checks found, in words.
+        data: the pooled runs' law features (:func:`pooled_data`).
         run_id, model_version, aliases: set when logged and registered.
     """
 
@@ -80,6 +99,10 @@ class PooledFit:
     covariates: dict[str, dict[str, float]]
     missing: list[str]
     law: FittedLaw | None = None
+    extrapolation: Extrapolation | None = None
+    insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    data: pd.DataFrame | None = None
     run_id: str = ""
     model_version: str | None = None
     aliases: list[str] = dataclasses.field(default_factory=list)
@@ -99,16 +122,27 @@ class PooledFit:
 
     @property
     def covariate_form(self) -> str:
-        """The covariate form with the smallest leave-one-hardware-out error ("" without one)."""
-        scored = {n: v for n, v in self.loho.items() if np.isfinite(v[0])}
+        """The sane covariate form with the smallest leave-one-hardware-out error ("" without one)."""
+        scored = {n: v for n, v in self.loho.items() if np.isfinite(v[0]) and n not in self.insane}
         return min(scored, key=lambda n: scored[n][0]) if scored else ""
 
     def metrics(self) -> dict[str, float]:
-        """``cv_mape_pooled_<form>``, ``cv_mape_se_pooled_<form>``, ``loho_mape`` and ``loho_mape_<form>`` (%)."""
+        """Per form ``cv_mape_pooled_<form>``, ``extrap_mape_pooled_<form>`` and their ``_se_`` (%),
+        ``pooled_sane_<form>`` (1 or 0); ``extrap_mape`` (the chosen form's), ``extrap_n_held_out``,
+        ``extrap_size_bound`` (L*d^2), ``loho_mape`` and
+        ``loho_mape_<form>`` (%), ``pooled_registered``."""
         out: dict[str, float] = {M_POOLED_REGISTERED: float(self.law is not None)}
         for name, form in self.forms.items():
             out[form_metric(M_CV_MAPE_POOLED_PREFIX, name)] = form.cv_mape
             out[form_metric(M_CV_MAPE_SE_POOLED_PREFIX, name)] = form.cv_se
+            out[form_metric(M_POOLED_SANE_PREFIX, name)] = float(name not in self.insane)
+            if self.extrapolation is not None:
+                out[form_metric(M_EXTRAP_MAPE_POOLED_PREFIX, name)] = form.extrap_mape
+                out[form_metric(M_EXTRAP_MAPE_SE_POOLED_PREFIX, name)] = form.extrap_se
+        if self.extrapolation is not None:
+            out[M_EXTRAP_MAPE] = self.forms[self.chosen].extrap_mape
+            out[M_EXTRAP_HELD_OUT] = float(self.extrapolation.held_out.sum())
+            out[M_EXTRAP_SIZE_BOUND] = self.extrapolation.threshold
         for name, (mape, se) in self.loho.items():
             out[form_metric(M_LOHO_MAPE_FORM_PREFIX, name)] = mape
             out[form_metric(M_LOHO_MAPE_SE_FORM_PREFIX, name)] = se
@@ -116,21 +150,41 @@ class PooledFit:
             out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
         return out
 
+    def extrapolation_figure(self) -> Figure | None:
+        """The held-out larger models against the pooled forms' predictions (None without the check)."""
+        if self.extrapolation is None or self.data is None:
+            return None
+        shown = [HARDWARE_SLOPES, self.chosen, *([self.covariate_form] if self.covariate_form else [])]
+        return extrapolation_figure(self.forms, self.data, self.extrapolation, shown)
+
     def report(self) -> str:
-        """The pooled comparison in words, one line per form."""
+        """The pooled comparison in words, one line per form, then the checks' notes."""
+        check = self.extrapolation
+        where = (
+            f"; extrapolation: fitted on L*d^2 <= {check.threshold:.3g}, "
+            f"{int(check.held_out.sum())} larger runs predicted"
+            if check is not None
+            else ""
+        )
         lines = [
             f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
-            f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload):"
+            f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload{where}):"
         ]
         for name, form in self.forms.items():
+            extrap = f"  extrap_mape {form.extrap_mape:.3g}% (se {form.extrap_se:.2g})" if check is not None else ""
             loho = f"  loho_mape {self.loho[name][0]:.3g}%" if name in self.loho else ""
             mark = "  <- chosen" if name == self.chosen else ""
-            lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){loho}{mark}")
+            lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{loho}{mark}")
+        lines += [f"note: {note}" for note in self.notes]
         if self.missing:
             lines.append(
                 f"no hardware covariates: the hardware table lacks {', '.join(self.missing)} "
                 "(extend it with ROOFLINE_HARDWARE_TABLE)"
             )
+        lines.append(
+            "chosen: the simplest form within one standard error of the best on the worse of cv_mape and "
+            "extrap_mape, among forms that pass the sanity checks on every hardware"
+        )
         lines.append(
             "registered: the pooled law"
             if self.law is not None
@@ -180,21 +234,40 @@ def leave_one_hardware_out(formula: str, data: pd.DataFrame) -> tuple[float, flo
     return cv_mape(formula, data, [f for f in folds if len(f)])
 
 
-def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0) -> PooledFit:
-    """The pooled forms over ``fits`` (two hardware or more, most runs first), scored and chosen."""
-    covariates = {f.hardware: s.covariates() for f in fits if (s := table.lookup(f.hardware)) is not None}
-    missing = [f.hardware for f in fits if f.hardware not in covariates]
-    data = pooled_data(fits, covariates)
+def _scored_forms(
+    data: pd.DataFrame, with_covariates: bool, seed: int
+) -> tuple[dict[str, FormFit], dict[str, tuple[float, float]]]:
+    """Every pooled form fitted on all runs with its grouped-CV error; the covariate forms' LOHO errors."""
     forms: dict[str, FormFit] = {}
     loho: dict[str, tuple[float, float]] = {}
-    for name, formula in _formulas(data, not missing).items():
+    for name, formula in _formulas(data, with_covariates).items():
         fit = fit_ols(name, formula, data)
         fit.cv_mape, fit.cv_se = grouped_cv_mape(formula, data, seed=seed)
         if name in COVARIATE_FORMS:
             fit = _with_offset(fit, data)
             loho[name] = leave_one_hardware_out(formula, data)
         forms[name] = fit
-    pooled = PooledFit(forms, choose_form(forms, default=HARDWARE_SLOPES), loho, covariates, missing)
+    return forms, loho
+
+
+def choose_pooled(forms: Mapping[str, FormFit], insane: Mapping[str, Sequence[str]]) -> str:
+    """The 1-SE choice among the sane pooled forms and ``hardware_slopes`` (one law per hardware, always eligible)."""
+    eligible = {n: f for n, f in forms.items() if n not in insane or n == HARDWARE_SLOPES}
+    return choose_form(eligible, default=HARDWARE_SLOPES)
+
+
+def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0) -> PooledFit:
+    """The pooled forms over ``fits`` (two hardware or more, most runs first), checked, scored and chosen."""
+    covariates = {f.hardware: s.covariates() for f in fits if (s := table.lookup(f.hardware)) is not None}
+    missing = [f.hardware for f in fits if f.hardware not in covariates]
+    data = pooled_data(fits, covariates)
+    forms, loho = _scored_forms(data, not missing, seed)
+    extrapolation, notes = pooled_extrapolation(forms, data)
+    insane = pooled_sanity(forms, fits, covariates)
+    notes += [f"{name} is not registered: {'; '.join(problems[:2])}" for name, problems in insane.items()]
+    chosen = choose_pooled(forms, insane)
+    pooled = PooledFit(forms, chosen, loho, covariates, missing, extrapolation=extrapolation, insane=insane)
+    pooled.notes, pooled.data = notes, data
     if pooled.chosen != HARDWARE_SLOPES:
         pooled.law = pooled_law(pooled, fits)
     return pooled

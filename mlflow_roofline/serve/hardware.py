@@ -7,9 +7,16 @@ speedup laws. A hardware no run measured is predicted through the pooled covaria
 when the hardware table (:mod:`core.hardware_table`, extendable with
 ``ROOFLINE_HARDWARE_TABLE``) knows it: ``extrapolated_hardware`` is then true, the
 energy interval is widened by the leave-one-hardware-out error (``loho_mape``: the
-bounds move out by a factor ``1 + loho_mape/100``), and the time is the reference
-hardware's scaled by the ratio of peak FLOP/s (a compute-bound job's time). Any other
-name is refused with the list of the hardware the model knows.
+bounds move out by a factor ``1 + loho_mape/100``), and speedup, eta and time come from
+the reference hardware's laws (the measured hardware with the most runs, named in the
+output column ``time_scaled_from``), the time scaled by the roofline: a job of arithmetic
+intensity ``I = C/M`` (FLOPs per element, ``MEM_BYTES_PER_ELEMENT`` bytes each) takes
+``max(1/P, bytes_per_element/(I*B))`` seconds per FLOP on a GPU of peak ``P`` FLOP/s and
+bandwidth ``B`` bytes/s, so the time is multiplied by the ratio of that figure on the
+unmeasured GPU to the reference's. A compute-bound job (intensity above both ridge points
+``P/B``) scales with peak FLOP/s, a memory-bound one with bandwidth: more FLOP/s at the
+same bandwidth never makes a memory-bound job faster. Any other name is refused with the
+list of the hardware the model knows.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.hardware_table import load_hardware_table
+from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 from mlflow_roofline.serve.features import job_features
@@ -95,12 +103,35 @@ def pooled_energy(
     return mean, lower - widen, upper + widen
 
 
-def unmeasured_time_shift(law: FittedLaw, covariates: Mapping[str, float]) -> float:
-    """log of (reference peak FLOP/s / this GPU's): the reference hardware's time is scaled by it."""
-    reference = law.covariates.get(law.known_hardware[0], {})
-    if "log_peak" not in reference:
-        return 0.0
-    return reference["log_peak"] - covariates["log_peak"]
+def reference_hardware(law: FittedLaw) -> str:
+    """The measured hardware whose speedup and time laws serve a GPU no run measured (the most runs)."""
+    return law.known_hardware[0]
+
+
+def log_seconds_per_flop(covariates: Mapping[str, float], intensity: np.ndarray) -> np.ndarray:
+    """log of the roofline's seconds per FLOP, ``max(1/P, bytes_per_element/(I*B))``, at ``intensity`` I.
+
+    ``covariates`` gives ``log_peak`` (log FLOP/s) and ``log_ridge`` (log of P/B, FLOP/byte);
+    ``intensity`` is in FLOPs per element of the memory proxy.
+    """
+    flop_per_byte = np.log(intensity) - np.log(MEM_BYTES_PER_ELEMENT)
+    return -covariates["log_peak"] + np.maximum(0.0, covariates["log_ridge"] - flop_per_byte)
+
+
+def unmeasured_time_shift(
+    law: FittedLaw, covariates: Mapping[str, float], sizes: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """Per row, log of (roofline time on this GPU / on the reference hardware), see the module docstring.
+
+    Zero where the law lacks the reference's ``log_peak`` or ``log_ridge`` (a law without covariates).
+    """
+    reference = law.covariates.get(reference_hardware(law), {})
+    size = {k: np.asarray(sizes[k], dtype=float) for k in ("num_layers", "hidden_size", "seq_len", "batch_size")}
+    steps = np.ones(len(size["num_layers"]))
+    intensity = proxy_flops(**size, num_steps=steps) / proxy_mem_traffic(**size, num_steps=steps)
+    if not all(k in reference and k in covariates for k in ("log_peak", "log_ridge")):
+        return np.zeros(len(intensity))
+    return log_seconds_per_flop(covariates, intensity) - log_seconds_per_flop(reference, intensity)
 
 
 def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> FittedLaw:

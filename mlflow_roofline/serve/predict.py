@@ -5,7 +5,9 @@ and efficiency dimensionless. ``energy_j`` and ``time_s`` are the exponentials o
 laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_upper`` are
 the 95 % prediction interval of a single new run, transformed to joules. A law pooled
 over several hardware predicts each row on the hardware its ``hardware`` column names
-(:mod:`serve.hardware`); ``extrapolated_hardware`` marks rows on a GPU no run measured.
+(:mod:`serve.hardware`); ``extrapolated_hardware`` marks rows on a GPU no run measured,
+whose speedup, eta and time come from the measured hardware ``time_scaled_from`` names,
+the time scaled by the roofline to the unmeasured GPU (empty on every other row).
 
 A speedup above the device count (efficiency ``eta = S/N`` above 1) is physically
 implausible beyond measurement noise: two time measurements with a few percent of
@@ -26,7 +28,12 @@ from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw
 from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.features import job_features
-from mlflow_roofline.serve.hardware import pooled_energy, resolve_hardware, unmeasured_time_shift
+from mlflow_roofline.serve.hardware import (
+    pooled_energy,
+    reference_hardware,
+    resolve_hardware,
+    unmeasured_time_shift,
+)
 from mlflow_roofline.serve.validate import validate_jobs
 
 ETA_TOLERANCE = 0.10
@@ -43,6 +50,7 @@ PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     "extrapolated",
     "speedup_implausible",
     "extrapolated_hardware",
+    "time_scaled_from",
 )
 
 
@@ -106,6 +114,7 @@ def evaluate(
         "extrapolated": _extrapolated(law, known, len(n)),
         "speedup_implausible": eta > 1.0 + ETA_TOLERANCE,
         "extrapolated_hardware": np.zeros(len(n), dtype=bool),
+        "time_scaled_from": np.full(len(n), "", dtype=object),
     }
 
 
@@ -173,7 +182,7 @@ def _evaluate_pooled(
     out: dict[str, np.ndarray] = {}
     for name in dict.fromkeys(hardware):
         rows = np.flatnonzero(hardware == name)
-        own = law.hardware_laws.get(name) or law.hardware_laws[law.known_hardware[0]]
+        own = law.hardware_laws.get(name) or law.hardware_laws[reference_hardware(law)]
         part_sizes = {k: v[rows] for k, v in sizes.items()}
         part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows])
         covariates = law.covariates.get(name) or unmeasured.get(name, {})
@@ -184,8 +193,9 @@ def _evaluate_pooled(
             part.update(energy_j=np.exp(log_e), energy_j_lower=np.exp(log_lo), energy_j_upper=np.exp(log_hi))
         part[M_ENERGY_KWH] = part[M_ENERGY_J] / JOULES_PER_KWH
         if name not in law.hardware_laws:
-            part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates))
+            part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates, part_sizes))
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
+            part["time_scaled_from"] = np.full(len(rows), reference_hardware(law), dtype=object)
         for key, values in part.items():
             out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values
     return out

@@ -105,6 +105,7 @@ def model_signature() -> ModelSignature:
         "extrapolated": DataType.boolean,
         "speedup_implausible": DataType.boolean,
         "extrapolated_hardware": DataType.boolean,
+        "time_scaled_from": DataType.string,
         "num_devices": DataType.long,
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mlflow_roofline.core.hardware_table import COLUMNS
+from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT
 from mlflow_roofline.testing.roofline_generator import RooflineHardware
 
-BYTES_PER_ELEMENT = 2
+BYTES_PER_ELEMENT = MEM_BYTES_PER_ELEMENT
 
 FLEET: tuple[RooflineHardware, ...] = (
     RooflineHardware(name="Sim Base"),
