@@ -9,66 +9,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.sweeps import CLI, init_store, runs_of, wait_until, write_spec
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
-
 pytestmark = pytest.mark.slow
-
-
-def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: object) -> Path:
-    lines = [
-        f"experiment: {experiment}",
-        "device: cpu",
-        "meter: estimate",
-        f"num_steps: {steps}",
-        "warmup_steps: 1",
-        "num_heads: 2",
-        "ffn_ratio: 2",
-        "seq_len: 8",
-        "batch_size: 4",
-    ]
-    lines += [f"{k}: {v}" for k, v in top.items()]
-    path.write_text("\n".join(lines + [f"grid: {grid}", ""]))
-    return path
-
-
-def runs_of(experiment: str, run_type: str) -> list:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient()
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return []
-    return client.search_runs(
-        [exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'", max_results=1000
-    )
-
-
-def init_store() -> None:
-    """Create the store's tables before a second process opens it (two first opens race in MLflow's migration)."""
-    from mlflow.tracking import MlflowClient
-
-    MlflowClient().search_experiments()
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(tracking_uri: str, tmp_path: Path) -> None:
@@ -289,15 +241,20 @@ def test_sigterm_marks_the_in_flight_child_and_the_parent_killed(tracking_uri: s
     assert parent.info.status == "KILLED"
 
 
-def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(tracking_uri: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("launch", ["warm", "fresh"])
+def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(
+    tracking_uri: str, tmp_path: Path, launch: str
+) -> None:
     spec = write_spec(tmp_path / "slow.yaml", "slow", "{num_layers: 1, hidden_size: 16}", steps=100000, timeout_s=2)
-    proc = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=300)
+    command = [*CLI, "sweep", str(spec), "--no-progress", "--launch", launch]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 configuration(s) failed:" in proc.stderr
     assert "L1-d16-h2-ff32-S8-B4-single-x1" in proc.stderr and "timed out after 2 s" in proc.stderr
     (run,) = runs_of("slow", "train")
     assert run.info.status == "FAILED"
-    assert run.data.tags[TAG_ERROR].startswith("train process timed out after 2 s and was killed")
+    what = "train job" if launch == "warm" else "train process"  # warm: the ranks, forked; fresh: train's process
+    assert run.data.tags[TAG_ERROR].startswith(f"{what} timed out after 2 s and was killed")
     (parent,) = runs_of("slow", "sweep")
     assert parent.info.status == "FAILED" and parent.data.metrics["configs_failed"] == 1
 

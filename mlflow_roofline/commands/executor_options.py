@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from mlflow_roofline.core.schema import EXECUTORS
+from mlflow_roofline.core.schema import EXECUTORS, LAUNCHES
 
 
 def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -19,6 +19,14 @@ def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
             default="local",
             show_default=True,
             help="Where configurations run: here one after another, on a Ray cluster, or as Slurm jobs.",
+        ),
+        click.option(
+            "--launch",
+            type=click.Choice(LAUNCHES),
+            default="warm",
+            show_default=True,
+            help="local executor: fork each job's ranks from a server that imported torch once (warm), "
+            "or run each configuration in an `mlflow-roofline train` process of its own (fresh).",
         ),
         click.option(
             "--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)."

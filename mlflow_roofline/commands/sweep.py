@@ -99,6 +99,7 @@ def sweep_command(
             echo=click.echo,
             progress=not no_progress,
             executor=remote,
+            launch=options["launch"],
         )
     finally:
         if remote is not None:

@@ -114,6 +114,9 @@ TAG_NODE = "roofline.node"  # remote sweep: the node (Ray node id, Slurm node) t
 TAG_EXECUTOR = "roofline.executor"  # remote sweep: ray or slurm
 TAG_HEARTBEAT = "roofline.heartbeat"  # remote sweep: epoch seconds of the worker's last heartbeat
 EXECUTORS: tuple[str, ...] = ("local", "ray", "slurm")
+LAUNCHES: tuple[str, ...] = ("warm", "fresh")
+"""How the local executor starts each configuration's job: ranks forked from a server that
+imported torch once (warm), or an ``mlflow-roofline train`` process of its own (fresh)."""
 SOURCE_IMPORT_PREFIX = "import:"
 TAG_IMPORT_ROW_HASH = "roofline.import_row_hash"  # import: hash of the row's content (re-import adds nothing)
 TAG_IMPORT_FILE = "roofline.import_file"  # import: the file's name

@@ -160,7 +160,7 @@ def run_child(
     log_path = Path(own_dir if own_dir is not None else log_dir) / f"{run_id}.log"  # type: ignore[arg-type]
     try:
         proc = start_train(config, meter, run_id, experiment_id, log_path, die_with_parent, extra_args)
-        _log_tags(client, run_id, process_tags(proc.pid))
+        log_tags(client, run_id, process_tags(proc.pid))
         timed_out = _wait(proc, timeout_s)
         return settle(client, run_id, proc.returncode, timed_out, timeout_s, log_path, time.monotonic() - started)
     except BaseException as exc:
@@ -243,6 +243,11 @@ def _abandon(client: Any, run_id: str, proc: subprocess.Popen[bytes] | None, exc
     ignore_stop_signals()  # a second Ctrl-C must not cut the bookkeeping short
     if proc is not None and proc.poll() is None:
         stop_group(proc, KILL_GRACE_S)
+    mark_abandoned(client, run_id, exc)
+
+
+def mark_abandoned(client: Any, run_id: str, exc: BaseException) -> None:
+    """End ``run_id`` KILLED (unless it FINISHED), saying why the sweep stopped; its processes are stopped."""
     with contextlib.suppress(Exception):
         if client.get_run(run_id).info.status != "FINISHED":
             why = str(exc) if isinstance(exc, SweepInterrupted) else f"sweep stopped ({type(exc).__name__})"
@@ -250,7 +255,7 @@ def _abandon(client: Any, run_id: str, proc: subprocess.Popen[bytes] | None, exc
             client.set_terminated(run_id, "KILLED")
 
 
-def _log_tags(client: Any, run_id: str, tags: dict[str, str]) -> None:
+def log_tags(client: Any, run_id: str, tags: dict[str, str]) -> None:
     from mlflow.entities import RunTag
 
     client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])

@@ -1,4 +1,4 @@
-"""Run a sweep: one parent MLflow run, each configuration a nested train run in its own process.
+"""Run a sweep: one parent MLflow run, each configuration a nested train run.
 
 :func:`run_sweep` reconciles the plan with the store (resume), then works through what is
 left, baselines first, with a progress bar. A spec with ``repeats: k`` measures each
@@ -7,7 +7,10 @@ resumed is one (configuration, repeat). Just before each unit it looks it up aga
 claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
 sharing a store never run one configuration twice; one held by a live run of another
 process is put back in the queue and, when nothing else is left, waited for. Each run
-is measured by :func:`~mlflow_roofline.sweep.child_run.run_child`.
+is measured, by default, from this process with its ranks forked from a warm server
+(:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`, ``launch="warm"``), or in an
+``mlflow-roofline train`` process of its own (:func:`~mlflow_roofline.sweep.child_run.run_child`,
+``launch="fresh"``, what the remote executors' workers do).
 
 The sweep never holds results only in memory: every finished configuration is a FINISHED
 run the moment its process ends, so a sweep killed at any moment loses none. SIGINT and
@@ -34,6 +37,7 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.sweep.child_run import create_child_run, run_child
 from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.warm_child import run_child_warm
 from mlflow_roofline.sweep.description import update_description
 from mlflow_roofline.sweep.parent_run import (
     log_plan,
@@ -59,6 +63,7 @@ from mlflow_roofline.sweep.status import (
 from mlflow_roofline.sweep.store import config_status, store_statuses
 from mlflow_roofline.system.liveness import liveness
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
+from mlflow_roofline.train.warm import WarmServer
 
 POLL_S = 0.5
 """Seconds between two looks at a run another process is measuring."""
@@ -116,6 +121,7 @@ class _Sweep:
     retry_failed: bool
     log_dir: str
     executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
+    warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
 
 
 def run_sweep(
@@ -128,11 +134,15 @@ def run_sweep(
     echo: Callable[[str], None] = print,
     progress: bool = True,
     executor: Any = None,
+    launch: str = "warm",
 ) -> SweepResult:
     """Run every configuration of ``plan`` not yet done in ``experiment_id``.
 
     ``executor``: a remote executor (:mod:`mlflow_roofline.sweep.executors`) the claimed
-    configurations are handed to; None runs them here, one after another.
+    configurations are handed to; None runs them here, one after another, each ``launch``
+    (:data:`~mlflow_roofline.core.schema.LAUNCHES`): ``warm``, its ranks forked from a
+    server that imported torch once for the whole sweep; ``fresh``, an ``mlflow-roofline
+    train`` process of its own.
 
     The parent is the run in ``MLFLOW_RUN_ID`` (``mlflow run . -e sweep``) when it belongs
     to ``experiment_id``; otherwise the sweep opens its own parent there and links the two
@@ -145,7 +155,8 @@ def run_sweep(
     parent_id = open_parent(client, spec, experiment_id, plan, echo)
     with raising_on_signals(SweepInterrupted):
         try:
-            return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor)
+            warm = WarmServer().start() if launch == "warm" and executor is None else None
+            return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor, warm)
         except SweepInterrupted as exc:
             ignore_stop_signals()
             client.set_tag(parent_id, TAG_ERROR, str(exc))
@@ -170,6 +181,7 @@ def _sweep(
     echo: Callable[[str], None],
     progress: bool,
     executor: Any = None,
+    warm: WarmServer | None = None,
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
     mark_stale_sweeps(client, experiment_id, parent_id)
@@ -177,7 +189,7 @@ def _sweep(
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")
     try:
-        sweep = _Sweep(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor)
+        sweep = _Sweep(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm)
         results = _run_entries(sweep, entries, echo, progress)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)  # failed runs hold their output as an artifact
@@ -331,6 +343,17 @@ def _claim_and_run(sweep: _Sweep, entry: Entry, config_hash: str, status: Status
     if sweep.executor is not None:
         submit_claimed(sweep, run_id, config)
         return SUBMITTED, run_id
+    if sweep.warm is not None:
+        return run_child_warm(
+            run_id,
+            config,
+            server=sweep.warm,
+            hardware=sweep.plan.hardware or "",
+            client=client,
+            meter=sweep.spec.meter,
+            timeout_s=sweep.spec.timeout_s,
+            carbon=sweep.spec.carbon,
+        )
     return run_child(
         run_id,
         config,

@@ -6,9 +6,10 @@ ranks' errors are consequences; the line must name the cause. What is known per 
 
 - its own traceback (``error-rank<i>.txt``, written by a rank that raised; the file's
   modification time is when it failed);
-- its exit code, from torchrun's failure summary (``rank : 1 (local_rank: 1)`` /
-  ``exitcode : -9``), which lists every rank that failed, including those torchrun
-  itself stopped with SIGTERM after the first failure.
+- its exit code: from the warm launcher, which follows each rank itself
+  (:mod:`mlflow_roofline.train.warm`), or from torchrun's failure summary
+  (``rank : 1 (local_rank: 1)`` / ``exitcode : -9``), which lists every rank that failed;
+  both include the ranks the launcher itself stopped with SIGTERM after the first failure.
 
 The first failure is, in this order: a rank killed by a signal other than SIGTERM
 without a traceback (SIGKILL from the OOM killer or a user, SIGSEGV: nothing in the job
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 
 from mlflow_roofline.core.errors import RooflineError
@@ -45,11 +47,17 @@ def rank_exit_codes(output_tail: str) -> dict[int, int]:
     return {int(rank): int(code) for rank, code in _SUMMARY_ENTRY.findall(output_tail)}
 
 
-def job_error(job_dir: Path, returncode: int, output_tail: str, nproc: int) -> TrainingFailed:
-    """The failure of a job of ``nproc`` ranks: the rank that failed first and how, then what the others did."""
+def job_error(
+    job_dir: Path, returncode: int, output_tail: str, nproc: int, codes: Mapping[int, int] | None = None
+) -> TrainingFailed:
+    """The failure of a job of ``nproc`` ranks: the rank that failed first and how, then what the others did.
+
+    ``codes``: each failed rank's exit code when the launcher knows them (else they are
+    read from torchrun's summary in ``output_tail``).
+    """
     how = f"killed by {signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"
     tracebacks = {int(p.stem.removeprefix("error-rank")): p for p in job_dir.glob(ERROR_FILE.format(rank="*"))}
-    codes = rank_exit_codes(output_tail)
+    codes = dict(codes) if codes is not None else rank_exit_codes(output_tail)
     killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM and r not in tracebacks)
     raised = sorted(tracebacks, key=lambda r: (tracebacks[r].stat().st_mtime, r))
     terminated = sorted(r for r, c in codes.items() if c == -signal.SIGTERM and r not in tracebacks)

@@ -40,10 +40,13 @@ class LaunchResult:
     Attributes:
         returncode: exit status (0 when every rank succeeded; negative: killed by that signal).
         output_tail: the last lines the job printed (stdout and stderr together).
+        rank_codes: each failed rank's exit code, when the launcher followed the ranks
+            itself (None under torchrun: its summary in ``output_tail`` says).
     """
 
     returncode: int
     output_tail: str
+    rank_codes: Mapping[int, int] | None = None
 
     @property
     def ok(self) -> bool:

@@ -43,7 +43,7 @@ from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwarg
 from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
 from mlflow_roofline.train.job_failure import TrainingFailed, job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec
-from mlflow_roofline.train.launch import Job
+from mlflow_roofline.train.launch import Job, LaunchResult
 
 JOB_MODULE = "mlflow_roofline.train.job"
 
@@ -116,17 +116,26 @@ def _train(
             ):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
-                launched = job.wait()
-                if not launched.ok:
-                    raise job_error(job_dir, launched.returncode, launched.output_tail, config.num_devices)
-                try:
-                    result = JobResult.read(job_dir)
-                except FileNotFoundError as exc:
-                    raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
+                result = read_result(job.wait(), job_dir, config.num_devices)
                 train_tracking.log_result(run_id, config, result, settings)
         finally:
             job.stop()
     return run_id, result
+
+
+def read_result(launched: LaunchResult, job_dir: Path, nproc: int) -> JobResult:
+    """What rank 0 reported for a job that ended as ``launched`` says.
+
+    Raises:
+        TrainingFailed: the job failed (naming the rank that failed first and how), or it
+            succeeded without rank 0 writing its result.
+    """
+    if not launched.ok:
+        raise job_error(job_dir, launched.returncode, launched.output_tail, nproc, launched.rank_codes)
+    try:
+        return JobResult.read(job_dir)
+    except FileNotFoundError as exc:
+        raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
 
 
 def parse_config(options: Mapping[str, Any]) -> TrainConfig:

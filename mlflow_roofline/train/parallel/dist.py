@@ -1,8 +1,11 @@
 """The process group of a job: who this process is, which device it drives, how to sync.
 
-A job of N processes is started by torchrun (see :mod:`mlflow_roofline.train.launch`), which
-sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and the rendezvous variables; a ``single``
-job runs without a process group at all.
+A job of N processes gets ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` from its launcher.
+Under torchrun (:mod:`mlflow_roofline.train.launch`) the rendezvous is torchrun's own
+(``MASTER_ADDR``/``MASTER_PORT``). Ranks forked by the warm launcher
+(:mod:`mlflow_roofline.train.warm`) meet instead in a file of the job's folder named by
+``ROOFLINE_RENDEZVOUS_FILE`` (a c10d ``FileStore``: no port to choose, nothing left
+listening). A ``single`` job runs without a process group at all.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import torch.distributed as dist
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
+
+RENDEZVOUS_FILE_ENV = "ROOFLINE_RENDEZVOUS_FILE"
+"""The file the ranks of a warm-launched job meet in (unset under torchrun)."""
 
 PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
 """How long a collective waits for a missing rank before the job fails instead of hanging."""
@@ -84,13 +90,15 @@ def setup(device_type: str, world_size: int) -> DistEnv:
         raise RuntimeError(f"expected {world_size} processes from the launcher, WORLD_SIZE says {env_world}")
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ["LOCAL_RANK"])
+    rendezvous = os.environ.get(RENDEZVOUS_FILE_ENV)
+    where = {"init_method": f"file://{rendezvous}", "rank": rank, "world_size": world_size} if rendezvous else {}
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device, timeout=PROCESS_GROUP_TIMEOUT)
+        dist.init_process_group("nccl", device_id=device, timeout=PROCESS_GROUP_TIMEOUT, **where)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=PROCESS_GROUP_TIMEOUT)
+        dist.init_process_group("gloo", timeout=PROCESS_GROUP_TIMEOUT, **where)
     if dist.get_world_size() != world_size:
         raise RuntimeError(f"process group has {dist.get_world_size()} ranks, expected {world_size}")
     return DistEnv(rank=rank, world_size=world_size, local_rank=local_rank, device=device)

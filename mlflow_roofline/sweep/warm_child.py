@@ -1,0 +1,128 @@
+"""One configuration measured from the sweep's own process, its ranks forked warm.
+
+The local executor's default (``--launch warm``): no ``mlflow-roofline train`` process per
+configuration. The sweep, which has MLflow and its tracking store loaded already, does
+what that process would do: it checks the configuration and the meter as train does,
+logs the setup into the child run, forks the job's ranks from its warm server
+(:mod:`mlflow_roofline.train.warm`), waits for them (within the spec's timeout), logs
+what rank 0 reported and ends the run. The run ends as train would end it, with the same
+metrics, tags and one-line reasons:
+
+- FINISHED;
+- FAILED, with the rank that failed first and how (``roofline.error``, the whole text
+  as ``error.txt``) and the ranks' output as the artifact ``sweep/<run id>.log``; a
+  timeout stops the ranks and says so. The sweep goes on with the next configuration;
+- KILLED when the sweep is interrupted (SIGINT/SIGTERM): the ranks are stopped first.
+
+``--launch fresh`` measures each configuration in an ``mlflow-roofline train`` process of
+its own instead (:mod:`mlflow_roofline.sweep.child_run`), as the remote executors do.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow_roofline.core.carbon import resolve_carbon
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.sweep.child_run import log_tags, mark_abandoned
+from mlflow_roofline.sweep.status import Outcome, SweepInterrupted
+from mlflow_roofline.system.liveness import process_tags
+from mlflow_roofline.system.signals import ignore_stop_signals
+from mlflow_roofline.tracking import system_metrics as sysm
+from mlflow_roofline.train.job_failure import TrainingFailed
+from mlflow_roofline.train.job_io import JobSpec
+from mlflow_roofline.train.run import check_meter, parse_config, read_result
+from mlflow_roofline.train.tracked_run import log_result, log_setup, record_failure
+from mlflow_roofline.train.warm import WarmJob, WarmServer
+
+LOG_ARTIFACT_DIR = "sweep"
+"""Artifact folder of a failed run's output (as for a run measured in a process of its own)."""
+
+
+def run_child_warm(
+    run_id: str,
+    config: TrainConfig,
+    *,
+    server: WarmServer,
+    hardware: str,
+    client: Any,
+    meter: str = "auto",
+    timeout_s: float | None = None,
+    carbon: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> Outcome:
+    """Measure ``config`` into the RUNNING run ``run_id`` with ranks forked from ``server``; its outcome.
+
+    Raises whatever stops the sweep (``SweepInterrupted``, ``KeyboardInterrupt``) after
+    stopping the ranks and marking the run KILLED; any other failure ends the run FAILED
+    and is returned as the outcome.
+    """
+    started = time.monotonic()
+    job_dir = Path(tempfile.mkdtemp(prefix="roofline-job-"))
+    job: WarmJob | None = None
+    returncode: int | None = None
+    try:
+        try:
+            settings = resolve_carbon(**(carbon or {}))
+            checked = parse_config(config.to_params())  # train's own checks: devices, precision
+            check_meter(meter, checked.device)
+            JobSpec(checked.to_params(), meter=meter, seed=seed).write(job_dir)
+            job = WarmJob(server, checked.num_devices, job_dir)
+            log_tags(client, run_id, process_tags(job.pid))
+            log_setup(run_id, checked, meter, hardware)
+            with sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)):
+                launched = job.wait(timeout_s)
+            if launched is None:
+                job.stop()
+                raise TrainingFailed(f"train job timed out after {timeout_s:g} s and was killed", job.output_tail())
+            returncode = launched.returncode
+            result = read_result(launched, job_dir, checked.num_devices)
+            log_result(run_id, checked, result, settings)
+        except SweepInterrupted:
+            raise
+        except Exception as exc:  # this configuration failed; the sweep goes on
+            return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)
+        client.set_terminated(run_id, "FINISHED")
+        return Outcome(run_id, "FINISHED", "", time.monotonic() - started, returncode)
+    except BaseException as exc:
+        ignore_stop_signals()  # a second Ctrl-C must not cut the bookkeeping short
+        if job is not None:
+            job.stop()
+        mark_abandoned(client, run_id, exc)
+        raise
+    finally:
+        if job is not None:
+            job.stop()
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _failed(
+    client: Any,
+    run_id: str,
+    exc: Exception,
+    job: WarmJob | None,
+    job_dir: Path,
+    returncode: int | None,
+    wall_s: float,
+) -> Outcome:
+    """End ``run_id`` FAILED with why (tag, ``error.txt``, the ranks' output); the outcome."""
+    summary = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
+    record_failure(client, run_id, summary, detail)
+    if job is not None:
+        log = job_dir / f"{run_id}.log"
+        log.write_text(job.output_tail() + "\n")
+        try:
+            client.log_artifact(run_id, str(log), artifact_path=LOG_ARTIFACT_DIR)
+        except Exception:  # the run must still be ended; its error tag says what happened
+            pass
+    client.set_terminated(run_id, "FAILED")
+    reason = f"{summary}\n{detail}".strip() if detail else summary
+    return Outcome(run_id, "FAILED", reason, wall_s, returncode, summary)

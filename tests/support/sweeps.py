@@ -1,0 +1,60 @@
+"""What the sweep tests share: the CLI, a tiny spec, the runs of an experiment, waiting for a condition."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mlflow_roofline.core.schema import TAG_RUN_TYPE
+
+CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
+
+
+def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: object) -> Path:
+    """A CPU spec of tiny BERTs (h=2, ff=2d, S=8, B=4, one warm-up step, the estimate meter) over ``grid``."""
+    lines = [
+        f"experiment: {experiment}",
+        "device: cpu",
+        "meter: estimate",
+        f"num_steps: {steps}",
+        "warmup_steps: 1",
+        "num_heads: 2",
+        "ffn_ratio: 2",
+        "seq_len: 8",
+        "batch_size: 4",
+    ]
+    lines += [f"{k}: {v}" for k, v in top.items()]
+    path.write_text("\n".join(lines + [f"grid: {grid}", ""]))
+    return path
+
+
+def runs_of(experiment: str, run_type: str) -> list:
+    """The runs of ``run_type`` (``train``, ``sweep``) in ``experiment`` of the current store."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return client.search_runs(
+        [exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'", max_results=1000
+    )
+
+
+def init_store() -> None:
+    """Create the store's tables before a second process opens it (two first opens race in MLflow's migration)."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient().search_experiments()
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Poll ``condition`` every 0.3 s until it holds; fail naming ``what`` after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")

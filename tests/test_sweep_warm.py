@@ -1,0 +1,135 @@
+"""The warm launch: each job's ranks forked from the sweep's server, followed and stopped by the sweep.
+
+Real processes throughout: the sweep CLI, multiprocessing's forkserver preloaded with torch
+and transformers, gloo process groups of 2 forked ranks meeting in a FileStore, a SQLite
+store. What is checked is what the process table and the store show, not what the
+launcher says of itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+from support.sweeps import CLI, init_store, runs_of, wait_until, write_spec
+
+from mlflow_roofline.core.schema import TAG_ERROR, TAG_PID
+
+pytestmark = pytest.mark.slow
+
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
+"""The long runs' environment: OpenMP threads spin-waiting on a shared 2-core machine can slow a run a hundredfold."""
+
+
+def _rank_processes(rank0_pid: int) -> list[psutil.Process]:
+    """Rank 0 and its siblings: the processes the warm server forked that still run."""
+    server = psutil.Process(rank0_pid).parent()
+    assert server is not None
+    return [p for p in server.children() if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _in_flight_pid(experiment: str) -> int:
+    """Rank 0 of the ddp run in flight (the sweep runs the single-device baseline first)."""
+
+    def ddp_runs() -> list:
+        return [
+            r
+            for r in runs_of(experiment, "train")
+            if TAG_PID in r.data.tags and r.data.params.get("strategy") == "ddp" and r.info.status == "RUNNING"
+        ]
+
+    wait_until(ddp_runs, 120, "the ddp ranks to start")
+    return int(ddp_runs()[0].data.tags[TAG_PID])
+
+
+def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_config(
+    tracking_uri: str, tmp_path: Path
+) -> None:
+    grid = (
+        "[{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2, num_steps: 1000},"
+        " {num_layers: 1, hidden_size: 32}]"
+    )
+    spec = write_spec(tmp_path / "warm.yaml", "warm", grid)
+    init_store()
+    sweep = subprocess.Popen(
+        [*CLI, "sweep", str(spec), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=ONE_THREAD,
+    )
+    try:
+        rank0 = _in_flight_pid("warm")
+        wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
+        ranks = _rank_processes(rank0)
+        server = psutil.Process(rank0).parent()
+        assert server is not None and "forkserver" in " ".join(server.cmdline())
+        assert server.ppid() == sweep.pid  # the sweep's own server, no torchrun agent in between
+        assert all(os.getsid(p.pid) == p.pid for p in ranks)  # out of the sweep's group: Ctrl-C reaches the sweep only
+        rank1 = next(p for p in ranks if p.pid != rank0)
+        rank1.send_signal(signal.SIGKILL)  # what the OOM killer does
+        out, _ = sweep.communicate(timeout=180)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 1, out
+    by_strategy = {r.data.params["strategy"]: r for r in runs_of("warm", "train")}
+    killed = by_strategy["ddp"]
+    assert killed.info.status == "FAILED"
+    assert killed.data.tags[TAG_ERROR].startswith("training job failed (exit status 1): rank 1 was killed by SIGKILL")
+    assert not psutil.pid_exists(rank0) or psutil.Process(rank0).status() == psutil.STATUS_ZOMBIE  # stopped too
+    assert by_strategy["single"].info.status == "FINISHED"  # the sweep went on
+    assert by_strategy["single"].data.metrics["energy_j"] > 0
+
+
+def test_every_strategy_runs_two_real_ranks_warm(tracking_uri: str, tmp_path: Path) -> None:
+    grid = (
+        "[{num_layers: 1, hidden_size: 32},{num_layers: 1, hidden_size: 32, strategy: [ddp, fsdp, tp], num_devices: 2}]"
+    )
+    spec = write_spec(tmp_path / "all.yaml", "all", grid, steps=3)
+    proc = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = {r.data.params["strategy"]: r for r in runs_of("all", "train")}
+    assert sorted(runs) == ["ddp", "fsdp", "single", "tp"]
+    for strategy, run in runs.items():
+        assert run.info.status == "FINISHED"
+        ranks = 1 if strategy == "single" else 2
+        # every rank timed its own window and rank 0 gathered them over the process group
+        assert sorted(k for k in run.data.metrics if k.startswith("time_s_rank_")) == [
+            f"time_s_rank_{r}" for r in range(ranks)
+        ]
+    # one data-parallel loss: ddp and fsdp average the same global batch as single
+    single, ddp = runs["single"].data.metrics["final_loss"], runs["ddp"].data.metrics["final_loss"]
+    assert abs(single - ddp) < 1e-4
+
+
+def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_path: Path) -> None:
+    grid = "{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}"  # its single baseline runs first
+    spec = write_spec(tmp_path / "orphan.yaml", "orphan", grid, steps=1000)
+    init_store()
+    sweep = subprocess.Popen(
+        [*CLI, "sweep", str(spec), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ONE_THREAD,
+    )
+    try:
+        rank0 = _in_flight_pid("orphan")
+        wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
+        ranks = _rank_processes(rank0)
+        sweep.send_signal(signal.SIGKILL)  # no handler runs: the server and the ranks must go by themselves
+        sweep.wait()
+        wait_until(
+            lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks), 30, "ranks to end"
+        )
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    (run,) = [r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp"]
+    assert run.info.status == "RUNNING"  # nobody could end it; the next sweep marks it KILLED (test_sweep_run)
