@@ -20,7 +20,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     Window,
     window_measurement,
 )
+from mlflow_roofline.energy.timeline import mean_power
 
 
 @dataclasses.dataclass(slots=True)
@@ -93,6 +93,7 @@ class EnergyMeter(abc.ABC):
         self._closed = False
         self._lock = threading.Lock()
         self._locked_reads = self.sampled
+        self._warns = type(self)._window_warning is not EnergyMeter._window_warning  # skip the no-op call
         self._session_error: str | None = None
         self._timeline_sampler: Any = None
         self._timeline: list[tuple[float, float]] = []
@@ -213,7 +214,7 @@ class EnergyMeter(abc.ABC):
             end, error = self._snapshot()
             if end is None:
                 return self._failed(time_s, str(error), started_at)
-            warning = self._window_warning(start, end, time_s)
+            warning = self._window_warning(start, end, time_s) if self._warns else None
             return window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
         finally:
             self._open_count -= 1
@@ -241,13 +242,7 @@ class EnergyMeter(abc.ABC):
         with self._lock:
             points = list(self._timeline)
         min_dt = self._timeline_sampler.interval_s / 2 if self._timeline_sampler is not None else 0.0
-        kept: list[tuple[float, float]] = []
-        for point in points:  # window-edge readings close to a periodic one would give a noisy power
-            if not kept or point[0] - kept[-1][0] >= min_dt:
-                kept.append(point)
-        if len(points) > 1 and kept[-1] is not points[-1]:
-            kept[-1] = points[-1]  # end on the last reading, so the timeline spans the whole session
-        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in itertools.pairwise(kept) if t1 > t0]
+        return mean_power(points, min_dt)
 
     def _timeline_sample(self) -> None:
         with self._lock:
@@ -264,7 +259,8 @@ class EnergyMeter(abc.ABC):
     # -- sessions ------------------------------------------------------------------------
     def _start_session(self) -> None:
         self._session_error = None
-        self._timeline = []
+        if self._timeline_sampler is not None:
+            self._timeline = []
         try:
             self._open_session()
         except ReadError as exc:

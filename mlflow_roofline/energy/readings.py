@@ -97,12 +97,20 @@ def window_measurement(
     counter advanced has ``energy_j=None`` and an ``error``; a device whose counter did
     not advance is named in ``warning``, after the backend's own ``warning``.
     """
-    before = start.per_device_j
     now = end.per_device_j
-    per_device = {k: max(now[k] - v, 0.0) for k, v in before.items()}
-    total = sum(per_device.values())
+    per_device: dict[str, float] = {}
+    total = 0.0
+    stalled = False
+    for key, before in start.per_device_j.items():  # a plain loop: this runs around every training step
+        joules = now[key] - before
+        if joules > 0.0:
+            per_device[key] = joules
+            total += joules
+        else:
+            per_device[key] = 0.0
+            stalled = True
     short = time_s < update_period_s
-    if warning is None and not short and total > 0.0 and min(per_device.values()) > 0.0:
+    if not stalled and not short and warning is None and per_device:
         return Measurement(total, per_device, time_s, source, None, None, started_at)  # the common case
     warnings = [warning] if warning else []
     if short:
@@ -114,7 +122,7 @@ def window_measurement(
         why = "too short a window" if short else "no update in the window"
         error = f"{source} counter did not advance during the {time_s:.3g} s window ({why})"
         return Measurement(None, per_device, time_s, source, error, "; ".join(warnings) or None, started_at)
-    stalled = sorted(k for k, v in per_device.items() if v <= 0.0)
     if stalled:
-        warnings.append(f"counter of {', '.join(stalled)} did not advance")
+        names = sorted(k for k, v in per_device.items() if v <= 0.0)
+        warnings.append(f"counter of {', '.join(names)} did not advance")
     return Measurement(total, per_device, time_s, source, None, "; ".join(warnings) or None, started_at)

@@ -18,25 +18,31 @@ import numpy as np
 import pandas as pd
 
 
-def column_arrays(frame: pd.DataFrame, names: tuple[str, ...], fast: bool = True) -> dict[str, Any]:
-    """The arrays behind the columns ``names`` (numpy or pandas extension arrays), without a Series each.
+def column_arrays(
+    frame: pd.DataFrame, names: tuple[str, ...], fast: bool = True, dtype: Any = None
+) -> dict[str, np.ndarray]:
+    """``frame[name].to_numpy(dtype)`` of each of ``names``, without building a Series for each.
 
     The public path (``fast=False``, another pandas, or column names that are not unique)
-    is ``frame[name].to_numpy()``.
+    calls ``frame[name].to_numpy(dtype)`` itself.
     """
     get = getattr(frame, "_get_column_array", None) if fast else None
     columns = frame.columns
     if get is None or not columns.is_unique:
-        return {name: frame[name].to_numpy() for name in names}
-    return {name: get(columns.get_loc(name)) for name in names}
+        return {name: frame[name].to_numpy(dtype) for name in names}
+    arrays = {}
+    for name in names:
+        values = get(columns.get_loc(name))  # a numpy array, or a pandas extension array (text, nullable)
+        if isinstance(values, np.ndarray):
+            arrays[name] = values if dtype is None else np.asarray(values, dtype=dtype)
+        else:
+            arrays[name] = values.to_numpy(dtype)
+    return arrays
 
 
 def object_column(frame: pd.DataFrame, name: str, fast: bool = True) -> np.ndarray:
-    """A column as an object array (text: the strings, NaN where missing)."""
-    values = column_arrays(frame, (name,), fast)[name]
-    if isinstance(values, np.ndarray):
-        return values.astype(object, copy=False)
-    return values.to_numpy(dtype=object)
+    """``frame[name].to_numpy(dtype=object)``: a column as an object array (text: the strings, NaN where missing)."""
+    return column_arrays(frame, (name,), fast, object)[name]
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,7 +51,7 @@ def _column_index(names: tuple[str, ...]) -> pd.Index:
 
 
 def frame_of(columns: Mapping[str, np.ndarray], fast: bool = True) -> pd.DataFrame:
-    """A frame of equally long 1-d numpy ``columns``, in their order, without copying them.
+    """A frame of equally long 1-d numpy ``columns``, in their order (the column index is built once per names).
 
     The public path (``fast=False`` or another pandas) is ``pd.DataFrame(columns, copy=False)``.
     """

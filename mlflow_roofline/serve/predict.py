@@ -197,4 +197,3 @@ def _evaluate_pooled(
         for key, values in part.items():
             out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values
     return out
-
