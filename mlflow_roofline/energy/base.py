@@ -93,7 +93,11 @@ class EnergyMeter(abc.ABC):
         self._closed = False
         self._lock = threading.Lock()
         self._locked_reads = self.sampled
-        self._warns = type(self)._window_warning is not EnergyMeter._window_warning  # skip the no-op call
+        cls = type(self)
+        self._warns = cls._window_warning is not EnergyMeter._window_warning  # else skip the no-op call
+        self._sessions = (  # else a session needs no start and no stop
+            cls._open_session is not EnergyMeter._open_session or cls._close_session is not EnergyMeter._close_session
+        )
         self._session_error: str | None = None
         self._timeline_sampler: Any = None
         self._timeline: list[tuple[float, float]] = []
@@ -144,7 +148,7 @@ class EnergyMeter(abc.ABC):
         """Open the default window (one at a time). A failed read is reported by :meth:`end`."""
         if self._d_t0 is not None or self._closed:
             self._refuse_begin(DEFAULT_WINDOW)
-        if not self._open_count:
+        if not self._open_count and self._sessions:
             self._start_session()
         self._open_count += 1
         self._opened += 1
@@ -168,7 +172,7 @@ class EnergyMeter(abc.ABC):
             return self.begin()
         if self._closed or name in self._windows:
             self._refuse_begin(name)
-        if not self._open_count:
+        if not self._open_count and self._sessions:
             self._start_session()
         self._open_count += 1
         self._opened += 1
@@ -218,7 +222,7 @@ class EnergyMeter(abc.ABC):
             return window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
         finally:
             self._open_count -= 1
-            if not self._open_count:
+            if not self._open_count and self._sessions:
                 self._stop_session()
 
     # -- the power timeline ------------------------------------------------------------
@@ -230,7 +234,7 @@ class EnergyMeter(abc.ABC):
             self._timeline_sampler = PeriodicSampler(
                 self._timeline_sample, interval_s, f"roofline-{self.source}-timeline"
             )
-            self._locked_reads = True
+            self._locked_reads = self._sessions = True
 
     def power_timeline(self) -> list[tuple[float, float]]:
         """``(unix time s, watts)`` of the last session: the mean power between two readings, at the later one.
@@ -295,7 +299,8 @@ class EnergyMeter(abc.ABC):
             self._windows.clear()
             self._d_t0 = None
             self._open_count = 0
-            self._stop_session()
+            if self._sessions:
+                self._stop_session()
         self._closed = True
         if self._timeline_sampler is not None:
             self._timeline_sampler.close()
