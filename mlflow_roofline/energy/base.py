@@ -20,27 +20,29 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import itertools
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the meter interface's types
     SCOPES,
     Measurement,
     MeterError,
     ReadError,
-    Reading,
     Snapshot,
     Window,
+    window_measurement,
 )
+from mlflow_roofline.energy.timeline import mean_power
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Open:
-    """An open window: when it opened (perf_counter and Unix seconds), its first snapshot or why none."""
+    """An open named window: its rank among opened windows, when it opened (perf_counter and
+    Unix seconds), its first snapshot or why none."""
 
+    order: int
     t0: float
     started_at: float
     start: Snapshot | None
@@ -60,21 +62,42 @@ class EnergyMeter(abc.ABC):
     Subclasses set ``source`` and ``scope``, ``update_period_s`` (seconds between two
     updates of the underlying counter) and implement :meth:`_cumulative` and
     :attr:`hardware` (and :meth:`_open_session` / :meth:`_close_session` when a session
-    needs a sampler); they raise :class:`ReadError` when a read fails. Every
-    :meth:`_cumulative` call holds ``self._lock``; a backend's sampler takes it too.
+    needs a sampler); they raise :class:`ReadError` when a read fails. A backend whose
+    own sampler thread shares state with :meth:`_cumulative` sets ``sampled = True``:
+    then every :meth:`_cumulative` call holds ``self._lock`` (as it does for any meter
+    while a timeline is recorded) and the sampler takes it too.
+
+    The default window (:meth:`begin` / :meth:`end`, the one a step-level hook opens
+    around every step) is kept in plain attributes, not in the dict of named windows,
+    and an unsampled meter reads without the lock: a window costs two reads and one
+    :class:`Measurement`.
     """
 
     source: ClassVar[str]
     scope: ClassVar[str]
     update_period_s: float = 0.0
+    sampled: ClassVar[bool] = False
 
     #: Set by :func:`mlflow_roofline.energy.make_meter`: why this meter was chosen.
     selection: str = ""
 
     def __init__(self) -> None:
-        self._windows: dict[str, _Open] = {}
+        self._windows: dict[str, _Open] = {}  # the named windows
+        self._open_count = 0  # named windows + the default one
+        self._opened = 0  # windows opened so far: orders open_windows
+        self._d_t0: float | None = None  # the default window: perf_counter at its begin, None when closed
+        self._d_started_at = 0.0
+        self._d_start: Snapshot | None = None
+        self._d_error: str | None = None
+        self._d_order = 0
         self._closed = False
         self._lock = threading.Lock()
+        self._locked_reads = self.sampled
+        cls = type(self)
+        self._warns = cls._window_warning is not EnergyMeter._window_warning  # else skip the no-op call
+        self._sessions = (  # else a session needs no start and no stop
+            cls._open_session is not EnergyMeter._open_session or cls._close_session is not EnergyMeter._close_session
+        )
         self._session_error: str | None = None
         self._timeline_sampler: Any = None
         self._timeline: list[tuple[float, float]] = []
@@ -111,56 +134,61 @@ class EnergyMeter(abc.ABC):
     @property
     def is_open(self) -> bool:
         """True while a window is open."""
-        return bool(self._windows)
+        return self._open_count > 0
 
     @property
     def open_windows(self) -> list[str]:
         """The names of the open windows, in the order they opened."""
-        return list(self._windows)
+        ranked = [(w.order, name) for name, w in self._windows.items()]
+        if self._d_t0 is not None:
+            ranked.append((self._d_order, DEFAULT_WINDOW))
+        return [name for _, name in sorted(ranked)]
+
+    def begin(self) -> None:
+        """Open the default window (one at a time). A failed read is reported by :meth:`end`."""
+        if self._d_t0 is not None or self._closed:
+            self._refuse_begin(DEFAULT_WINDOW)
+        if not self._open_count and self._sessions:
+            self._start_session()
+        self._open_count += 1
+        self._opened += 1
+        self._d_order = self._opened
+        self._d_start, self._d_error = self._snapshot()
+        self._d_started_at = time.time()
+        self._d_t0 = time.perf_counter()
+
+    def end(self) -> Measurement:
+        """Close the default window and return its measurement (failures are in ``error``)."""
+        t0 = self._d_t0
+        if t0 is None:
+            raise MeterError(f"{self.source} meter: end() without begin()")
+        time_s = time.perf_counter() - t0
+        self._d_t0 = None
+        return self._finish(time_s, self._d_start, self._d_error, self._d_started_at)
 
     def begin_window(self, name: str) -> None:
         """Open the window ``name``; others may be open. A failed read is reported by :meth:`end_window`."""
-        if self._closed:
-            raise MeterError(f"{self.source} meter is closed")
-        if name in self._windows:
-            what = (
-                "a window is already open; end() it first"
-                if name == DEFAULT_WINDOW
-                else (f"window {name!r} is already open; end_window({name!r}) first")
-            )
-            raise MeterError(f"{self.source} meter: {what}")
-        if not self._windows:
+        if name == DEFAULT_WINDOW:
+            return self.begin()
+        if self._closed or name in self._windows:
+            self._refuse_begin(name)
+        if not self._open_count and self._sessions:
             self._start_session()
+        self._open_count += 1
+        self._opened += 1
         start, error = self._snapshot()
-        self._windows[name] = _Open(time.perf_counter(), time.time(), start, error)
+        self._windows[name] = _Open(self._opened, time.perf_counter(), time.time(), start, error)
+        return None
 
     def end_window(self, name: str) -> Measurement:
         """Close the window ``name`` and return its measurement (failures are in ``error``)."""
+        if name == DEFAULT_WINDOW:
+            return self.end()
         window = self._windows.pop(name, None)
         if window is None:
-            what = "end() without begin()" if name == DEFAULT_WINDOW else f"end_window({name!r}) without begin_window"
-            raise MeterError(f"{self.source} meter: {what}")
+            raise MeterError(f"{self.source} meter: end_window({name!r}) without begin_window")
         time_s = time.perf_counter() - window.t0
-        try:
-            if window.start is None:
-                return self._failed(time_s, f"read failed at window start: {window.error}", window.started_at)
-            end, error = self._snapshot()
-            if end is None:
-                return self._failed(time_s, str(error), window.started_at)
-            per_device = {k: max(end.per_device_j[k] - v, 0.0) for k, v in window.start.per_device_j.items()}
-            reading = Reading(per_device, self._window_warning(window.start, end, time_s))
-            return self._measurement(reading, time_s, window.started_at)
-        finally:
-            if not self._windows:
-                self._stop_session()
-
-    def begin(self) -> None:
-        """Open the default window (one at a time)."""
-        self.begin_window(DEFAULT_WINDOW)
-
-    def end(self) -> Measurement:
-        """Close the default window and return its measurement."""
-        return self.end_window(DEFAULT_WINDOW)
+        return self._finish(time_s, window.start, window.error, window.started_at)
 
     @contextlib.contextmanager
     def window(self, name: str = DEFAULT_WINDOW) -> Iterator[Window]:
@@ -172,6 +200,31 @@ class EnergyMeter(abc.ABC):
         finally:
             handle.measurement = self.end_window(name)
 
+    def _refuse_begin(self, name: str) -> NoReturn:
+        if self._closed:
+            raise MeterError(f"{self.source} meter is closed")
+        what = (
+            "a window is already open; end() it first"
+            if name == DEFAULT_WINDOW
+            else (f"window {name!r} is already open; end_window({name!r}) first")
+        )
+        raise MeterError(f"{self.source} meter: {what}")
+
+    def _finish(self, time_s: float, start: Snapshot | None, error: str | None, started_at: float) -> Measurement:
+        """The measurement of a window that closed ``time_s`` seconds after it opened; ends the session if last."""
+        try:
+            if start is None:
+                return self._failed(time_s, f"read failed at window start: {error}", started_at)
+            end, error = self._snapshot()
+            if end is None:
+                return self._failed(time_s, str(error), started_at)
+            warning = self._window_warning(start, end, time_s) if self._warns else None
+            return window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
+        finally:
+            self._open_count -= 1
+            if not self._open_count and self._sessions:
+                self._stop_session()
+
     # -- the power timeline ------------------------------------------------------------
     def enable_timeline(self, interval_s: float) -> None:
         """Record a reading every ``interval_s`` seconds while a session is open (see :meth:`power_timeline`)."""
@@ -181,6 +234,7 @@ class EnergyMeter(abc.ABC):
             self._timeline_sampler = PeriodicSampler(
                 self._timeline_sample, interval_s, f"roofline-{self.source}-timeline"
             )
+            self._locked_reads = self._sessions = True
 
     def power_timeline(self) -> list[tuple[float, float]]:
         """``(unix time s, watts)`` of the last session: the mean power between two readings, at the later one.
@@ -192,13 +246,7 @@ class EnergyMeter(abc.ABC):
         with self._lock:
             points = list(self._timeline)
         min_dt = self._timeline_sampler.interval_s / 2 if self._timeline_sampler is not None else 0.0
-        kept: list[tuple[float, float]] = []
-        for point in points:  # window-edge readings close to a periodic one would give a noisy power
-            if not kept or point[0] - kept[-1][0] >= min_dt:
-                kept.append(point)
-        if len(points) > 1 and kept[-1] is not points[-1]:
-            kept[-1] = points[-1]  # end on the last reading, so the timeline spans the whole session
-        return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in itertools.pairwise(kept) if t1 > t0]
+        return mean_power(points, min_dt)
 
     def _timeline_sample(self) -> None:
         with self._lock:
@@ -215,7 +263,8 @@ class EnergyMeter(abc.ABC):
     # -- sessions ------------------------------------------------------------------------
     def _start_session(self) -> None:
         self._session_error = None
-        self._timeline = []
+        if self._timeline_sampler is not None:
+            self._timeline = []
         try:
             self._open_session()
         except ReadError as exc:
@@ -229,10 +278,12 @@ class EnergyMeter(abc.ABC):
         self._close_session()
 
     def _snapshot(self) -> tuple[Snapshot | None, str | None]:
-        """A snapshot now, or why there is none."""
+        """A snapshot now, or why there is none (under the lock when a thread may read too)."""
         if self._session_error is not None:
             return None, self._session_error
         try:
+            if not self._locked_reads:
+                return self._cumulative(), None
             with self._lock:
                 snapshot = self._cumulative()
                 self._record(snapshot)
@@ -244,9 +295,12 @@ class EnergyMeter(abc.ABC):
         """Drop any open window and release the backend. Idempotent."""
         if self._closed:
             return
-        if self._windows:
+        if self._open_count:
             self._windows.clear()
-            self._stop_session()
+            self._d_t0 = None
+            self._open_count = 0
+            if self._sessions:
+                self._stop_session()
         self._closed = True
         if self._timeline_sampler is not None:
             self._timeline_sampler.close()
@@ -261,38 +315,5 @@ class EnergyMeter(abc.ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} source={self.source} scope={self.scope} hardware={self.hardware!r}>"
 
-    # -- helpers -----------------------------------------------------------------------
     def _failed(self, time_s: float, error: str, started_at: float | None = None) -> Measurement:
         return Measurement(None, {}, time_s, self.source, error=error, started_at=started_at)
-
-    def _measurement(self, reading: Reading, time_s: float, started_at: float | None = None) -> Measurement:
-        warnings = [reading.warning] if reading.warning else []
-        short = self.update_period_s > 0 and time_s < self.update_period_s
-        if short:
-            warnings.append(
-                f"window of {time_s:.3g} s is shorter than the {self.source} counter's "
-                f"update period (~{self.update_period_s:g} s): the reading is coarse"
-            )
-        total = sum(reading.per_device_j.values())
-        if not reading.per_device_j or total <= 0.0:
-            why = "too short a window" if short else "no update in the window"
-            return Measurement(
-                None,
-                dict(reading.per_device_j),
-                time_s,
-                self.source,
-                error=f"{self.source} counter did not advance during the {time_s:.3g} s window ({why})",
-                warning="; ".join(warnings) or None,
-                started_at=started_at,
-            )
-        stalled = sorted(k for k, v in reading.per_device_j.items() if v <= 0.0)
-        if stalled:
-            warnings.append(f"counter of {', '.join(stalled)} did not advance")
-        return Measurement(
-            total,
-            dict(reading.per_device_j),
-            time_s,
-            self.source,
-            warning="; ".join(warnings) or None,
-            started_at=started_at,
-        )

@@ -113,6 +113,8 @@ class EstimateMeter(EnergyMeter):
             except psutil.Error as exc:
                 raise ReadError(f"listing the child processes failed: {exc}") from exc
             self._live = {p.pid: self._live.get(p.pid, p) for p in found}
+        if not self._live:
+            return total
         for pid, proc in list(self._live.items()):
             try:
                 t = proc.cpu_times()

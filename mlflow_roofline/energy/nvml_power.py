@@ -44,6 +44,7 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
 
     source = "nvml_power"
     scope = "device"
+    sampled = True  # the power sampler updates the integral _cumulative reads
 
     def __init__(
         self, gpu_indices: list[int] | None = None, *, sample_hz: float = DEFAULT_SAMPLE_HZ, nvml: Any = None

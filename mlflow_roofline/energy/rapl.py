@@ -101,6 +101,7 @@ class RaplMeter(EnergyMeter):
     source = "rapl"
     scope = "node"
     update_period_s = 0.001
+    sampled = True  # the wrap-check sampler updates the zones _cumulative reads
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, wrap_check_s: float | None = None) -> None:
         super().__init__()

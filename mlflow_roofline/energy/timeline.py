@@ -42,3 +42,19 @@ def sum_aligned(reference: Sequence[Sequence[float]], others: Sequence[Sequence[
             arr = np.asarray(other, dtype=float)
             total += np.interp(ref[:, 0], arr[:, 0], arr[:, 1])
     return [(float(t), float(w)) for t, w in zip(ref[:, 0], total)]
+
+
+def mean_power(readings: Sequence[tuple[float, float]], min_dt: float = 0.0) -> list[Point]:
+    """``(unix time s, watts)``: the mean power between two cumulative ``(unix time s, joules)`` readings, at the later.
+
+    Readings closer than ``min_dt`` seconds to the one kept before are merged (window-edge
+    readings close to a periodic one would give a noisy power); the last reading is always
+    kept, so the result spans all of them.
+    """
+    kept: list[tuple[float, float]] = []
+    for point in readings:
+        if not kept or point[0] - kept[-1][0] >= min_dt:
+            kept.append(point)
+    if len(readings) > 1 and kept[-1] is not readings[-1]:
+        kept[-1] = readings[-1]
+    return [(t1, (j1 - j0) / (t1 - t0)) for (t0, j0), (t1, j1) in itertools.pairwise(kept) if t1 > t0]

@@ -26,14 +26,14 @@ def t_quantile(probability: float, df: float) -> float:
 def prediction_interval(
     mean: np.ndarray,
     grad: np.ndarray,
-    cov: list[list[float]],
+    cov: list[list[float]] | np.ndarray,
     resid_var: float,
     df_resid: float,
     level: float = INTERVAL_LEVEL,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``mean`` and its ``level`` prediction interval (log units), rows x coefficients ``grad``."""
-    # g' cov g per row; optimize=True contracts g @ cov first (2-6x faster on large grids).
-    se = np.sqrt(np.einsum("ij,jk,ik->i", grad, np.asarray(cov), grad, optimize=True) + resid_var)
+    # g' cov g per row: one matrix product (g @ cov), then a row-wise dot.
+    se = np.sqrt(((grad @ np.asarray(cov)) * grad).sum(axis=1) + resid_var)
     half = t_quantile(0.5 + level / 2.0, df_resid) * se
     return mean, mean - half, mean + half
 

@@ -8,6 +8,7 @@ the design matrix from a mapping of features (:mod:`law.features`) by those name
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -43,25 +44,44 @@ class LinearLaw:
     resid_var: float
     df_resid: float
 
-    def design(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The design matrix X (rows x terms) of ``features`` by term name."""
-        n_rows = len(next(iter(features.values())))
-        columns = [self._term_column(term, features, n_rows) for term in self.terms]
-        return np.column_stack(columns) if columns else np.empty((n_rows, 0))
+    @functools.cached_property
+    def _plan(self) -> tuple[tuple[tuple[str, str | None], ...], ...]:
+        """Each term as its factors ``(feature, level or None)``, parsed once (``Intercept``: no factor)."""
+        plan = []
+        for term in self.terms:
+            factors: list[tuple[str, str | None]] = []
+            if term != "Intercept":
+                for factor in term.split(":"):
+                    match = _CATEGORICAL_TERM.match(factor)
+                    if match:
+                        factors.append((match["cname"] or match["name"], match["level"]))
+                    else:
+                        factors.append((factor, None))
+            plan.append(tuple(factors))
+        return tuple(plan)
 
-    @staticmethod
-    def _term_column(term: str, features: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
-        column = np.ones(n_rows)
-        if term == "Intercept":
-            return column
-        for factor in term.split(":"):
-            match = _CATEGORICAL_TERM.match(factor)
-            if match:
-                values = np.asarray(features[match["cname"] or match["name"]], dtype=object)
-                column = column * (values == match["level"]).astype(float)
-            else:
-                column = column * np.asarray(features[factor], dtype=float)
-        return column
+    @functools.cached_property
+    def _coef_array(self) -> np.ndarray:
+        return np.asarray(self.coef, dtype=float)
+
+    @functools.cached_property
+    def _cov_array(self) -> np.ndarray:
+        return np.asarray(self.cov, dtype=float)
+
+    def design(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The design matrix X (rows x terms) of ``features`` by term name.
+
+        The terms are parsed once per law (a served law builds X on every request).
+        """
+        n_rows = len(next(iter(features.values())))
+        x = np.ones((n_rows, len(self.terms)))
+        for j, factors in enumerate(self._plan):
+            for name, level in factors:
+                if level is None:
+                    x[:, j] *= np.asarray(features[name], dtype=float)
+                else:
+                    x[:, j] *= np.asarray(features[name], dtype=object) == level
+        return x
 
     def predict(
         self, features: Mapping[str, np.ndarray], level: float = INTERVAL_LEVEL
@@ -72,11 +92,11 @@ class LinearLaw:
         of the coefficients plus the scatter of a single new run.
         """
         x = self.design(features)
-        return prediction_interval(x @ np.asarray(self.coef), x, self.cov, self.resid_var, self.df_resid, level)
+        return prediction_interval(x @ self._coef_array, x, self._cov_array, self.resid_var, self.df_resid, level)
 
     def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """Mean of y (log units) for new observations, without an interval."""
-        return self.design(features) @ np.asarray(self.coef)
+        return self.design(features) @ self._coef_array
 
     def coefficient(self, term: str) -> float:
         """The coefficient of ``term``; 0.0 when the law has no such term."""

@@ -9,6 +9,8 @@ intensity (or the price) is unknown.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -18,22 +20,36 @@ from mlflow_roofline.core.schema import M_CO2E_G, M_COST, M_ENERGY_J
 EMISSION_COLUMNS: tuple[str, ...] = (M_CO2E_G, "co2e_g_lower", "co2e_g_upper", M_COST)
 
 
+def emission_columns(
+    energy: Mapping[str, np.ndarray], carbon: CarbonSettings | None, interval: bool = True
+) -> dict[str, np.ndarray]:
+    """The emission columns of ``energy`` (``energy_j`` and, with ``interval``, its bounds) that ``carbon`` allows.
+
+    Empty, without any arithmetic, when neither the intensity nor the price is known.
+    """
+    if carbon is None or (not carbon.known and carbon.price_per_kwh is None):
+        return {}
+    columns: dict[str, np.ndarray] = {}
+    for suffix in ("", "_lower", "_upper") if interval else ("",):
+        out = emissions(np.asarray(energy[f"{M_ENERGY_J}{suffix}"], dtype=float), carbon)
+        if M_CO2E_G in out:
+            columns[f"{M_CO2E_G}{suffix}"] = out[M_CO2E_G]
+    cost = emissions(np.asarray(energy[M_ENERGY_J], dtype=float), carbon).get(M_COST)
+    if cost is not None:
+        columns[M_COST] = cost
+    return columns
+
+
 def add_emissions(frame: pd.DataFrame, carbon: CarbonSettings | None, interval: bool = True) -> pd.DataFrame:
     """``frame`` with the emission columns of its ``energy_j`` (and interval) appended where known.
 
     ``interval=False`` leaves out ``co2e_g_lower``/``co2e_g_upper`` (the energy interval
     times the same factor), for answers whose size matters.
     """
-    if carbon is None:
+    if carbon is None or (not carbon.known and carbon.price_per_kwh is None):
         return frame
-    columns: dict[str, np.ndarray] = {}
-    for suffix in ("", "_lower", "_upper") if interval else ("",):
-        out = emissions(frame[f"{M_ENERGY_J}{suffix}"].to_numpy(dtype=float), carbon)
-        if M_CO2E_G in out:
-            columns[f"{M_CO2E_G}{suffix}"] = out[M_CO2E_G]
-    cost = emissions(frame[M_ENERGY_J].to_numpy(dtype=float), carbon).get(M_COST)
-    if cost is not None:
-        columns[M_COST] = cost
+    energy = {name: frame[name].to_numpy(dtype=float) for name in frame.columns if name.startswith(M_ENERGY_J)}
+    columns = emission_columns(energy, carbon, interval)
     if not columns:
         return frame
     return pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)

@@ -25,9 +25,10 @@ import pandas as pd
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw
-from mlflow_roofline.serve.emissions import add_emissions
+from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.features import job_features
+from mlflow_roofline.serve.frames import frame_of
 from mlflow_roofline.serve.hardware import (
     pooled_energy,
     reference_hardware,
@@ -80,15 +81,19 @@ def law_speedup(
 
 
 def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
-    """True where any input or feature lies outside the range the law was fitted on."""
-    extrapolated = np.zeros(n_rows, dtype=bool)
-    for key, (lo, hi) in law.ranges.items():
-        values = known.get(key)
-        if values is None or (isinstance(values, np.ndarray) and values.dtype == object):
-            continue
-        tol = 1e-9 * max(1.0, abs(lo), abs(hi))
-        extrapolated |= (values < lo - tol) | (values > hi + tol)
-    return extrapolated
+    """True where any input or feature lies outside the range the law was fitted on (all ranges at once)."""
+    keys = [
+        key
+        for key in law.ranges
+        if (values := known.get(key)) is not None and not (isinstance(values, np.ndarray) and values.dtype == object)
+    ]
+    if not keys:
+        return np.zeros(n_rows, dtype=bool)
+    values = np.stack([np.asarray(known[key], dtype=float) for key in keys])  # ranges x rows
+    bounds = np.array([law.ranges[key] for key in keys], dtype=float)  # ranges x (lo, hi)
+    tol = 1e-9 * np.maximum(1.0, np.abs(bounds).max(axis=1, keepdims=True))
+    outside = (values < bounds[:, :1] - tol) | (values > bounds[:, 1:] + tol)
+    return np.asarray(outside.any(axis=0))
 
 
 def evaluate(
@@ -155,7 +160,9 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
     else:
         out = _evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
     check_finite(out)
-    return add_emissions(as_frame(out, PREDICT_OUTPUT_COLUMNS), carbon)
+    columns = {c: out[c] for c in PREDICT_OUTPUT_COLUMNS}
+    columns.update(emission_columns(out, carbon))
+    return frame_of(columns)
 
 
 def _evaluate_on(
@@ -199,8 +206,3 @@ def _evaluate_pooled(
         for key, values in part.items():
             out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values
     return out
-
-
-def as_frame(out: Mapping[str, np.ndarray], columns: tuple[str, ...]) -> pd.DataFrame:
-    """``columns`` of ``out`` as a frame, in that order, without copying the arrays."""
-    return pd.DataFrame({c: out[c] for c in columns}, copy=False)

@@ -22,6 +22,7 @@ from mlflow_roofline.core.rules import (
 from mlflow_roofline.core.schema import LAW_INPUT_NAMES, SIZE_NAMES
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
+from mlflow_roofline.serve.frames import column_arrays, object_column
 
 SIZE_COLUMNS: tuple[str, ...] = SIZE_NAMES
 """Integer model inputs that describe the job (every one must be >= 1)."""
@@ -124,9 +125,9 @@ def integer_column(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 def integer_columns(frame: pd.DataFrame, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Several integer columns at once (one block conversion when all are plain integers)."""
-    raw = [frame[name].to_numpy() for name in names]
-    if all(values.dtype.kind in "iu" for values in raw):  # the common case: plain integers
-        block = np.stack(raw).astype(float)
+    raw = column_arrays(frame, names)
+    if all(isinstance(v, np.ndarray) and v.dtype.kind in "iu" for v in raw.values()):  # plain integers
+        block = np.stack(list(raw.values())).astype(float)
         if np.abs(block).max() <= MAX_EXACT_INT:
             return dict(zip(names, block))
     return {name: integer_column(frame, name) for name in names}
@@ -180,7 +181,7 @@ def validate_jobs(frame: pd.DataFrame, law: FittedLaw) -> Jobs:
     """A predict-mode input, every column and rule checked; see :class:`Jobs`."""
     require(frame, INPUT_COLUMNS)
     columns: dict[str, np.ndarray] = integer_columns(frame, SIZE_COLUMNS + ("num_devices",))
-    strategy = frame["strategy"].to_numpy(dtype=object)
+    strategy = object_column(frame, "strategy")
     check_rules({**columns, "strategy": strategy})
     check_fitted_strategies(strategy, law)
     n = columns.pop("num_devices")

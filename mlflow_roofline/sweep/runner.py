@@ -37,7 +37,6 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.sweep.child_run import create_child_run, run_child
 from mlflow_roofline.sweep.claim import check_claim, withdraw
-from mlflow_roofline.sweep.warm_child import run_child_warm
 from mlflow_roofline.sweep.description import update_description
 from mlflow_roofline.sweep.parent_run import (
     log_plan,
@@ -61,6 +60,7 @@ from mlflow_roofline.sweep.status import (
     SweepInterrupted,
 )
 from mlflow_roofline.sweep.store import config_status, store_statuses
+from mlflow_roofline.sweep.warm_child import run_child_warm
 from mlflow_roofline.system.liveness import liveness
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
 from mlflow_roofline.train.warm import WarmServer

@@ -14,15 +14,22 @@ torch's "Cannot re-initialize CUDA in forked subprocess", named in the run's err
 
 from __future__ import annotations
 
-import torch.distributed.device_mesh
-import torch.distributed.fsdp
-import torch.distributed.tensor.parallel
-import torch.utils.flop_counter
-import transformers.models.bert.modeling_bert
+import importlib
 
-import mlflow_roofline.energy
-import mlflow_roofline.train.job
-import mlflow_roofline.train.parallel.ddp
-import mlflow_roofline.train.parallel.fsdp
-import mlflow_roofline.train.parallel.single
-import mlflow_roofline.train.parallel.tp  # noqa: F401  (imported for the ranks to inherit)
+WARM_MODULES: tuple[str, ...] = (
+    "torch.distributed.device_mesh",
+    "torch.distributed.fsdp",
+    "torch.distributed.tensor.parallel",
+    "torch.utils.flop_counter",
+    "transformers.models.bert.modeling_bert",
+    "mlflow_roofline.energy",
+    "mlflow_roofline.train.job",
+    "mlflow_roofline.train.parallel.ddp",
+    "mlflow_roofline.train.parallel.fsdp",
+    "mlflow_roofline.train.parallel.single",
+    "mlflow_roofline.train.parallel.tp",
+)
+"""What a rank of any strategy imports before its first step."""
+
+for _name in WARM_MODULES:
+    importlib.import_module(_name)

@@ -185,7 +185,7 @@ def _release_server_liveness() -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
-        server._forkserver_alive_fd = None
+        server._forkserver_alive_fd = None  # type: ignore[attr-defined]
 
 
 def _signal_rank(pid: int, signum: int) -> None:

@@ -91,14 +91,22 @@ def setup(device_type: str, world_size: int) -> DistEnv:
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ["LOCAL_RANK"])
     rendezvous = os.environ.get(RENDEZVOUS_FILE_ENV)
-    where = {"init_method": f"file://{rendezvous}", "rank": rank, "world_size": world_size} if rendezvous else {}
+    init_method = f"file://{rendezvous}" if rendezvous else None  # None: torchrun's env://
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device, timeout=PROCESS_GROUP_TIMEOUT, **where)
+        backend = "nccl"
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=PROCESS_GROUP_TIMEOUT, **where)
+        backend = "gloo"
+    dist.init_process_group(
+        backend,
+        init_method=init_method,
+        rank=rank if rendezvous else -1,
+        world_size=world_size if rendezvous else -1,
+        timeout=PROCESS_GROUP_TIMEOUT,
+        device_id=device if device_type == "cuda" else None,
+    )
     if dist.get_world_size() != world_size:
         raise RuntimeError(f"process group has {dist.get_world_size()} ranks, expected {world_size}")
     return DistEnv(rank=rank, world_size=world_size, local_rank=local_rank, device=device)

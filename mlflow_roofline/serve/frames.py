@@ -1,0 +1,63 @@
+"""Reading columns out of, and building, the served model's pandas frames cheaply.
+
+A one-row request spends most of the model's own time in pandas bookkeeping, not in the
+law: ``frame[name]`` builds a Series per column, and ``pd.DataFrame(dict)`` sanitises every
+column and builds the column index anew. These helpers take pandas' internal shortcuts
+(``DataFrame._get_column_array``, ``DataFrame._from_arrays`` with an index built once)
+where this pandas has them, and the public API otherwise; both give the same arrays and
+the same frame. The served model pins the pandas it was logged with.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def column_arrays(
+    frame: pd.DataFrame, names: tuple[str, ...], fast: bool = True, dtype: Any = None
+) -> dict[str, np.ndarray]:
+    """``frame[name].to_numpy(dtype)`` of each of ``names``, without building a Series for each.
+
+    The public path (``fast=False``, another pandas, or column names that are not unique)
+    calls ``frame[name].to_numpy(dtype)`` itself.
+    """
+    get = getattr(frame, "_get_column_array", None) if fast else None
+    columns = frame.columns
+    if get is None or not columns.is_unique:
+        return {name: frame[name].to_numpy(dtype) for name in names}
+    arrays = {}
+    for name in names:
+        values = get(columns.get_loc(name))  # a numpy array, or a pandas extension array (text, nullable)
+        if isinstance(values, np.ndarray):
+            arrays[name] = values if dtype is None else np.asarray(values, dtype=dtype)
+        else:
+            arrays[name] = values.to_numpy(dtype)
+    return arrays
+
+
+def object_column(frame: pd.DataFrame, name: str, fast: bool = True) -> np.ndarray:
+    """``frame[name].to_numpy(dtype=object)``: a column as an object array (text: the strings, NaN where missing)."""
+    return column_arrays(frame, (name,), fast, object)[name]
+
+
+@functools.lru_cache(maxsize=64)
+def _column_index(names: tuple[str, ...]) -> pd.Index:
+    return pd.Index(list(names))
+
+
+def frame_of(columns: Mapping[str, np.ndarray], fast: bool = True) -> pd.DataFrame:
+    """A frame of equally long 1-d numpy ``columns``, in their order (the column index is built once per names).
+
+    The public path (``fast=False`` or another pandas) is ``pd.DataFrame(columns, copy=False)``.
+    """
+    build = getattr(pd.DataFrame, "_from_arrays", None) if fast else None
+    if build is None or not columns:
+        return pd.DataFrame(dict(columns), copy=False)
+    arrays = list(columns.values())
+    index = pd.RangeIndex(len(arrays[0]))
+    return build(arrays, columns=_column_index(tuple(columns)), index=index, verify_integrity=False)
