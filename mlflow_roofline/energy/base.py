@@ -7,7 +7,8 @@ warm-up, its training and its evaluation separately, or a whole job around them.
 use one default window. Backends only say how to read a cumulative energy per device
 (:meth:`EnergyMeter._cumulative`) while a *session* is open (from the first window's
 begin to the last window's end); a window's energy is the difference of two readings.
-The window logic, and the failure rules, live here once:
+The window logic (:mod:`mlflow_roofline.energy.windows`), and the failure rules, live
+once for every backend:
 
 - a read that fails (at the start, mid-window or at the end) gives ``energy_j=None``
   and ``error`` set: never a silent zero;
@@ -18,12 +19,9 @@ The window logic, and the failure rules, live here once:
 from __future__ import annotations
 
 import abc
-import contextlib
-import dataclasses
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the meter interface's types
     SCOPES,
@@ -35,28 +33,16 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     window_measurement,
 )
 from mlflow_roofline.energy.timeline import mean_power
-
-
-@dataclasses.dataclass(slots=True)
-class _Open:
-    """An open named window: its rank among opened windows, when it opened (perf_counter and
-    Unix seconds), its first snapshot or why none."""
-
-    order: int
-    t0: float
-    started_at: float
-    start: Snapshot | None
-    error: str | None
-
-
-DEFAULT_WINDOW = "window"
-"""The name of the window :meth:`EnergyMeter.begin` / :meth:`EnergyMeter.end` use."""
+from mlflow_roofline.energy.windows import (  # noqa: F401 - DEFAULT_WINDOW re-exported
+    DEFAULT_WINDOW,
+    MeterWindows,
+)
 
 MAX_TIMELINE_POINTS = 100_000
 """Points a session's timeline keeps; past it every other point is dropped (the rate halves)."""
 
 
-class EnergyMeter(abc.ABC):
+class EnergyMeter(MeterWindows):
     """One energy source behind named, possibly overlapping measurement windows.
 
     Subclasses set ``source`` and ``scope``, ``update_period_s`` (seconds between two
@@ -82,14 +68,7 @@ class EnergyMeter(abc.ABC):
     selection: str = ""
 
     def __init__(self) -> None:
-        self._windows: dict[str, _Open] = {}  # the named windows
-        self._open_count = 0  # named windows + the default one
-        self._opened = 0  # windows opened so far: orders open_windows
-        self._d_t0: float | None = None  # the default window: perf_counter at its begin, None when closed
-        self._d_started_at = 0.0
-        self._d_start: Snapshot | None = None
-        self._d_error: str | None = None
-        self._d_order = 0
+        super().__init__()
         self._closed = False
         self._lock = threading.Lock()
         self._locked_reads = self.sampled
@@ -129,101 +108,6 @@ class EnergyMeter(abc.ABC):
 
     def _close(self) -> None:
         """Release the backend's resources (library handles, threads)."""
-
-    # -- windows -------------------------------------------------------------------------
-    @property
-    def is_open(self) -> bool:
-        """True while a window is open."""
-        return self._open_count > 0
-
-    @property
-    def open_windows(self) -> list[str]:
-        """The names of the open windows, in the order they opened."""
-        ranked = [(w.order, name) for name, w in self._windows.items()]
-        if self._d_t0 is not None:
-            ranked.append((self._d_order, DEFAULT_WINDOW))
-        return [name for _, name in sorted(ranked)]
-
-    def begin(self) -> None:
-        """Open the default window (one at a time). A failed read is reported by :meth:`end`."""
-        if self._d_t0 is not None or self._closed:
-            self._refuse_begin(DEFAULT_WINDOW)
-        if not self._open_count and self._sessions:
-            self._start_session()
-        self._open_count += 1
-        self._opened += 1
-        self._d_order = self._opened
-        self._d_start, self._d_error = self._snapshot()
-        self._d_started_at = time.time()
-        self._d_t0 = time.perf_counter()
-
-    def end(self) -> Measurement:
-        """Close the default window and return its measurement (failures are in ``error``)."""
-        t0 = self._d_t0
-        if t0 is None:
-            raise MeterError(f"{self.source} meter: end() without begin()")
-        time_s = time.perf_counter() - t0
-        self._d_t0 = None
-        return self._finish(time_s, self._d_start, self._d_error, self._d_started_at)
-
-    def begin_window(self, name: str) -> None:
-        """Open the window ``name``; others may be open. A failed read is reported by :meth:`end_window`."""
-        if name == DEFAULT_WINDOW:
-            return self.begin()
-        if self._closed or name in self._windows:
-            self._refuse_begin(name)
-        if not self._open_count and self._sessions:
-            self._start_session()
-        self._open_count += 1
-        self._opened += 1
-        start, error = self._snapshot()
-        self._windows[name] = _Open(self._opened, time.perf_counter(), time.time(), start, error)
-        return None
-
-    def end_window(self, name: str) -> Measurement:
-        """Close the window ``name`` and return its measurement (failures are in ``error``)."""
-        if name == DEFAULT_WINDOW:
-            return self.end()
-        window = self._windows.pop(name, None)
-        if window is None:
-            raise MeterError(f"{self.source} meter: end_window({name!r}) without begin_window")
-        time_s = time.perf_counter() - window.t0
-        return self._finish(time_s, window.start, window.error, window.started_at)
-
-    @contextlib.contextmanager
-    def window(self, name: str = DEFAULT_WINDOW) -> Iterator[Window]:
-        """Measure a block: ``with meter.window() as w: ...``; then ``w.measurement``."""
-        handle = Window()
-        self.begin_window(name)
-        try:
-            yield handle
-        finally:
-            handle.measurement = self.end_window(name)
-
-    def _refuse_begin(self, name: str) -> NoReturn:
-        if self._closed:
-            raise MeterError(f"{self.source} meter is closed")
-        what = (
-            "a window is already open; end() it first"
-            if name == DEFAULT_WINDOW
-            else (f"window {name!r} is already open; end_window({name!r}) first")
-        )
-        raise MeterError(f"{self.source} meter: {what}")
-
-    def _finish(self, time_s: float, start: Snapshot | None, error: str | None, started_at: float) -> Measurement:
-        """The measurement of a window that closed ``time_s`` seconds after it opened; ends the session if last."""
-        try:
-            if start is None:
-                return self._failed(time_s, f"read failed at window start: {error}", started_at)
-            end, error = self._snapshot()
-            if end is None:
-                return self._failed(time_s, str(error), started_at)
-            warning = self._window_warning(start, end, time_s) if self._warns else None
-            return window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
-        finally:
-            self._open_count -= 1
-            if not self._open_count and self._sessions:
-                self._stop_session()
 
     # -- the power timeline ------------------------------------------------------------
     def enable_timeline(self, interval_s: float) -> None:
@@ -314,6 +198,3 @@ class EnergyMeter(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} source={self.source} scope={self.scope} hardware={self.hardware!r}>"
-
-    def _failed(self, time_s: float, error: str, started_at: float | None = None) -> Measurement:
-        return Measurement(None, {}, time_s, self.source, error=error, started_at=started_at)

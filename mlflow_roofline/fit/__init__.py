@@ -5,8 +5,10 @@ additive roofline (roofline), the roofline-shaped forms' shared least-squares ma
 (roofline_smooth), the time law,
 grouped CV (cv), the size-extrapolation check (extrapolation), sanity properties (sanity),
 the choice of form (selection), diagnostics, every law of one hardware (energy_laws,
-hardware), the fit run's metrics, report, files and plots, registration and how a failing
-fit ends (failure); job only orchestrates.
+hardware), the pooled forms over several hardware (pooled) and their result
+(pooled_result), the fit run's metrics, report, files and plots, registration and how a
+failing fit ends (failure); job only orchestrates, fit_runs logs the fit runs and registers
+their models.
 
 May import core, law, serve (to log the model), system and tracking; never train or sweep.
 """

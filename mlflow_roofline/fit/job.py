@@ -21,65 +21,32 @@ extrapolation and leave-one-hardware-out errors. When a pooled form wins, the po
 parent and registered as the model with ``alias``; otherwise the hardware with the most
 runs gets ``alias``. Every hardware gets ``alias-<hardware>``.
 Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
+
+The fit runs are logged and the models registered by :mod:`fit.fit_runs`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import mlflow
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.hardware_table import load_hardware_table
-from mlflow_roofline.core.schema import (
-    FIT_ENERGY_METRICS,
-    M_N_HARDWARE,
-    M_N_HARDWARE_SKIPPED,
-    M_N_RUNS,
-    TAG_FORM,
-    TAG_HARDWARE,
-    TAG_RUN_TYPE,
-)
+from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.fit.failure import record_failure
+from mlflow_roofline.fit.fit_runs import FitOutcome, aliases_of, log_and_register
 from mlflow_roofline.fit.hardware import HardwareFit, fit_hardware
-from mlflow_roofline.fit.pooled import PooledFit, fit_pooled
-from mlflow_roofline.fit.registration import RegistryLedger, log_fit_run
+from mlflow_roofline.fit.pooled import fit_pooled
+from mlflow_roofline.fit.registration import RegistryLedger
 from mlflow_roofline.fit.registry_names import check_alias, check_model_name
 from mlflow_roofline.fit.run_data import RunData, load_train_runs
 
-
-@dataclasses.dataclass
-class FitOutcome:
-    """The result of :func:`run_fit`: the pull and one fit per hardware."""
-
-    run_data: RunData
-    fits: list[HardwareFit]
-    parent_run_id: str | None = None
-    hardware_comparison: dict[str, float] = dataclasses.field(default_factory=dict)
-    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Hardware that could not be fitted (only when there are several), with the reason."""
-    timings_s: dict[str, float] = dataclasses.field(default_factory=dict)
-    """Wall seconds of each phase: ``pull``, ``fit`` (all laws and CV), ``log`` (run, artifacts, model, registry)."""
-    rollback_problems: list[str] = dataclasses.field(default_factory=list)
-    """Registrations a failed fit could not undo, in words (empty when all were undone)."""
-    pooled: PooledFit | None = None
-    """The pooled forms over every hardware (two hardware or more)."""
-
-    @property
-    def run_ids(self) -> list[str]:
-        """The fit runs this job started (the parent first)."""
-        return [r for r in [self.parent_run_id, *(f.run_id for f in self.fits)] if r]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "hardware"
+__all__ = ["FitOutcome", "run_fit"]
 
 
 def _check_arguments(experiments: Sequence[str], model_name: str, alias: str, register: bool) -> None:
@@ -89,15 +56,6 @@ def _check_arguments(experiments: Sequence[str], model_name: str, alias: str, re
     if register:
         check_model_name(model_name)
         check_alias(alias)
-
-
-def _aliases_of(fits: Sequence[HardwareFit], alias: str, pooled_wins: bool = False) -> list[list[str]]:
-    """The aliases of each fit's version: ``alias`` alone, or ``alias-<hardware>`` each and ``alias`` on the
-    first (unless the pooled law wins: then ``alias`` is its own)."""
-    if len(fits) == 1:
-        return [[alias]]
-    first = [] if pooled_wins else [alias]
-    return [[f"{alias}-{_slug(fit.hardware)}"] + (first if i == 0 else []) for i, fit in enumerate(fits)]
 
 
 def _fit_every_hardware(
@@ -123,86 +81,6 @@ def _fit_every_hardware(
         )
     fits.sort(key=lambda f: -len(f.frame))
     return fits, skipped
-
-
-def _register_all(
-    ledger: RegistryLedger | None,
-    fits: Sequence[HardwareFit],
-    infos: Sequence[Any],
-    alias: str,
-    pooled: tuple[PooledFit, Any] | None = None,
-) -> None:
-    """Register every fit's model with its aliases, and the pooled law's with ``alias`` (nothing without a ledger)."""
-    if ledger is None:
-        return
-    if pooled is not None:
-        ledger.register(pooled[0], pooled[1].model_uri, [alias])  # type: ignore[arg-type]
-    for fit, info, aliases in zip(fits, infos, _aliases_of(fits, alias, pooled is not None)):
-        ledger.register(fit, info.model_uri, aliases)
-
-
-def _log_parent_and_children(
-    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
-) -> None:
-    """Several hardware: a parent fit run with the pooled comparison, one nested fit run each, then registration."""
-    fits = outcome.fits
-    infos = []
-    with mlflow.start_run(**start) as parent:
-        outcome.parent_run_id = parent.info.run_id
-        mlflow.set_tags({TAG_RUN_TYPE: "fit", TAG_HARDWARE: ",".join(f.hardware for f in fits)})
-        mlflow.log_params(params)
-        if outcome.skipped:
-            mlflow.log_dict(outcome.skipped, "skipped_hardware.json")
-        pooled = outcome.pooled
-        mlflow.log_metrics(
-            {
-                M_N_RUNS: float(sum(len(f.frame) for f in fits)),
-                M_N_HARDWARE: float(len(fits)),
-                M_N_HARDWARE_SKIPPED: float(len(outcome.skipped)),
-                **(pooled.metrics() if pooled else {}),
-            }
-        )
-        pooled_info = None
-        if pooled is not None:
-            mlflow.log_text(pooled.report() + "\n", "pooled_report.txt")
-            figure = pooled.extrapolation_figure()
-            if figure is not None:
-                mlflow.log_figure(figure, "plots/pooled_extrapolation.png")
-            if pooled.law is not None:
-                from mlflow_roofline.serve.pyfunc_model import log_law_model
-
-                pooled.run_id = parent.info.run_id
-                mlflow.set_tag(TAG_FORM, pooled.chosen)
-                mlflow.log_text(pooled.law.to_json(), "fitted_law.json")
-                pooled_info = (pooled, log_law_model(pooled.law, name="model"))
-        for fit in fits:
-            run_name = f"fit-{_slug(fit.hardware)}"
-            with mlflow.start_run(experiment_id=parent.info.experiment_id, run_name=run_name, nested=True):
-                infos.append(log_fit_run(fit, outcome.run_data, params))
-        _register_all(ledger, fits, infos, alias, pooled_info)
-
-
-def _log_and_register(
-    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
-) -> None:
-    """Log the fit run(s), then register every model inside the outer run.
-
-    A failure undoes the registrations (problems kept in ``outcome.rollback_problems``) and is re-raised.
-    """
-    fits = outcome.fits
-    try:
-        if len(fits) == 1 and not outcome.skipped:
-            with mlflow.start_run(**start):
-                infos = [log_fit_run(fits[0], outcome.run_data, params)]
-                _register_all(ledger, fits, infos, alias)
-        else:
-            if outcome.pooled is not None:
-                outcome.hardware_comparison = {name: form.cv_mape for name, form in outcome.pooled.forms.items()}
-            _log_parent_and_children(outcome, start, params, ledger, alias)
-    except Exception:
-        if ledger is not None:
-            outcome.rollback_problems = ledger.rollback()
-        raise
 
 
 def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], Any]) -> None:
@@ -259,7 +137,7 @@ def run_fit(
         fits, skipped = _fit_every_hardware(run_data, fit_args, echo)
         pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
         if register:
-            for fit_aliases in _aliases_of(fits, alias, pooled is not None and pooled.law is not None):
+            for fit_aliases in aliases_of(fits, alias, pooled is not None and pooled.law is not None):
                 for name in fit_aliases:
                     check_alias(name)
         timings["fit"] = time.perf_counter() - clock
@@ -267,7 +145,7 @@ def run_fit(
         outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = {"run_id": env_run} if env_run else {"experiment_id": run_data.experiment_ids[0], "run_name": "fit"}
-        _log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
+        log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
         timings["log"] = time.perf_counter() - clock
     except Exception as exc:
         raise record_failure(

@@ -74,7 +74,7 @@ def measure_claimed(task: RemoteTask) -> Any:
     """
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.sweep.child_run import run_child
+    from mlflow_roofline.sweep.fresh_child import run_child
 
     os.environ["MLFLOW_TRACKING_URI"] = task.tracking_uri
     client = MlflowClient(tracking_uri=task.tracking_uri)

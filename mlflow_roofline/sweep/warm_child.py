@@ -15,7 +15,7 @@ metrics, tags and one-line reasons:
 - KILLED when the sweep is interrupted (SIGINT/SIGTERM): the ranks are stopped first.
 
 ``--launch fresh`` measures each configuration in an ``mlflow-roofline train`` process of
-its own instead (:mod:`mlflow_roofline.sweep.child_run`), as the remote executors do.
+its own instead (:mod:`mlflow_roofline.sweep.fresh_child`), as the remote executors do.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import RooflineError
-from mlflow_roofline.sweep.child_run import log_tags, mark_abandoned
+from mlflow_roofline.sweep.fresh_child import log_tags, mark_abandoned
 from mlflow_roofline.sweep.status import Outcome, SweepInterrupted
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals

@@ -24,7 +24,7 @@ of its watts on the work itself, so its energy is closer to the additive rooflin
 Times carry log-normal noise ``time_noise_sd`` and energies ``energy_noise_sd`` on each
 repeat. Speedup and eta are measured from the times as the fit measures them. The frame
 has the columns of :func:`testing.synthetic.generate_synthetic_runs`, so
-:func:`testing.synthetic.log_runs` logs it.
+:func:`testing.synthetic_log.log_runs` logs it.
 """
 
 from __future__ import annotations

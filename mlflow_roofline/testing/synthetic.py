@@ -23,13 +23,16 @@ each run:
 proxy metrics, ``energy_j``, ``time_s``, ``step_time_s``, ``samples_per_s``,
 ``avg_power_w`` and the ``roofline.*`` tags), and :func:`log_synthetic_runs` does both.
 ``flops_counted`` is not logged: nothing was counted.
+
+The laws are :class:`~mlflow_roofline.testing.ground_truth.GroundTruth`
+(:mod:`testing.ground_truth`), the logging :mod:`testing.synthetic_log`; both are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,85 +48,28 @@ from mlflow_roofline.core.schema import (
     M_SAMPLES_PER_S,
     M_STEP_TIME_S,
     M_TIME_S,
-    PARAM_NAMES,
-    TAG_CONFIG_HASH,
-    TAG_ENERGY_SOURCE,
-    TAG_HARDWARE,
-    TAG_RUN_TYPE,
-    TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.fit.measured_speedup import measure_speedup
-from mlflow_roofline.law.speedup import AMDAHL, CONSTANT, SATURATING_EXP, SpeedupLaw
+from mlflow_roofline.testing.ground_truth import DEFAULT_HARDWARE, GroundTruth, default_speedup_laws
+from mlflow_roofline.testing.synthetic_log import log_runs
 
-DEFAULT_HARDWARE = "Synthetic GPU"
+__all__ = [
+    "DEFAULT_HARDWARE",
+    "GroundTruth",
+    "SyntheticRuns",
+    "default_speedup_laws",
+    "draw_workloads",
+    "generate_synthetic_runs",
+    "log_runs",
+    "log_synthetic_runs",
+]
+
 
 # The workload space draws come from (head size 64 and ff = 4d, as in the paper's grid).
 LAYER_CHOICES: tuple[int, ...] = tuple(range(1, 25))
 HIDDEN_CHOICES: tuple[int, ...] = tuple(range(128, 1025, 64))
 SEQ_CHOICES: tuple[int, ...] = (32, 64, 128, 256, 512)
 BATCH_CHOICES: tuple[int, ...] = (8, 16, 32, 64)
-
-
-def default_speedup_laws() -> dict[str, SpeedupLaw]:
-    """Plausible true speedup laws: tp saturates near 2.6x, ddp scales better than fsdp."""
-    return {
-        "single": SpeedupLaw("single", CONSTANT, {}),
-        "ddp": SpeedupLaw("ddp", AMDAHL, {"p": 0.95, "c": 0.02}),
-        "fsdp": SpeedupLaw("fsdp", AMDAHL, {"p": 0.9, "c": 0.04}),
-        "tp": SpeedupLaw("tp", SATURATING_EXP, {"s_max": 2.6, "k": 0.45}),
-    }
-
-
-@dataclasses.dataclass(frozen=True)
-class GroundTruth:
-    """The known laws synthetic runs are drawn from.
-
-    Attributes:
-        log_kappa: log of the energy law's constant (log joules at C = M = eta = 1).
-        alpha_c: energy exponent of the compute proxy C (FLOPs).
-        alpha_m: energy exponent of the memory-traffic proxy M (elements).
-        alpha_eta: energy exponent of the hardware efficiency eta = S/N.
-        psi: log energy offset of each strategy (0 for ``single``).
-        speedup_laws: true speedup law S(N) of each strategy.
-        log_tau: log of the time law's constant (log seconds).
-        beta_c: time exponent of C for single-device jobs.
-        beta_m: time exponent of M for single-device jobs.
-        noise_sd: standard deviation of log energy noise.
-        time_noise_sd: standard deviation of log time noise.
-        speedup_jitter: standard deviation of the per-workload log factor on S(N) - 1.
-    """
-
-    log_kappa: float = -17.3
-    alpha_c: float = 0.75
-    alpha_m: float = 0.25
-    alpha_eta: float = -1.0
-    psi: Mapping[str, float] = dataclasses.field(
-        default_factory=lambda: {"single": 0.0, "ddp": 0.10, "fsdp": 0.05, "tp": 0.20}
-    )
-    speedup_laws: Mapping[str, SpeedupLaw] = dataclasses.field(default_factory=default_speedup_laws)
-    log_tau: float = -23.6
-    beta_c: float = 0.8
-    beta_m: float = 0.2
-    noise_sd: float = 0.05
-    time_noise_sd: float = 0.02
-    speedup_jitter: float = 0.15
-
-    def log_energy(
-        self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]
-    ) -> np.ndarray:
-        """Noise-free log energy (log joules) of the energy law."""
-        psi = np.array([self.psi.get(s, 0.0) for s in strategy], dtype=float)
-        return self.log_kappa + self.alpha_c * log_c + self.alpha_m * log_m + self.alpha_eta * log_eta + psi
-
-    def energy_j(
-        self, log_c: np.ndarray, log_m: np.ndarray, log_eta: np.ndarray, strategy: Sequence[str]
-    ) -> np.ndarray:
-        """Noise-free energy of the law, joules (the median of the noisy draws)."""
-        return np.exp(self.log_energy(log_c, log_m, log_eta, strategy))
-
-    def log_time_single(self, log_c: np.ndarray, log_m: np.ndarray) -> np.ndarray:
-        """Noise-free log seconds of a job on one device (the time law)."""
-        return self.log_tau + self.beta_c * log_c + self.beta_m * log_m
 
 
 @dataclasses.dataclass
@@ -266,51 +212,6 @@ def _with_energy(frame: pd.DataFrame, truth: GroundTruth, rng: np.random.Generat
     frame[M_SAMPLES_PER_S] = samples / frame[M_TIME_S]
     frame[M_AVG_POWER_W] = frame[M_ENERGY_J] / frame[M_TIME_S]
     return frame
-
-
-def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
-    """Log one MLflow train run per row of ``frame`` (as :func:`generate_synthetic_runs` makes it).
-
-    Three store calls per run (create, log_batch, terminate). A NaN in ``energy_j`` is
-    logged as a NaN metric; a missing column or ``None`` leaves the metric unlogged.
-
-    Returns:
-        the run ids, in row order.
-    """
-    from mlflow.entities import Metric, Param
-
-    metric_names = (M_ENERGY_J, M_TIME_S, M_STEP_TIME_S, M_SAMPLES_PER_S, M_AVG_POWER_W)  # proxies: below
-    run_ids: list[str] = []
-    now_ms = int(time.time() * 1000)
-    for i, row in enumerate(frame.to_dict("records")):
-        config = TrainConfig.from_mapping({p: row[p] for p in PARAM_NAMES})
-        metrics_values = {**proxy_metrics(config), **{k: row.get(k) for k in metric_names if k in row}}
-        hardware = str(row.get("hardware", DEFAULT_HARDWARE))
-        tags = {
-            TAG_RUN_TYPE: "train",
-            TAG_ENERGY_SOURCE: str(row.get("energy_source", "nvml")),
-            TAG_HARDWARE: hardware,
-            TAG_CONFIG_HASH: str(row.get("config_hash") or config.config_hash(hardware)),
-            TAG_WORKLOAD_HASH: str(row.get("workload_hash") or config.workload_hash(hardware)),
-        }
-        run = client.create_run(experiment_id, start_time=now_ms + i, tags=tags, run_name=config.run_name)
-        run_id = run.info.run_id
-        client.log_batch(
-            run_id,
-            metrics=[Metric(k, float(v), now_ms + i, 0) for k, v in metrics_values.items() if _loggable(k, v)],
-            params=[Param(p, str(row[p])) for p in PARAM_NAMES],
-            synchronous=True,
-        )
-        client.set_terminated(run_id, status=status, end_time=now_ms + i + 1)
-        run_ids.append(run_id)
-    return run_ids
-
-
-def _loggable(name: str, value: Any) -> bool:
-    """Metrics with a value are logged; a NaN only for energy_j (a test of bad energy), never for others."""
-    if value is None:
-        return False
-    return name == M_ENERGY_J or not pd.isna(value)
 
 
 def log_synthetic_runs(

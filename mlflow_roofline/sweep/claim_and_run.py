@@ -1,0 +1,96 @@
+"""Claim one (configuration, repeat) of a sweep and measure it: what every step of a sweep shares.
+
+:func:`claim_and_run` creates the child run (:func:`~mlflow_roofline.sweep.child_run.create_child_run`),
+claims the unit with it (:mod:`mlflow_roofline.sweep.claim`) and, if the claim is won,
+measures it: with its ranks forked from the sweep's warm server
+(:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`, ``launch="warm"``), in an
+``mlflow-roofline train`` process of its own (:func:`~mlflow_roofline.sweep.fresh_child.run_child`,
+``launch="fresh"``), or handed to a remote executor
+(:func:`~mlflow_roofline.sweep.remote_results.submit_claimed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any
+
+from mlflow_roofline.sweep.child_run import create_child_run
+from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.fresh_child import run_child
+from mlflow_roofline.sweep.plan import Plan
+from mlflow_roofline.sweep.reconcile import Entry
+from mlflow_roofline.sweep.remote_results import submit_claimed
+from mlflow_roofline.sweep.spec import SweepSpec
+from mlflow_roofline.sweep.status import Outcome, Status
+from mlflow_roofline.sweep.warm_child import run_child_warm
+from mlflow_roofline.train.warm import WarmServer
+
+SUBMITTED = "submitted"
+"""What :func:`claim_and_run` returns, with the run id, for a unit claimed here and handed to a remote executor."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepContext:
+    """What every step of one sweep needs."""
+
+    client: Any
+    spec: SweepSpec
+    plan: Plan
+    experiment_id: str
+    parent_id: str
+    retry_failed: bool
+    log_dir: str
+    executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
+    warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
+
+
+def claim_and_run(
+    sweep: SweepContext, entry: Entry, config_hash: str, status: Status
+) -> Outcome | tuple[str, str] | None:
+    """Create the child run, claim the (configuration, repeat) with it, and run it if the claim is won (else None).
+
+    With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
+    """
+    client, config = sweep.client, entry.config
+    run_id = create_child_run(
+        config,
+        sweep.experiment_id,
+        sweep.parent_id,
+        hardware=sweep.plan.hardware or "",
+        client=client,
+        repeat=entry.repeat,
+    )
+    try:
+        claim = check_claim(client, sweep.experiment_id, config_hash, run_id, status.run_ids, entry.repeat)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.set_terminated(run_id, "KILLED")
+        raise
+    if not claim.won:
+        withdraw(client, run_id, claim)
+        return None
+    if sweep.executor is not None:
+        submit_claimed(sweep, run_id, config)
+        return SUBMITTED, run_id
+    if sweep.warm is not None:
+        return run_child_warm(
+            run_id,
+            config,
+            server=sweep.warm,
+            hardware=sweep.plan.hardware or "",
+            client=client,
+            meter=sweep.spec.meter,
+            timeout_s=sweep.spec.timeout_s,
+            carbon=sweep.spec.carbon,
+        )
+    return run_child(
+        run_id,
+        config,
+        sweep.experiment_id,
+        meter=sweep.spec.meter,
+        timeout_s=sweep.spec.timeout_s,
+        log_dir=sweep.log_dir,
+        client=client,
+        extra_args=sweep.spec.carbon_args,
+    )
