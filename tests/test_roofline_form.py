@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.law_inputs import law_query
+from support.served_sanity import GROWING_FIELDS, check_served_law, served_jobs
 
 from mlflow_roofline.fit.energy_laws import fit_energy_laws
 from mlflow_roofline.fit.features import feature_frame
@@ -155,45 +156,17 @@ def registered_laws() -> list[FittedLaw]:
     ]
 
 
-@st.composite
-def _configs(draw) -> dict[str, object]:
-    heads = draw(st.integers(1, 24))
-    strategy = draw(st.sampled_from(["single", "ddp", "fsdp", "tp"]))
-    devices = 1 if strategy == "single" else draw(st.sampled_from([2, 4]))
-    return {
-        "num_layers": draw(st.integers(1, 48)),
-        "hidden_size": 64 * heads * devices,
-        "num_heads": heads * devices,
-        "ffn_size": 256 * heads * devices,
-        "seq_len": draw(st.integers(8, 2048)),
-        "batch_size": devices * draw(st.integers(1, 64)),
-        "num_steps": draw(st.integers(1, 10_000)),
-        "strategy": strategy,
-        "num_devices": devices,
-    }
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    config=_configs(),
-    field=st.sampled_from(["num_layers", "hidden_size", "seq_len", "batch_size"]),
+    config=served_jobs(),
+    field=st.sampled_from(GROWING_FIELDS),
     factor=st.integers(2, 4),
 )
 def test_registered_laws_are_finite_positive_monotone_and_proportional_to_steps(
     registered_laws: list[FittedLaw], config: dict[str, object], field: str, factor: int
 ) -> None:
-    bigger = dict(config)
-    bigger[field] = int(config[field]) * factor
-    if field == "hidden_size":
-        bigger["num_heads"], bigger["ffn_size"] = int(config["num_heads"]) * factor, int(config["ffn_size"]) * factor
-    amortised = {**config, "num_steps": 10_000}
-    doubled = {**config, "num_steps": 20_000}
     for law in registered_laws:
-        out = predict_frame(law, pd.DataFrame([config, bigger, amortised, doubled]))
-        energy = out["energy_j"].to_numpy()
-        assert np.all(np.isfinite(energy) & (energy > 0))
-        assert energy[1] >= energy[0] * (1 - 1e-9)
-        assert energy[3] / energy[2] == pytest.approx(2.0, rel=0.1)
+        check_served_law(law, config, field, factor, steps_rel=0.1)
 
 
 def test_the_registered_roofline_model_serves_from_the_registry(tracking_uri: str) -> None:

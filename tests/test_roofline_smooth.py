@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.served_sanity import GROWING_FIELDS, check_served_law, served_jobs
 
 from mlflow_roofline.fit.features import feature_frame
 from mlflow_roofline.fit.forms import PAPER, PER_WORK, ROOFLINE_FORMS
@@ -165,45 +166,16 @@ def test_the_smooth_law_round_trips_and_passes_the_fit_time_sanity_checks(smooth
     assert sanity_problems(smooth_law.energy_law, smooth_law.speedup_laws, smooth_law.ranges) == []
 
 
-@st.composite
-def _configs(draw) -> dict[str, object]:
-    heads = draw(st.integers(1, 24))
-    strategy = draw(st.sampled_from(["single", "ddp", "fsdp", "tp"]))
-    devices = 1 if strategy == "single" else draw(st.sampled_from([2, 4]))
-    return {
-        "num_layers": draw(st.integers(1, 48)),
-        "hidden_size": 64 * heads * devices,
-        "num_heads": heads * devices,
-        "ffn_size": 256 * heads * devices,
-        "seq_len": draw(st.integers(8, 2048)),
-        "batch_size": devices * draw(st.integers(1, 64)),
-        "num_steps": draw(st.integers(1, 10_000)),
-        "strategy": strategy,
-        "num_devices": devices,
-    }
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    config=_configs(),
-    field=st.sampled_from(["num_layers", "hidden_size", "seq_len", "batch_size"]),
+    config=served_jobs(),
+    field=st.sampled_from(GROWING_FIELDS),
     factor=st.integers(2, 4),
 )
 def test_the_served_smooth_law_is_finite_positive_monotone_and_proportional_to_steps(
     smooth_law: FittedLaw, config: dict[str, object], field: str, factor: int
 ) -> None:
-    bigger = dict(config)
-    bigger[field] = int(config[field]) * factor  # type: ignore[call-overload]
-    if field == "hidden_size":
-        bigger["num_heads"] = int(config["num_heads"]) * factor  # type: ignore[call-overload]
-        bigger["ffn_size"] = int(config["ffn_size"]) * factor  # type: ignore[call-overload]
-    amortised, doubled = {**config, "num_steps": 10_000}, {**config, "num_steps": 20_000}
-    out = predict_frame(smooth_law, pd.DataFrame([config, bigger, amortised, doubled]))
-    energy = out["energy_j"].to_numpy()
-    assert np.all(np.isfinite(energy) & (energy > 0))
-    assert np.all(np.isfinite(out["energy_j_lower"]) & np.isfinite(out["energy_j_upper"]))
-    assert energy[1] >= energy[0] * (1 - 1e-9)
-    assert energy[3] / energy[2] == pytest.approx(2.0, rel=1e-6)  # every term of the form scales with the steps
+    check_served_law(smooth_law, config, field, factor, steps_rel=1e-6)  # every term scales with the steps
 
 
 def test_the_logged_pyfunc_model_predicts_with_the_smooth_law(tracking_uri: str, smooth_law: FittedLaw) -> None:

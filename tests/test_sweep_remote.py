@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.services import MlflowServer, RayCluster, start_mlflow_server, start_postgres, start_ray_cluster
+from support.sweeps import write_spec
 
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
 from mlflow_roofline.sweep.executors import NODE_METER_RESOURCE
@@ -33,27 +34,6 @@ RAY_HOME = Path(tempfile.gettempdir()) / f"roofline-ray-home-{os.getpid()}"
 elsewhere leaves ``~/.ray/auth_token`` behind, and Ray 2.60 then refuses a worker node joining a
 head started without it. A home of their own keeps the test independent of that."""
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def write_spec(path: Path, experiment: str, grid: str, steps: int = 2) -> Path:
-    path.write_text(
-        "\n".join(
-            [
-                f"experiment: {experiment}",
-                "device: cpu",
-                "meter: estimate",
-                f"num_steps: {steps}",
-                "warmup_steps: 1",
-                "num_heads: 2",
-                "ffn_ratio: 2",
-                "seq_len: 8",
-                "batch_size: 4",
-                f"grid: {grid}",
-                "",
-            ]
-        )
-    )
-    return path
 
 
 @pytest.fixture(scope="module")

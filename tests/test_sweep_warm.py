@@ -32,8 +32,8 @@ def _rank_processes(rank0_pid: int) -> list[psutil.Process]:
     return [p for p in server.children() if p.status() != psutil.STATUS_ZOMBIE]
 
 
-def _in_flight_pid(experiment: str) -> int:
-    """Rank 0 of the ddp run in flight (the sweep runs the single-device baseline first)."""
+def _in_flight_ranks(experiment: str) -> tuple[int, list[psutil.Process]]:
+    """Rank 0's pid and both ranks of the ddp run in flight (the sweep runs the single-device baseline first)."""
 
     def ddp_runs() -> list:
         return [
@@ -43,7 +43,9 @@ def _in_flight_pid(experiment: str) -> int:
         ]
 
     wait_until(ddp_runs, 120, "the ddp ranks to start")
-    return int(ddp_runs()[0].data.tags[TAG_PID])
+    rank0 = int(ddp_runs()[0].data.tags[TAG_PID])
+    wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
+    return rank0, _rank_processes(rank0)
 
 
 def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_config(
@@ -63,9 +65,7 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
         env=ONE_THREAD,
     )
     try:
-        rank0 = _in_flight_pid("warm")
-        wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
-        ranks = _rank_processes(rank0)
+        rank0, ranks = _in_flight_ranks("warm")
         server = psutil.Process(rank0).parent()
         assert server is not None and "forkserver" in " ".join(server.cmdline())
         assert server.ppid() == sweep.pid  # the sweep's own server, no torchrun agent in between
@@ -119,9 +119,7 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
         env=ONE_THREAD,
     )
     try:
-        rank0 = _in_flight_pid("orphan")
-        wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
-        ranks = _rank_processes(rank0)
+        _, ranks = _in_flight_ranks("orphan")
         sweep.send_signal(signal.SIGKILL)  # no handler runs: the server and the ranks must go by themselves
         sweep.wait()
         wait_until(
