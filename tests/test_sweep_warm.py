@@ -69,7 +69,8 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
         server = psutil.Process(rank0).parent()
         assert server is not None and "forkserver" in " ".join(server.cmdline())
         assert server.ppid() == sweep.pid  # the sweep's own server, no torchrun agent in between
-        assert all(os.getsid(p.pid) == p.pid for p in ranks)  # out of the sweep's group: Ctrl-C reaches the sweep only
+        # each rank leaves the sweep's group first thing (Ctrl-C reaches the sweep only)
+        wait_until(lambda: all(os.getsid(p.pid) == p.pid for p in ranks), 30, "each rank to lead its own session")
         rank1 = next(p for p in ranks if p.pid != rank0)
         rank1.send_signal(signal.SIGKILL)  # what the OOM killer does
         out, _ = sweep.communicate(timeout=180)

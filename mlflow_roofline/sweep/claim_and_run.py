@@ -43,6 +43,7 @@ class SweepContext:
     log_dir: str
     executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
     warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
+    launch: str = "warm"  # what remote Ray workers do too (Slurm jobs always launch fresh)
 
 
 def claim_and_run(

@@ -4,8 +4,14 @@ The submitting host plans, claims (creates the child run) and resumes; a Ray tas
 Slurm job calls :func:`measure_claimed` with a :class:`RemoteTask`. The worker first checks
 that it can reach the tracking server (a worker that cannot fails its configuration with
 that reason), records its node on the run (tag ``roofline.node``), keeps a heartbeat tag
-fresh while the train process runs (so a sweep resumed on another host can tell a run
-whose node was lost from a live one), and measures into the claimed run.
+fresh while the job runs (so a sweep resumed on another host can tell a run whose node
+was lost from a live one), and measures into the claimed run.
+
+A Ray worker is a long-lived process that runs task after task: under ``--launch warm``
+it keeps a warm server of its own (:mod:`mlflow_roofline.train.warm`, started at its
+first task) and forks each job's ranks from it, as a local sweep does; the server, and
+so the ranks, end with the worker. A Slurm job is a process of its own per
+configuration, so it launches ``mlflow-roofline train`` fresh, which dies with it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ from mlflow_roofline.core.schema import TAG_EXECUTOR, TAG_HEARTBEAT, TAG_NODE
 
 HEARTBEAT_S = 20.0
 """Seconds between two heartbeats of a remote worker."""
+WARM_EXECUTORS: tuple[str, ...] = ("ray",)
+"""Executors whose workers outlive a task, so that a warm server pays off."""
+
+_worker_server: Any = None
+"""This worker's warm server, started at its first warm task."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +51,10 @@ class RemoteTask:
         meter: the energy meter the train process asks for.
         timeout_s: wall-clock limit of the train process, seconds (None: none).
         extra_args: more train options (the sweep's carbon options).
+        hardware: the ``roofline.hardware`` value of the run's hashes (warm launch).
+        carbon: the sweep's carbon settings as (key, value) pairs (warm launch).
+        warm: fork the job's ranks from this worker's warm server instead of starting
+            ``mlflow-roofline train``.
     """
 
     run_id: str
@@ -50,6 +65,9 @@ class RemoteTask:
     meter: str = "auto"
     timeout_s: float | None = None
     extra_args: tuple[str, ...] = ()
+    hardware: str = ""
+    carbon: tuple[tuple[str, Any], ...] = ()
+    warm: bool = False
 
 
 class WorkerUnreachable(RooflineError):
@@ -87,6 +105,19 @@ def measure_claimed(task: RemoteTask) -> Any:
             f"worker {node} cannot reach the tracking server {task.tracking_uri}: {str(exc).splitlines()[0][:300]}"
         ) from None
     with heartbeat(client, task.run_id):
+        if task.warm:
+            from mlflow_roofline.sweep.warm_child import run_child_warm
+
+            return run_child_warm(
+                task.run_id,
+                task.config,
+                server=worker_server(),
+                hardware=task.hardware,
+                client=client,
+                meter=task.meter,
+                timeout_s=task.timeout_s,
+                carbon=dict(task.carbon),
+            )
         return run_child(
             task.run_id,
             task.config,
@@ -97,6 +128,16 @@ def measure_claimed(task: RemoteTask) -> Any:
             die_with_parent=True,
             extra_args=task.extra_args,
         )
+
+
+def worker_server() -> Any:
+    """This worker's warm server (started at the first call)."""
+    global _worker_server
+    if _worker_server is None:
+        from mlflow_roofline.train.warm import WarmServer
+
+        _worker_server = WarmServer().start()
+    return _worker_server
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.sweep.executors import WorkerFailure
 from mlflow_roofline.sweep.reconcile import Entry
-from mlflow_roofline.sweep.remote import RemoteTask
+from mlflow_roofline.sweep.remote import WARM_EXECUTORS, RemoteTask
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome
 
 
@@ -41,6 +41,9 @@ def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
             sweep.spec.meter,
             sweep.spec.timeout_s,
             tuple(sweep.spec.carbon_args),
+            hardware=sweep.plan.hardware or "",
+            carbon=tuple(sweep.spec.carbon.items()),
+            warm=sweep.launch == "warm" and executor.name in WARM_EXECUTORS,
         )
     )
 

@@ -8,9 +8,10 @@ claims it (:mod:`mlflow_roofline.sweep.claim`), so sweeps
 sharing a store never run one configuration twice; one held by a live run of another
 process is put back in the queue and, when nothing else is left, waited for. Each run
 is measured, by default, from this process with its ranks forked from a warm server
-(:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`, ``launch="warm"``), or in an
+(:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`, ``launch="warm"``; a Ray
+worker does the same with a server of its own), or in an
 ``mlflow-roofline train`` process of its own (:func:`~mlflow_roofline.sweep.fresh_child.run_child`,
-``launch="fresh"``, what the remote executors' workers do).
+``launch="fresh"``, what Slurm jobs always do).
 
 This module is the sweep's entry (:func:`run_sweep`: the parent run, signals, the results);
 the queue loop is :mod:`mlflow_roofline.sweep.queue`, claiming and measuring one unit
@@ -91,7 +92,9 @@ def run_sweep(
     with raising_on_signals(SweepInterrupted):
         try:
             warm = WarmServer().start() if launch == "warm" and executor is None else None
-            return _sweep(client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor, warm)
+            return _sweep(
+                client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor, warm, launch
+            )
         except SweepInterrupted as exc:
             ignore_stop_signals()
             client.set_tag(parent_id, TAG_ERROR, str(exc))
@@ -117,6 +120,7 @@ def _sweep(
     progress: bool,
     executor: Any = None,
     warm: WarmServer | None = None,
+    launch: str = "warm",
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
     mark_stale_sweeps(client, experiment_id, parent_id)
@@ -124,7 +128,9 @@ def _sweep(
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")
     try:
-        sweep = SweepContext(client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm)
+        sweep = SweepContext(
+            client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm, launch
+        )
         results = run_entries(sweep, entries, echo, progress)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)  # failed runs hold their output as an artifact

@@ -15,7 +15,8 @@ metrics, tags and one-line reasons:
 - KILLED when the sweep is interrupted (SIGINT/SIGTERM): the ranks are stopped first.
 
 ``--launch fresh`` measures each configuration in an ``mlflow-roofline train`` process of
-its own instead (:mod:`mlflow_roofline.sweep.fresh_child`), as the remote executors do.
+its own instead (:mod:`mlflow_roofline.sweep.fresh_child`), as Slurm jobs always do. A
+Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_roofline.sweep.remote`).
 """
 
 from __future__ import annotations
