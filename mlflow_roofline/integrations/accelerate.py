@@ -30,7 +30,7 @@ from typing import Any
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_ACCELERATE
 from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
-from mlflow_roofline.integrations.model_shape import model_shape
+from mlflow_roofline.integrations.model_shape import batch_shape, model_shape
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import probe
 from mlflow_roofline.integrations.tracker import JobTracker
@@ -96,13 +96,10 @@ class TrainingTracker:
     def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
         if not module.training:
             return
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None:
-            ids = kwargs.get("inputs_embeds")
-        shape = getattr(ids, "shape", None)
-        if shape is not None and len(shape) >= 2:
-            self._rows = max(self._rows, int(shape[0]))
-            self.tracker.batch_seen(int(shape[0]), int(shape[1]))
+        batch = batch_shape(args, kwargs)
+        if batch is not None:
+            self._rows = max(self._rows, batch[0])
+            self.tracker.batch_seen(*batch)
 
 
 @contextlib.contextmanager

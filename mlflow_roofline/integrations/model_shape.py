@@ -13,7 +13,8 @@ ffn_size      ``intermediate_size`` (BERT, Llama), ``n_inner`` (GPT-2), ``ffn_di
 
 GPT-2 leaves ``n_inner`` at ``None`` to mean 4 x ``n_embd``; that rule is applied. A
 field found under none of the names is reported missing (the caller warns and logs
-energy and time without it).
+energy and time without it). :func:`batch_shape` reads the rows and padded length of one
+forward call's batch, for the integrations' forward pre-hooks.
 """
 
 from __future__ import annotations
@@ -40,6 +41,21 @@ def model_shape(model: Any) -> tuple[dict[str, int], list[str]]:
         shape["ffn_size"] = 4 * shape["hidden_size"]  # GPT-2: n_inner=None means 4 * n_embd
     missing = [field for field in SHAPE_ALIASES if field not in shape]
     return shape, missing
+
+
+def batch_shape(args: tuple, kwargs: dict) -> tuple[int, int] | None:
+    """(rows, padded sequence length in tokens) of one forward call's batch, or None.
+
+    Read from the forward pre-hook's arguments: ``input_ids`` (keyword or first positional),
+    else ``inputs_embeds``; None when neither has a shape of two or more dimensions.
+    """
+    ids = kwargs.get("input_ids", args[0] if args else None)
+    if ids is None:
+        ids = kwargs.get("inputs_embeds")
+    shape = getattr(ids, "shape", None)
+    if shape is not None and len(shape) >= 2:
+        return int(shape[0]), int(shape[1])
+    return None
 
 
 def _first_int(config: Any, names: tuple[str, ...]) -> int | None:

@@ -27,7 +27,7 @@ from transformers import TrainerCallback
 
 from mlflow_roofline.core.schema import SOURCE_TRAINER
 from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
-from mlflow_roofline.integrations.model_shape import model_shape
+from mlflow_roofline.integrations.model_shape import batch_shape, model_shape
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.integrations.tracker import JobTracker
@@ -92,9 +92,6 @@ class RooflineCallback(TrainerCallback):
     def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
         if not module.training or self.tracker is None:
             return
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None:
-            ids = kwargs.get("inputs_embeds")
-        shape = getattr(ids, "shape", None)
-        if shape is not None and len(shape) >= 2:
-            self.tracker.batch_seen(int(shape[0]), int(shape[1]))
+        batch = batch_shape(args, kwargs)
+        if batch is not None:
+            self.tracker.batch_seen(*batch)
