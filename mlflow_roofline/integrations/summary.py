@@ -30,12 +30,11 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.energy.base import EnergyMeter, Measurement
 from mlflow_roofline.integrations.run_log import TIMELINE_ARTIFACT, timeline_csv
+from mlflow_roofline.integrations.tracker_sync import budget_tag
 
 
 def start_tags(tracker: Any, meter: EnergyMeter) -> dict[str, str]:
     """The tags known before training: what kind of run this is, where it runs, how it is measured."""
-    from mlflow_roofline.integrations.tracker import budget_tag
-
     tags = {
         TAG_RUN_TYPE: "train",
         TAG_SOURCE: tracker.source,

@@ -18,9 +18,9 @@ from mlflow_roofline.integrations.energy_window import RankWindow
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples
 from mlflow_roofline.integrations.job_facts import JobFacts
 from mlflow_roofline.integrations.options import TrackOptions
-from mlflow_roofline.integrations.tracker_sync import SyncPoint, budget_tag
+from mlflow_roofline.integrations.tracker_sync import SyncPoint
 
-__all__ = ["ESTIMATE_RESCAN_S", "JobTracker", "budget_tag"]
+__all__ = ["ESTIMATE_RESCAN_S", "JobTracker"]
 
 ESTIMATE_RESCAN_S = 10.0
 """Seconds between two listings of live descendants by the ``estimate`` meter inside a loop.
