@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 import requests
 
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.testing.scoring_server import LOOPBACK, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -78,7 +78,7 @@ def mlflow_ui(backend_store_uri: str, *, cwd: Path, startup_timeout_s: float = 1
         _wait_healthy(base, process, Path(log.name), startup_timeout_s)
         yield base
     finally:
-        _stop_group(process)
+        stop_group(process, grace_s=10.0)
         log.close()
         Path(log.name).unlink(missing_ok=True)
 
@@ -93,17 +93,6 @@ def _wait_healthy(base: str, process: subprocess.Popen[bytes], log: Path, timeou
                 return
         time.sleep(0.5)
     raise RooflineError(f"mlflow server did not answer /health in {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
-
-
-def _stop_group(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @contextlib.contextmanager
