@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from mlflow_roofline.core.config import INT_FIELDS
 from mlflow_roofline.core.schema import (
-    DEFAULT_EXPERIMENT,
     MAX_TAG_CHARS,
     TAG_ERROR,
     TAG_PARAM_CONFLICT,
@@ -43,6 +41,8 @@ class RunLog:
         import mlflow
         from mlflow import MlflowClient
 
+        from mlflow_roofline.tracking.experiments import experiment_id_for
+
         self.client = MlflowClient()
         active = mlflow.active_run()
         self.own = active is None
@@ -50,7 +50,7 @@ class RunLog:
             self.run_id = active.info.run_id
         else:
             tags = {"mlflow.runName": run_name} if run_name else {}
-            run = self.client.create_run(_experiment_id(self.client, experiment), run_name=run_name, tags=tags)
+            run = self.client.create_run(experiment_id_for(self.client, experiment), run_name=run_name, tags=tags)
             self.run_id = run.info.run_id
             atexit.register(self._left_open)
         self._pending: list[Any] = []
@@ -103,16 +103,6 @@ class RunLog:
             self.client.set_terminated(self.run_id, "FAILED")
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
-
-
-def _experiment_id(client: Any, name: str | None) -> str:
-    from mlflow_roofline.tracking.experiments import get_or_create_experiment
-
-    if name is None:
-        if os.environ.get("MLFLOW_EXPERIMENT_ID"):
-            return os.environ["MLFLOW_EXPERIMENT_ID"]
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
-    return get_or_create_experiment(client, name)
 
 
 def _same(name: str, logged: str, value: str) -> bool:
