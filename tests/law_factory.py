@@ -15,8 +15,11 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
+from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.validate import INPUT_COLUMNS
 from mlflow_roofline.testing.synthetic import GroundTruth, generate_synthetic_runs
 
@@ -92,3 +95,26 @@ def query(**overrides: object) -> dict[str, object]:
     )
     row.update(overrides)
     return row
+
+
+SEARCH_JOBS = [
+    query(),  # h=8, ff=2048, B=16
+    query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24, num_steps=1000),
+    query(num_heads=2, hidden_size=128, ffn_size=512, batch_size=9, seq_len=32),  # odd batch: no ddp/fsdp
+]
+"""Jobs for the recommend and pareto searches; the last one's odd batch rules out ddp and fsdp."""
+
+
+def valid_grid(law: FittedLaw, job: dict, max_devices: int) -> pd.DataFrame:
+    """Every configuration TrainConfig accepts, predicted one by one (the searches' brute-force reference)."""
+    rows = []
+    for strategy in law.strategies:
+        for n in range(1, max_devices + 1):
+            config = {**job, "strategy": strategy, "num_devices": n}
+            try:
+                TrainConfig(**config).validate()
+            except ConfigError:
+                continue
+            rows.append(config)
+    grid = pd.DataFrame(rows)
+    return pd.concat([grid[["strategy", "num_devices"]], predict_frame(law, grid)], axis=1)

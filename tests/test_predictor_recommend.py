@@ -7,11 +7,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from law_factory import make_law, query
+from law_factory import SEARCH_JOBS, make_law, query, valid_grid
 from mlflow.exceptions import MlflowException
 
-from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.law.speedup import AMDAHL, SpeedupLaw
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
@@ -22,26 +20,7 @@ def law():
     return make_law()
 
 
-JOBS = [
-    query(),  # h=8, ff=2048, B=16
-    query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24, num_steps=1000),
-    query(num_heads=2, hidden_size=128, ffn_size=512, batch_size=9, seq_len=32),  # odd batch: no ddp/fsdp
-]
-
-
-def _brute_force(law, job: dict, max_devices: int) -> pd.DataFrame:
-    """Every configuration TrainConfig accepts, predicted one by one."""
-    rows = []
-    for strategy in law.strategies:
-        for n in range(1, max_devices + 1):
-            config = {**job, "strategy": strategy, "num_devices": n}
-            try:
-                TrainConfig(**config).validate()
-            except ConfigError:
-                continue
-            rows.append(config)
-    grid = pd.DataFrame(rows)
-    return pd.concat([grid[["strategy", "num_devices"]], predict_frame(law, grid)], axis=1)
+JOBS = SEARCH_JOBS
 
 
 @pytest.mark.parametrize("objective", ["energy", "time", "edp"])
@@ -50,7 +29,7 @@ def test_recommendation_is_the_optimum_of_the_valid_grid(law, objective: str, ma
     out = recommend_frame(law, pd.DataFrame(JOBS), max_devices=max_devices, objective=objective)
     assert list(out.columns) == list(RECOMMEND_OUTPUT_COLUMNS)
     for i, job in enumerate(JOBS):
-        grid = _brute_force(law, job, max_devices)
+        grid = valid_grid(law, job, max_devices)
         score = {"energy": grid.energy_j, "time": grid.time_s, "edp": grid.energy_j * grid.time_s}[objective]
         best = grid.loc[score.idxmin()]
         got = out.loc[i]

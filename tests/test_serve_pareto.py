@@ -7,37 +7,15 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from law_factory import make_law, query
+from law_factory import SEARCH_JOBS, make_law, query, valid_grid
 from mlflow.exceptions import MlflowException
 
-from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, frontier, pareto_frame
-from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.recommend import recommend_frame
 
 LAW = make_law()
 
-JOBS = [
-    query(),  # h=8, ff=2048, B=16
-    query(num_layers=12, hidden_size=768, num_heads=12, ffn_size=3072, batch_size=24, num_steps=1000),
-    query(num_heads=2, hidden_size=128, ffn_size=512, batch_size=9, seq_len=32),  # odd batch: no ddp/fsdp
-]
-
-
-def _valid_grid(job: dict, max_devices: int) -> pd.DataFrame:
-    """Every configuration TrainConfig accepts, predicted one by one."""
-    rows = []
-    for strategy in LAW.strategies:
-        for n in range(1, max_devices + 1):
-            config = {**job, "strategy": strategy, "num_devices": n}
-            try:
-                TrainConfig(**config).validate()
-            except ConfigError:
-                continue
-            rows.append(config)
-    grid = pd.DataFrame(rows)
-    return pd.concat([grid[["strategy", "num_devices"]], predict_frame(LAW, grid)], axis=1)
+JOBS = SEARCH_JOBS
 
 
 def _brute_force_front(grid: pd.DataFrame) -> pd.DataFrame:
@@ -58,7 +36,7 @@ def test_frontier_is_the_brute_force_frontier_of_the_valid_grid(max_devices: int
     assert out["row"].is_monotonic_increasing and set(out["row"]) == set(range(len(JOBS)))
     for i, job in enumerate(JOBS):
         got = out[out["row"] == i].reset_index(drop=True)
-        expected = _brute_force_front(_valid_grid(job, max_devices))
+        expected = _brute_force_front(valid_grid(LAW, job, max_devices))
         assert list(zip(got.strategy, got.num_devices)) == list(zip(expected.strategy, expected.num_devices))
         for column in ("energy_j", "energy_j_lower", "energy_j_upper", "time_s", "extrapolated"):
             np.testing.assert_allclose(got[column].astype(float), expected[column].astype(float), rtol=1e-12)

@@ -34,39 +34,19 @@ def law_features(
     The fit and the served model both call this, so a law sees the same features at
     prediction time as at fit time.
     """
-    as_float = {
-        name: np.asarray(value, dtype=float)
-        for name, value in dict(
-            num_layers=num_layers,
-            hidden_size=hidden_size,
-            seq_len=seq_len,
-            batch_size=batch_size,
-            num_steps=num_steps,
-            num_devices=num_devices,
-            speedup=speedup,
-        ).items()
-    }
-    c = proxy_flops(
-        as_float["num_layers"],
-        as_float["hidden_size"],
-        as_float["seq_len"],
-        as_float["batch_size"],
-        as_float["num_steps"],
+    layers, hidden, seq, batch, steps = (
+        np.asarray(v, dtype=float) for v in (num_layers, hidden_size, seq_len, batch_size, num_steps)
     )
-    m = proxy_mem_traffic(
-        as_float["num_layers"],
-        as_float["hidden_size"],
-        as_float["seq_len"],
-        as_float["batch_size"],
-        as_float["num_steps"],
-    )
-    eta = as_float["speedup"] / as_float["num_devices"]
-    tokens = as_float["batch_size"] * as_float["seq_len"] * as_float["num_steps"]
+    n = np.asarray(num_devices, dtype=float)
+    c = proxy_flops(layers, hidden, seq, batch, steps)
+    m = proxy_mem_traffic(layers, hidden, seq, batch, steps)
+    eta = np.asarray(speedup, dtype=float) / n
+    tokens = batch * seq * steps
     return {
         "log_C": np.log(c),
         "log_M": np.log(m),
         "log_T": np.log(tokens),
         "log_eta": np.log(eta),
-        "log_N": np.log(as_float["num_devices"]),
+        "log_N": np.log(n),
         "strategy": np.asarray(strategy, dtype=object),
     }

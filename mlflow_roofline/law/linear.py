@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_roofline.law.interval import INTERVAL_LEVEL, coefficient_fields, prediction_interval, t_quantile
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, LawCoefficients, prediction_interval, t_quantile
 
 __all__ = ["INTERVAL_LEVEL", "LinearLaw", "t_quantile"]
 
@@ -24,8 +24,7 @@ __all__ = ["INTERVAL_LEVEL", "LinearLaw", "t_quantile"]
 _CATEGORICAL_TERM = re.compile(r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$")
 
 
-@dataclasses.dataclass(frozen=True)
-class LinearLaw:
+class LinearLaw(LawCoefficients):
     """A linear law in logs, y = X b + e, e ~ N(0, resid_var), fitted by OLS.
 
     Attributes:
@@ -36,13 +35,6 @@ class LinearLaw:
         resid_var: residual variance sigma^2 (log units squared).
         df_resid: residual degrees of freedom (for the t quantile of intervals).
     """
-
-    formula: str
-    terms: list[str]
-    coef: list[float]
-    cov: list[list[float]]
-    resid_var: float
-    df_resid: float
 
     @functools.cached_property
     def _plan(self) -> tuple[tuple[tuple[str, str | None], ...], ...]:
@@ -98,13 +90,5 @@ class LinearLaw:
         """Mean of y (log units) for new observations, without an interval."""
         return self.design(features) @ self._coef_array
 
-    def coefficient(self, term: str) -> float:
-        """The coefficient of ``term``; 0.0 when the law has no such term."""
-        return self.coef[self.terms.index(term)] if term in self.terms else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LinearLaw:
-        return cls(**coefficient_fields(data))

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlflow_roofline.law.interval import INTERVAL_LEVEL, coefficient_fields, prediction_interval
+from mlflow_roofline.law.interval import INTERVAL_LEVEL, LawCoefficients, prediction_interval
 
 COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
@@ -29,8 +29,7 @@ ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
 
 
-@dataclasses.dataclass(frozen=True)
-class RooflineLaw:
+class RooflineLaw(LawCoefficients):
     """The roofline x efficiency law (see the module docstring).
 
     Attributes:
@@ -44,17 +43,6 @@ class RooflineLaw:
     """
 
     KIND: ClassVar[str] = "roofline_eff"
-
-    formula: str
-    terms: list[str]
-    coef: list[float]
-    cov: list[list[float]]
-    resid_var: float
-    df_resid: float
-
-    def coefficient(self, term: str) -> float:
-        """The coefficient of ``term``; 0.0 when the law has no such term."""
-        return self.coef[self.terms.index(term)] if term in self.terms else 0.0
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
@@ -94,7 +82,3 @@ class RooflineLaw:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.KIND, **dataclasses.asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RooflineLaw:
-        return cls(**coefficient_fields(data))

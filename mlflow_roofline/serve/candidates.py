@@ -4,7 +4,8 @@ Recommend and pareto mode both ask the law about each row's job under every cand
 placement: ``single`` on one device, every other strategy the law knows on 2 to
 ``max_devices`` devices. A candidate is valid for a row when it satisfies the placement
 rules of :data:`mlflow_roofline.core.rules.PLACEMENT_RULES` (tp splits heads and ffn,
-ddp/fsdp split the batch). Rows are evaluated in chunks so that memory stays bounded.
+ddp/fsdp split the batch). Rows are evaluated in chunks so that memory stays bounded
+(:func:`search`, which both modes call).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mlflow_roofline.core.rules import PLACEMENT_RULES, satisfied
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.predict import check_finite, evaluate, law_speedup
+from mlflow_roofline.serve.validate import validate_sizes
 
 _RECOMMEND_CHUNK = 250_000
 """Rows x candidates evaluated at once by recommend and pareto mode (bounds memory)."""
@@ -109,3 +111,28 @@ def by_chunks(
         rows_fn({k: v[start : start + chunk] for k, v in sizes.items()}, start) for start in range(0, n_rows, chunk)
     ]
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def search(
+    law: FittedLaw,
+    frame: pd.DataFrame,
+    max_devices: int,
+    rows_fn: Callable[[Candidates, np.ndarray, dict[str, np.ndarray], int], pd.DataFrame],
+) -> pd.DataFrame:
+    """Every row of ``frame`` under every candidate, chunk by chunk, turned into output rows.
+
+    ``rows_fn(cands, valid, grid, first_row)`` receives one chunk's
+    :func:`evaluate_candidates` answer and the index of its first row.
+
+    Raises:
+        InputError: for bad rows (:func:`~mlflow_roofline.serve.validate.validate_sizes`)
+            or a ``max_devices`` no candidate fits.
+    """
+    sizes = validate_sizes(frame)
+    cands = candidates(law, max_devices)
+
+    def chunk_rows(chunk: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
+        valid, grid = evaluate_candidates(law, chunk, cands, first_row)
+        return rows_fn(cands, valid, grid, first_row)
+
+    return by_chunks(sizes, len(cands), chunk_rows)

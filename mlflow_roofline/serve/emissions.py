@@ -30,11 +30,13 @@ def emission_columns(
     if carbon is None or (not carbon.known and carbon.price_per_kwh is None):
         return {}
     columns: dict[str, np.ndarray] = {}
+    cost = None
     for suffix in ("", "_lower", "_upper") if interval else ("",):
         out = emissions(np.asarray(energy[f"{M_ENERGY_J}{suffix}"], dtype=float), carbon)
         if M_CO2E_G in out:
             columns[f"{M_CO2E_G}{suffix}"] = out[M_CO2E_G]
-    cost = emissions(np.asarray(energy[M_ENERGY_J], dtype=float), carbon).get(M_COST)
+        if not suffix:
+            cost = out.get(M_COST)  # of the median energy only
     if cost is not None:
         columns[M_COST] = cost
     return columns

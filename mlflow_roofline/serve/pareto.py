@@ -11,27 +11,19 @@ The output is long: one output row per frontier point, ``row`` naming the input 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.candidates import (
-    Candidates,
-    by_chunks,
-    candidates,
-    evaluate_candidates,
-)
+from mlflow_roofline.serve.candidates import Candidates, search
 from mlflow_roofline.serve.emissions import add_emissions
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
     DEFAULT_OBJECTIVE,
     check_params,
 )
-from mlflow_roofline.serve.validate import validate_sizes
 
 PARETO_OUTPUT_COLUMNS: tuple[str, ...] = (
     "row",
@@ -85,14 +77,11 @@ def pareto_frame(
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
     """
     _, max_devices, _ = check_params("pareto", max_devices, DEFAULT_OBJECTIVE, carbon)
-    sizes = validate_sizes(frame)
-    cands = candidates(law, max_devices)
-    out = by_chunks(sizes, len(cands), lambda chunk, first: _frontier_rows(law, chunk, cands, first))
+    out = search(law, frame, max_devices, _frontier_rows)
     return add_emissions(out, carbon, interval=False)
 
 
-def _frontier_rows(law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int) -> pd.DataFrame:
-    valid, grid = evaluate_candidates(law, sizes, cands, first_row)
+def _frontier_rows(cands: Candidates, valid: np.ndarray, grid: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
     order, on_front = frontier(grid[M_ENERGY_J], grid[M_TIME_S], valid)
     rows, position = np.nonzero(on_front)  # row-major: by row, then by time
     choice = order[rows, position]

@@ -10,12 +10,7 @@ import pandas as pd
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.candidates import (
-    Candidates,
-    by_chunks,
-    candidates,
-    evaluate_candidates,
-)
+from mlflow_roofline.serve.candidates import Candidates, search
 from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
@@ -23,7 +18,6 @@ from mlflow_roofline.serve.params import (
     check_params,
 )
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
-from mlflow_roofline.serve.validate import validate_sizes
 
 RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
     ("strategy", "num_devices")
@@ -73,23 +67,19 @@ def recommend_frame(
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
     """
     _, max_devices, objective = check_params("recommend", max_devices, objective, carbon)
-    sizes = validate_sizes(frame)
-    cands = candidates(law, max_devices)
-    out = by_chunks(
-        sizes, len(cands), lambda chunk, first: _recommend_rows(law, chunk, cands, objective, carbon, first)
+    out = search(
+        law, frame, max_devices, lambda cands, valid, grid, _: _recommend_rows(cands, valid, grid, objective, carbon)
     )
     return add_emissions(out, carbon)
 
 
 def _recommend_rows(
-    law: FittedLaw,
-    sizes: Mapping[str, np.ndarray],
     cands: Candidates,
+    valid: np.ndarray,
+    grid: dict[str, np.ndarray],
     objective: str,
     carbon: CarbonSettings | None,
-    first_row: int,
 ) -> pd.DataFrame:
-    valid, grid = evaluate_candidates(law, sizes, cands, first_row)
     scores = objective_scores(grid, carbon)
 
     def best(score: np.ndarray) -> np.ndarray:
