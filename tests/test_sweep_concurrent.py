@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.sweeps import CLI, init_store, write_spec
 
 from mlflow_roofline.core.schema import (
     TAG_CLAIM,
@@ -16,31 +16,16 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
 )
 
-CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
-
 pytestmark = pytest.mark.slow
-
-SPEC = """experiment: twice
-device: cpu
-meter: estimate
-num_steps: 2
-warmup_steps: 1
-num_heads: 2
-ffn_ratio: 2
-seq_len: 8
-batch_size: 4
-grid: {num_layers: [1, 2, 3], hidden_size: 16}
-"""
 
 
 def test_two_sweeps_started_together_run_each_config_once_and_kill_nothing(tracking_uri: str, tmp_path: Path) -> None:
     from mlflow.entities import ViewType
     from mlflow.tracking import MlflowClient
 
-    spec = tmp_path / "twice.yaml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path / "twice.yaml", "twice", "{num_layers: [1, 2, 3], hidden_size: 16}")
+    init_store()  # before two processes open it at once
     client = MlflowClient()
-    client.search_experiments()  # create the store's tables before two processes open it at once
     sweeps = [
         subprocess.Popen(
             [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

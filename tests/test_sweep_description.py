@@ -6,6 +6,7 @@ import re
 import statistics
 
 import pytest
+from support.sweeps import unsplittable_tp_config
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_NOTE
@@ -95,18 +96,7 @@ def test_a_real_sweep_describes_its_children_on_the_parent(tracking_uri: str) ->
     from mlflow_roofline.train.device import hardware_name
 
     good = config(1)
-    bad = TrainConfig(
-        num_layers=1,
-        hidden_size=24,
-        num_heads=3,
-        ffn_size=48,
-        seq_len=8,
-        batch_size=4,
-        num_steps=2,
-        warmup_steps=1,
-        strategy="tp",
-        num_devices=2,
-    )  # forced past planning: fails
+    bad = unsplittable_tp_config()  # forced past planning: fails
     plan = Plan(configs=(good, bad), skipped=(), hardware=hardware_name("cpu"), device="cpu")
     client = MlflowClient()
     result = run_sweep(

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.sweeps import CLI, init_store, runs_of, wait_until, write_spec
+from support.sweeps import CLI, init_store, runs_of, unsplittable_tp_config, wait_until, write_spec
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID
@@ -141,18 +141,7 @@ def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(trackin
         num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4, num_steps=2, warmup_steps=1
     )
     # 3 heads cannot split over 2 ranks: planning would skip it, so force it past planning
-    bad = TrainConfig(
-        num_layers=1,
-        hidden_size=24,
-        num_heads=3,
-        ffn_size=48,
-        seq_len=8,
-        batch_size=4,
-        num_steps=2,
-        warmup_steps=1,
-        strategy="tp",
-        num_devices=2,
-    )
+    bad = unsplittable_tp_config()
     hw = hardware_name("cpu")
     plan = Plan(configs=(bad, good), skipped=(), hardware=hw, device="cpu")
     spec = parse_spec(

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
+from support.cli_args import mlflow_run_train
 
 import mlflow_roofline.train.run as train_run
 from mlflow_roofline.cli import main
@@ -162,21 +162,8 @@ def test_a_param_the_run_already_holds_differently_refuses_it_untouched(
 def test_bad_input_through_mlflow_run(tracking_uri: str, tmp_path: Path) -> None:
     client = MlflowClient()
     client.create_experiment("bad", artifact_location=(tmp_path / "artifacts").as_uri())
-    command = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "run",
-        ".",
-        "-e",
-        "train",
-        "--env-manager",
-        "local",
-        "--experiment-name",
-        "bad",
-    ]
-    for key, value in {**GOOD, "batch-size": "6", "strategy": "ddp", "num-devices": "4"}.items():
-        command += ["-P", f"{key.replace('-', '_')}={value}"]
+    params = {**GOOD, "batch-size": "6", "strategy": "ddp", "num-devices": "4"}
+    command = mlflow_run_train("bad", {key.replace("-", "_"): value for key, value in params.items()})
     done = subprocess.run(command, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "Error: batch_size: must be divisible by num_devices under ddp (6 % 4 != 0)" in done.stderr

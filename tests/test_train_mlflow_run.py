@@ -15,6 +15,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
+from support.cli_args import mlflow_run_train
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
@@ -63,21 +64,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, mlflow.entities.
         params = {**SHAPE, "num_steps": STEPS, "warmup_steps": WARMUP, "strategy": strategy, "num_devices": n}
         if strategy == "ddp":
             params["batch_size"] = f"{SHAPE['batch_size']}.0"  # as a sweep of floats would pass it
-        command = [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "run",
-            ".",
-            "-e",
-            "train",
-            "--env-manager",
-            "local",
-            "--experiment-name",
-            EXPERIMENT,
-        ]
-        for key, value in params.items():
-            command += ["-P", f"{key}={value}"]
+        command = mlflow_run_train(EXPERIMENT, params)
         log = (tmp / f"{strategy}.log").open("w")
         launched[strategy] = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     for strategy, process in launched.items():

@@ -94,9 +94,6 @@ class JobResult:
     @classmethod
     def read(cls, job_dir: Path) -> JobResult:
         raw = json.loads((job_dir / RESULT_FILE).read_text())
-        raw["ranks"] = [
-            RankEnergy(**{**r, "windows": RankWindows(**r["windows"]) if r.get("windows") else None})
-            for r in raw["ranks"]
-        ]
+        raw["ranks"] = [RankEnergy(**r) for r in raw["ranks"]]  # written without their windows (in extras)
         raw["extras"] = JobExtras(**raw.get("extras", {}))
         return cls(**raw)

@@ -30,6 +30,25 @@ def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: ob
     return path
 
 
+def unsplittable_tp_config():
+    """A tiny TP config whose 3 heads cannot split over its 2 ranks: planning skips it, so a test forces it past
+    planning to see a train run fail (on ``num_heads``)."""
+    from mlflow_roofline.core.config import TrainConfig
+
+    return TrainConfig(
+        num_layers=1,
+        hidden_size=24,
+        num_heads=3,
+        ffn_size=48,
+        seq_len=8,
+        batch_size=4,
+        num_steps=2,
+        warmup_steps=1,
+        strategy="tp",
+        num_devices=2,
+    )
+
+
 def runs_of(experiment: str, run_type: str) -> list:
     """The runs of ``run_type`` (``train``, ``sweep``) in ``experiment`` of the current store."""
     from mlflow.tracking import MlflowClient
