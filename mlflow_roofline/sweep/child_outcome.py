@@ -20,6 +20,9 @@ from mlflow_roofline.sweep.status import RUN_STATES, Outcome
 ERROR_TAIL_LINES = 20
 """Lines of a dead train process's output kept in ``roofline.error``."""
 
+LOG_ARTIFACT_DIR = "sweep"
+"""Artifact folder of a failed run's output: ``sweep/<run id>.log``."""
+
 
 def settle(
     client: Any,
@@ -51,7 +54,7 @@ def settle(
         lines = [line.strip() for line in reason.splitlines() if line.strip()]
         summary = lines[-1] if lines else status
     with contextlib.suppress(Exception):
-        client.log_artifact(run_id, str(log_path), artifact_path="sweep")
+        client.log_artifact(run_id, str(log_path), artifact_path=LOG_ARTIFACT_DIR)
     return Outcome(run_id, status, reason, wall_s, returncode, summary)
 
 

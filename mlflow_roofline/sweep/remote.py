@@ -50,9 +50,8 @@ class RemoteTask:
         executor: ``ray`` or ``slurm`` (tag ``roofline.executor``).
         meter: the energy meter the train process asks for.
         timeout_s: wall-clock limit of the train process, seconds (None: none).
-        extra_args: more train options (the sweep's carbon options).
         hardware: the ``roofline.hardware`` value of the run's hashes (warm launch).
-        carbon: the sweep's carbon settings as (key, value) pairs (warm launch).
+        carbon: the sweep's carbon settings as (key, value) pairs.
         warm: fork the job's ranks from this worker's warm server instead of starting
             ``mlflow-roofline train``.
     """
@@ -64,7 +63,6 @@ class RemoteTask:
     executor: str
     meter: str = "auto"
     timeout_s: float | None = None
-    extra_args: tuple[str, ...] = ()
     hardware: str = ""
     carbon: tuple[tuple[str, Any], ...] = ()
     warm: bool = False
@@ -93,6 +91,7 @@ def measure_claimed(task: RemoteTask) -> Any:
     from mlflow.tracking import MlflowClient
 
     from mlflow_roofline.sweep.fresh_child import run_child
+    from mlflow_roofline.sweep.spec import carbon_args
 
     os.environ["MLFLOW_TRACKING_URI"] = task.tracking_uri
     client = MlflowClient(tracking_uri=task.tracking_uri)
@@ -126,7 +125,7 @@ def measure_claimed(task: RemoteTask) -> Any:
             timeout_s=task.timeout_s,
             client=client,
             die_with_parent=True,
-            extra_args=task.extra_args,
+            extra_args=carbon_args(dict(task.carbon)),
         )
 
 

@@ -40,7 +40,6 @@ def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
             executor.name,
             sweep.spec.meter,
             sweep.spec.timeout_s,
-            tuple(sweep.spec.carbon_args),
             hardware=sweep.plan.hardware or "",
             carbon=tuple(sweep.spec.carbon.items()),
             warm=sweep.launch == "warm" and executor.name in WARM_EXECUTORS,

@@ -99,7 +99,7 @@ class SweepSpec:
     @property
     def carbon_args(self) -> list[str]:
         """The carbon options of every train run: ``["--region", "DE", ...]``."""
-        return [arg for key, value in self.carbon.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
+        return carbon_args(self.carbon)
 
     @property
     def spec_hash(self) -> str:
@@ -187,3 +187,8 @@ def parse_spec(data: Any, name: str = "spec", source: str = "<memory>", text: st
     labels, raws = raw_grids(data.get("grid"))
     grids = tuple(check_grid(label, g, top) for label, g in zip(labels, raws))
     return SweepSpec(name=name, source=source, grids=grids, text=text, **settings)
+
+
+def carbon_args(carbon: Mapping[str, Any]) -> list[str]:
+    """The train options that pass the carbon settings ``carbon`` on: ``["--region", "DE", ...]``."""
+    return [arg for key, value in carbon.items() for arg in (f"--{key.replace('_', '-')}", str(value))]

@@ -21,6 +21,7 @@ Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_r
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -32,6 +33,7 @@ from typing import Any
 from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.sweep.child_outcome import LOG_ARTIFACT_DIR
 from mlflow_roofline.sweep.fresh_child import log_tags, mark_abandoned
 from mlflow_roofline.sweep.status import Outcome, SweepInterrupted
 from mlflow_roofline.system.liveness import process_tags
@@ -42,9 +44,6 @@ from mlflow_roofline.train.job_io import JobSpec
 from mlflow_roofline.train.run import check_meter, parse_config, read_result
 from mlflow_roofline.train.tracked_run import log_result, log_setup, record_failure
 from mlflow_roofline.train.warm import WarmJob, WarmServer
-
-LOG_ARTIFACT_DIR = "sweep"
-"""Artifact folder of a failed run's output (as for a run measured in a process of its own)."""
 
 
 def run_child_warm(
@@ -120,10 +119,8 @@ def _failed(
     if job is not None:
         log = job_dir / f"{run_id}.log"
         log.write_text(job.output_tail() + "\n")
-        try:
+        with contextlib.suppress(Exception):  # the run must still be ended; its error tag says what happened
             client.log_artifact(run_id, str(log), artifact_path=LOG_ARTIFACT_DIR)
-        except Exception:  # the run must still be ended; its error tag says what happened
-            pass
     client.set_terminated(run_id, "FAILED")
     reason = f"{summary}\n{detail}".strip() if detail else summary
     return Outcome(run_id, "FAILED", reason, wall_s, returncode, summary)
