@@ -218,14 +218,7 @@ def test_train_bad_carbon_ends_the_run_failed_before_training(
 
 
 def test_spec_carbon_keys_become_train_options() -> None:
-    grid = {
-        "num_layers": 1,
-        "hidden_size": 16,
-        "num_heads": 2,
-        "ffn_size": 32,
-        "seq_len": 8,
-        "batch_size": 4,
-    }
+    grid = dict(SHAPE)  # a one-point grid: the tiny shape of the training tests above
     spec = parse_spec({"grid": grid, "region": "europe-west4", "pue": 1.2})
     assert spec.carbon_args == ["--region", "europe-west4", "--pue", "1.2"]
     (config,) = expand(spec, "cpu", None).configs

@@ -89,13 +89,19 @@ def test_a_fit_failing_after_it_started_logging_ends_failed_with_its_reason(
     assert client.search_registered_models() == []
 
 
-def test_a_failed_registration_is_undone(tracking_uri: str) -> None:
-    client = MlflowClient()
+def _logged_synthetic_fit():
+    """A fit of six synthetic runs and the URI of its law model, logged in a run of its own."""
     _, frame = generate_synthetic_runs(6, seed=5, strategies=("single", "ddp"), device_counts=(2,))
     fit = fit_hardware(frame, "Synthetic GPU")
     with mlflow.start_run() as run:
         fit.run_id = run.info.run_id
         uri = log_law_model(fit.law).model_uri
+    return fit, uri
+
+
+def test_a_failed_registration_is_undone(tracking_uri: str) -> None:
+    client = MlflowClient()
+    fit, uri = _logged_synthetic_fit()
     first = RegistryLedger("energy-law")
     first.register(fit, uri, ["champion"])
     second = RegistryLedger("energy-law")
@@ -138,11 +144,7 @@ def test_the_name_rules_match_the_registry(tracking_uri: str) -> None:
     from mlflow_roofline.fit.registry_names import check_alias, check_model_name
 
     client = MlflowClient()
-    _, frame = generate_synthetic_runs(6, seed=5, strategies=("single", "ddp"), device_counts=(2,))
-    fit = fit_hardware(frame, "Synthetic GPU")
-    with mlflow.start_run() as run:
-        fit.run_id = run.info.run_id
-        uri = log_law_model(fit.law).model_uri
+    fit, uri = _logged_synthetic_fit()
     RegistryLedger("ok-model").register(fit, uri, ["champion"])
     for alias in BAD_ALIASES:
         with pytest.raises(ConfigError):

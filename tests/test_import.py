@@ -213,19 +213,15 @@ rows:
 """
 
 
+def codecarbon_import_args(table: Path, mapping: Path) -> list[str]:
+    """The CLI arguments that import ``table`` as CodeCarbon's CSV into ``imported`` through ``mapping``."""
+    return ["import", str(table), "--format", "codecarbon", "--experiment", "imported", "--mapping", str(mapping)]
+
+
 def test_codecarbon_emissions_csv_from_a_real_tracker(tracking_uri: str, tmp_path: Path) -> None:
     emissions = codecarbon_csv(tmp_path)
     (tmp_path / "cc.yaml").write_text(CC_MAPPING)
-    args = [
-        "import",
-        str(emissions),
-        "--format",
-        "codecarbon",
-        "--experiment",
-        "imported",
-        "--mapping",
-        str(tmp_path / "cc.yaml"),
-    ]
+    args = codecarbon_import_args(emissions, tmp_path / "cc.yaml")
     assert run_cli(args) == 0
     source = pd.read_csv(emissions)
     runs = {int(r.data.params["num_layers"]): r for r in imported_runs()}
@@ -255,16 +251,7 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
         "constants: {num_layers: 12, hidden_size: 768, num_heads: 12, ffn_size: 3072, seq_len: 128,"
         " batch_size: 32, num_steps: 100, strategy: ddp, precision: bf16}\n"
     )
-    args = [
-        "import",
-        str(tmp_path / "gpu.csv"),
-        "--format",
-        "codecarbon",
-        "--experiment",
-        "imported",
-        "--mapping",
-        str(tmp_path / "cc.yaml"),
-    ]
+    args = codecarbon_import_args(tmp_path / "gpu.csv", tmp_path / "cc.yaml")
     assert run_cli(args) == 0
     (run,) = imported_runs()
     assert run.data.tags[TAG_HARDWARE] == GPU
@@ -282,15 +269,6 @@ def test_codecarbon_gpu_row_uses_the_gpu_energy_and_keeps_the_node(tracking_uri:
 def test_codecarbon_row_without_a_mapping_entry_is_refused_by_name(tracking_uri: str, tmp_path: Path, capsys) -> None:
     emissions = codecarbon_csv(tmp_path)
     (tmp_path / "cc.yaml").write_text(CC_MAPPING.replace("bert-L4-single:", "other:"))
-    args = [
-        "import",
-        str(emissions),
-        "--format",
-        "codecarbon",
-        "--experiment",
-        "imported",
-        "--mapping",
-        str(tmp_path / "cc.yaml"),
-    ]
+    args = codecarbon_import_args(emissions, tmp_path / "cc.yaml")
     assert run_cli(args) == 1
     assert "line 3: mapping.rows.values: no entry for project_name='bert-L4-single'" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.ols import FormFit
 
 WIDE_CI = 1.0  # an exponent with a wider 95 % CI is reported as not identified
-FEW_WORKLOADS = 8
+FEW_WORKLOADS = 8  # distinct workloads (count) below which the report warns of extrapolating folds
 
 
 def check_enough_runs(data: pd.DataFrame) -> None:

@@ -24,8 +24,11 @@ from mlflow_roofline.fit.forms import ROOFLINE_FORMS
 from mlflow_roofline.fit.nonlinear import RooflineFormFit
 
 EXTRAP_QUANTILE = 0.75
+"""Quantile (fraction) of the runs' model size L*d^2 at or below which a run is in the training side."""
 BAD_EXTRAP_MAPE = 20.0
+"""Extrapolation MAPE (%) above which, for every form, the report says the larger models are missed."""
 MIN_TRAIN_WORKLOADS = 3
+"""Fewest distinct workloads (count) on the training side for the check to run."""
 
 
 @dataclasses.dataclass

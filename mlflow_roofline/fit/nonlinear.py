@@ -28,6 +28,7 @@ from scipy.optimize import least_squares
 from mlflow_roofline.law.roofline import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
 
 START_ROWS = 1000
+"""Runs (rows) above which the starts are first tried on an evenly strided subset of at most this many."""
 
 CostModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``cost(theta_cost, scaled_costs)``: the scaled cost part of each row and its gradient (rows x cost params)."""

@@ -28,8 +28,11 @@ from mlflow_roofline.law.speedup import SpeedupLaw
 
 SIZE_FIELDS: tuple[str, ...] = ("num_layers", "hidden_size", "seq_len", "batch_size")
 REACH = 4.0
+"""How far past the measured range the grid goes, as a multiple of the largest value measured."""
 STEP_TOLERANCE = 0.10
+"""Allowed relative deviation (fraction, 0.10 = 10 %) of energy from doubling when num_steps doubles."""
 MONOTONE_TOLERANCE = 1e-9
+"""Largest relative drop in energy (fraction of the smaller size's energy) still taken as not decreasing."""
 
 
 def _energy(
