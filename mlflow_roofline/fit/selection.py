@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_roofline.core.schema import M_EXTRAP_MAPE
 from mlflow_roofline.fit.forms import PAPER
 
 
 def score(fit: Any) -> tuple[float, float]:
     """(score, standard error) of a fit: the worse of CV and extrapolation MAPE (%) where both exist."""
     cv, cv_se = float(fit.cv_mape), float(fit.cv_se)
-    extrap, extrap_se = float(getattr(fit, "extrap_mape", np.nan)), float(getattr(fit, "extrap_se", np.nan))
+    extrap, extrap_se = float(getattr(fit, M_EXTRAP_MAPE, np.nan)), float(getattr(fit, "extrap_se", np.nan))
     if np.isfinite(extrap) and (not np.isfinite(cv) or extrap > cv):
         return extrap, extrap_se
     return cv, cv_se
