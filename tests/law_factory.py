@@ -105,10 +105,10 @@ SEARCH_JOBS = [
 """Jobs for the recommend and pareto searches; the last one's odd batch rules out ddp and fsdp."""
 
 
-def valid_grid(law: FittedLaw, job: dict, max_devices: int) -> pd.DataFrame:
-    """Every configuration TrainConfig accepts, predicted one by one (the searches' brute-force reference)."""
+def valid_configs(job: dict, strategies: Sequence[str], max_devices: int) -> list[dict]:
+    """Every (strategy, N <= max_devices) of ``job`` that TrainConfig accepts."""
     rows = []
-    for strategy in law.strategies:
+    for strategy in strategies:
         for n in range(1, max_devices + 1):
             config = {**job, "strategy": strategy, "num_devices": n}
             try:
@@ -116,5 +116,10 @@ def valid_grid(law: FittedLaw, job: dict, max_devices: int) -> pd.DataFrame:
             except ConfigError:
                 continue
             rows.append(config)
-    grid = pd.DataFrame(rows)
+    return rows
+
+
+def valid_grid(law: FittedLaw, job: dict, max_devices: int) -> pd.DataFrame:
+    """Every configuration TrainConfig accepts, predicted one by one (the searches' brute-force reference)."""
+    grid = pd.DataFrame(valid_configs(job, law.strategies, max_devices))
     return pd.concat([grid[["strategy", "num_devices"]], predict_frame(law, grid)], axis=1)

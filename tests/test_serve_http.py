@@ -9,11 +9,10 @@ from typing import Any
 import mlflow
 import pandas as pd
 import pytest
-from law_factory import query
+from law_factory import query, valid_configs
 
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.fit.job import run_fit
 from mlflow_roofline.testing.scoring_server import ScoringServer
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
@@ -79,14 +78,7 @@ def test_recommend_mode_returns_the_grid_minimum(served, objective: str) -> None
     assert response.status_code == 200, response.text
     for job, best in zip(jobs, response.json()["predictions"]):
         TrainConfig(**{**job, "strategy": best["strategy"], "num_devices": best["num_devices"]}).validate()
-        grid = []
-        for strategy in ("single", "ddp", "fsdp", "tp"):
-            for n in range(1, 9):
-                try:
-                    TrainConfig(**{**job, "strategy": strategy, "num_devices": n}).validate()
-                except ConfigError:
-                    continue
-                grid.append({**job, "strategy": strategy, "num_devices": n})
+        grid = _valid_grid(job)
         predicted = model.predict(pd.DataFrame(grid))
         score = predicted["energy_j"] * (predicted["time_s"] if objective == "edp" else 1.0)
         assert best["candidates"] == len(grid)
@@ -189,15 +181,7 @@ def test_speedup_above_the_device_count_is_flagged_over_http(served) -> None:
 
 def _valid_grid(job: dict[str, Any], max_devices: int = 8) -> list[dict[str, Any]]:
     """Every (strategy, N <= max_devices) TrainConfig accepts for ``job``."""
-    grid = []
-    for strategy in ("single", "ddp", "fsdp", "tp"):
-        for n in range(1, max_devices + 1):
-            try:
-                TrainConfig(**{**job, "strategy": strategy, "num_devices": n}).validate()
-            except ConfigError:
-                continue
-            grid.append({**job, "strategy": strategy, "num_devices": n})
-    return grid
+    return valid_configs(job, ("single", "ddp", "fsdp", "tp"), max_devices)
 
 
 def test_pareto_mode_over_http_is_the_frontier_of_the_valid_grid(served) -> None:

@@ -30,7 +30,6 @@ from mlflow_roofline.core.hardware_table import load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
-from mlflow_roofline.serve.features import job_features
 
 HARDWARE_COLUMN = "hardware"
 COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
@@ -77,23 +76,21 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
 
 def pooled_energy(
     law: FittedLaw,
-    sizes: Mapping[str, np.ndarray],
-    strategy: np.ndarray,
-    n: np.ndarray,
-    speedup: np.ndarray,
+    job: Mapping[str, np.ndarray],
     hardware: str,
     covariates: Mapping[str, float],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and interval of log E (log joules) of rows all on ``hardware``, from the pooled law.
 
+    ``job`` is the rows' law features (:func:`~mlflow_roofline.serve.features.job_features`).
     A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
     its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
-    features = job_features(sizes, strategy, n, speedup)
-    features[HARDWARE_COLUMN] = np.full(len(n), hardware, dtype=object)
+    n_rows = len(job["strategy"])
+    features = {**job, HARDWARE_COLUMN: np.full(n_rows, hardware, dtype=object)}
     for name in COVARIATE_NAMES:
         if name in covariates:
-            features[name] = np.full(len(n), covariates[name])
+            features[name] = np.full(n_rows, covariates[name])
     if hardware in law.hardware_laws:
         return law.energy_law.predict(features)
     assert law.covariate_law is not None

@@ -17,7 +17,8 @@ predicted as asked and flagged ``speedup_implausible``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,9 @@ from mlflow_roofline.serve.validate import validate_jobs
 
 ETA_TOLERANCE = 0.10
 """How far eta = S/N may exceed 1 before a speedup is flagged implausible (relative)."""
+
+LogEnergy = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""Log E (log joules) and its prediction interval from the law's features of the rows."""
 
 PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     M_ENERGY_J,
@@ -97,11 +101,20 @@ def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) 
 
 
 def evaluate(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    log_energy: LogEnergy | None = None,
 ) -> dict[str, np.ndarray]:
-    """Energy (with interval), time, speedup, eta and the two flags of each row."""
+    """Energy (with interval), time, speedup, eta and the two flags of each row.
+
+    ``log_energy`` predicts the energy (default: ``law.energy_law``; a pooled law's rows
+    pass the pooled one, see :func:`_evaluate_pooled`).
+    """
     features = job_features(sizes, strategy, n, speedup)
-    log_e, log_e_lo, log_e_hi = law.energy_law.predict(features)
+    log_e, log_e_lo, log_e_hi = (log_energy or law.energy_law.predict)(features)
     log_t1 = law.time_law.mean(features)
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
@@ -166,14 +179,19 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
 
 
 def _evaluate_on(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    log_energy: LogEnergy | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`evaluate` with the law's speedup where none was measured."""
     speedup = speedup.copy()
     use_law = np.isnan(speedup)
     if use_law.any():
         speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law])
-    return evaluate(law, sizes, strategy, n, speedup)
+    return evaluate(law, sizes, strategy, n, speedup, log_energy)
 
 
 def _evaluate_pooled(
@@ -191,14 +209,9 @@ def _evaluate_pooled(
         rows = np.flatnonzero(hardware == name)
         own = law.hardware_laws.get(name) or law.hardware_laws[reference_hardware(law)]
         part_sizes = {k: v[rows] for k, v in sizes.items()}
-        part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows])
         covariates = law.covariates.get(name) or unmeasured.get(name, {})
-        log_e, log_lo, log_hi = pooled_energy(
-            law, part_sizes, strategy[rows], n[rows], part["speedup"], name, covariates
-        )
-        with np.errstate(over="ignore"):
-            part.update(energy_j=np.exp(log_e), energy_j_lower=np.exp(log_lo), energy_j_upper=np.exp(log_hi))
-        part[M_ENERGY_KWH] = part[M_ENERGY_J] / JOULES_PER_KWH
+        pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates)
+        part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
         if name not in law.hardware_laws:
             part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates, part_sizes))
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
