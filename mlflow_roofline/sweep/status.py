@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from mlflow_roofline.core.errors import RooflineError
-
 # Store states of a configuration (see mlflow_roofline.sweep.store.store_status).
 NEW = "to run"
 DONE = "already done"
@@ -65,8 +63,14 @@ class Outcome:
     elsewhere: bool = False
 
 
-class SweepInterrupted(RooflineError):
-    """SIGINT or SIGTERM arrived; the sweep stops after marking its runs KILLED."""
+class SweepInterrupted(BaseException):
+    """SIGINT or SIGTERM arrived; the sweep stops after marking its runs KILLED.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the signal can arrive inside library
+    code that guards itself with ``except Exception`` (MLflow's system-metrics monitor logs
+    "Failed to start monitoring system metrics" and goes on), and such a handler must not
+    swallow the sweep's stop.
+    """
 
     def __init__(self, signum: int) -> None:
         self.signum = signum

@@ -35,7 +35,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.sweep.child_outcome import LOG_ARTIFACT_DIR
 from mlflow_roofline.sweep.fresh_child import log_tags, mark_abandoned
-from mlflow_roofline.sweep.status import Outcome, SweepInterrupted
+from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals
 from mlflow_roofline.tracking import system_metrics as sysm
@@ -85,8 +85,6 @@ def run_child_warm(
             returncode = launched.returncode
             result = read_result(launched, job_dir, checked.num_devices)
             log_result(run_id, checked, result, settings)
-        except SweepInterrupted:
-            raise
         except Exception as exc:  # this configuration failed; the sweep goes on
             return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)
         client.set_terminated(run_id, "FINISHED")

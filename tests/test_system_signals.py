@@ -1,0 +1,43 @@
+"""SIGTERM and SIGINT as exceptions that library code cannot swallow.
+
+The sweep and train turn a stop signal into an exception so that the run in flight ends
+KILLED. The signal can land inside library code that guards itself with
+``except Exception`` (MLflow's system-metrics monitor does, and logs "Failed to start
+monitoring system metrics: interrupted by SIGTERM"); the stop must go through it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+
+from mlflow_roofline.core.errors import Interrupted
+from mlflow_roofline.sweep.status import SweepInterrupted
+from mlflow_roofline.system.signals import raising_on_signals
+
+STOP_ERRORS: dict[str, Callable[[int], BaseException]] = {
+    "sweep": SweepInterrupted,
+    "train": lambda signum: Interrupted(signal.Signals(signum).name),
+}
+
+
+@pytest.mark.parametrize("who", sorted(STOP_ERRORS))
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_goes_through_a_library_except_exception(who: str, signum: signal.Signals) -> None:
+    swallowed_by: list[BaseException] = []
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(BaseException) as caught, raising_on_signals(STOP_ERRORS[who]):
+        try:  # what a library does around a call it thinks may fail
+            os.kill(os.getpid(), signum)
+            time.sleep(10)  # the handler runs at the next bytecode, well before this ends
+        except Exception as exc:
+            swallowed_by.append(exc)
+    assert not swallowed_by, f"the {who} stop was swallowed by `except Exception`: {swallowed_by[0]!r}"
+    assert not isinstance(caught.value, Exception)
+    assert isinstance(caught.value, SweepInterrupted if who == "sweep" else Interrupted)
+    assert signal.Signals(signum).name in str(caught.value)
+    assert {sig: signal.getsignal(sig) for sig in before} == before  # the old handlers are back
