@@ -95,7 +95,7 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     grid = "[{num_layers: [1, 2], hidden_size: 16}, {num_layers: 1, hidden_size: 32}]"
     spec = write_spec(tmp_path / "resume.yaml", "resume", grid, steps=3)
     init_store()
-    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the killed sweep's output folder stays in here
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the sweep's temp folder, which its watchdog removes
     sweep = subprocess.Popen(
         [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
@@ -113,8 +113,12 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
         if sweep.poll() is None:
             sweep.kill()
         sweep.wait()
+    # SIGKILL runs no handler: the sweep's watchdog ends the parent and the warm run in flight
+    wait_until(lambda: not _running("resume"), 30, "the watchdog to end the killed sweep's runs")
     (killed_parent,) = runs_of("resume", "sweep")
-    assert killed_parent.info.status == "RUNNING"  # SIGKILL leaves no chance to end it
+    assert killed_parent.info.status == "KILLED"
+    assert "died without ending it" in killed_parent.data.tags[TAG_ERROR]
+    wait_until(lambda: not list(tmp_path.glob("roofline-*")), 30, "the watchdog to remove the sweep's folder")
 
     resumed = subprocess.run(
         [*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600, env=env
@@ -127,6 +131,13 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     statuses = {p.info.run_id: p.info.status for p in runs_of("resume", "sweep")}
     assert statuses.pop(killed_parent.info.run_id) == "KILLED"
     assert list(statuses.values()) == ["FINISHED"]
+
+
+def _running(experiment: str) -> list[str]:
+    """Ids of the experiment's runs still RUNNING, sweep and train."""
+    return [
+        r.info.run_id for kind in ("sweep", "train") for r in runs_of(experiment, kind) if r.info.status == "RUNNING"
+    ]
 
 
 def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(tracking_uri: str) -> None:

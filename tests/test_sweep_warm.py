@@ -117,10 +117,11 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
         [*CLI, "sweep", str(spec), "--no-progress"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=ONE_THREAD,
+        env={**ONE_THREAD, "TMPDIR": str(tmp_path)},  # where the job folder is made
     )
     try:
         _, ranks = _in_flight_ranks("orphan")
+        (job_dir,) = tmp_path.glob("roofline-sweep-*/roofline-job-*")
         sweep.send_signal(signal.SIGKILL)  # no handler runs: the server and the ranks must go by themselves
         sweep.wait()
         wait_until(
@@ -130,5 +131,14 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
         if sweep.poll() is None:
             sweep.kill()
             sweep.wait()
-    (run,) = [r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp"]
-    assert run.info.status == "RUNNING"  # nobody could end it; the next sweep marks it KILLED (test_sweep_run)
+
+    # the sweep's watchdog ends the run in flight and the parent, and removes the job folder
+    def ddp_run():  # type: ignore[no-untyped-def]
+        return next(r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp")
+
+    wait_until(lambda: ddp_run().info.status != "RUNNING", 30, "the watchdog to end the ddp run")
+    assert ddp_run().info.status == "KILLED"
+    assert "died without ending it" in ddp_run().data.tags[TAG_ERROR]
+    (parent,) = runs_of("orphan", "sweep")
+    assert parent.info.status == "KILLED"
+    assert not job_dir.exists() and not list(tmp_path.glob("roofline-*"))

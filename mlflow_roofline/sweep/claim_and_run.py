@@ -24,6 +24,8 @@ from mlflow_roofline.sweep.remote_results import submit_claimed
 from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import Outcome, Status
 from mlflow_roofline.sweep.warm_child import run_child_warm
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.train.warm import WarmServer
 
 SUBMITTED = "submitted"
@@ -44,6 +46,7 @@ class SweepContext:
     executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
     warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
     launch: str = "warm"  # what remote Ray workers do too (Slurm jobs always launch fresh)
+    watchdog: Watchdog | None = None  # ends a warm run KILLED if the sweep is killed outright
 
 
 def claim_and_run(
@@ -75,6 +78,8 @@ def claim_and_run(
         submit_claimed(sweep, run_id, config)
         return SUBMITTED, run_id
     if sweep.warm is not None:
+        if sweep.watchdog is not None:  # a fresh train process has a watchdog of its own
+            sweep.watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
         return run_child_warm(
             run_id,
             config,
@@ -84,6 +89,7 @@ def claim_and_run(
             meter=sweep.spec.meter,
             timeout_s=sweep.spec.timeout_s,
             carbon=sweep.spec.carbon,
+            job_root=sweep.log_dir,
         )
     return run_child(
         run_id,

@@ -20,7 +20,9 @@ the queue loop is :mod:`mlflow_roofline.sweep.queue`, claiming and measuring one
 The sweep never holds results only in memory: every finished configuration is a FINISHED
 run the moment its process ends, so a sweep killed at any moment loses none. SIGINT and
 SIGTERM stop the in-flight train process, mark its run and the parent KILLED, and the
-sweep exits 128 + signal.
+sweep exits 128 + signal. A sweep killed outright (SIGKILL, the OOM killer) leaves a
+watchdog (:mod:`mlflow_roofline.system.watchdog`) that ends the parent and the in-flight
+warm run KILLED and removes the sweep's temp folder within seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import SweepInterrupted
 from mlflow_roofline.sweep.store import store_statuses
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.train.warm import WarmServer
 
 
@@ -89,11 +93,25 @@ def run_sweep(
 
     client = client or MlflowClient()
     parent_id = open_parent(client, spec, experiment_id, plan, echo)
-    with raising_on_signals(SweepInterrupted):
+    # SIGKILL (the OOM killer) runs no except below: the watchdog then ends the parent and
+    # the in-flight warm run KILLED and removes the sweep's temp folder.
+    with Watchdog() as watchdog, raising_on_signals(SweepInterrupted):
+        watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(parent_id))
         try:
             warm = WarmServer().start() if launch == "warm" and executor is None else None
             return _sweep(
-                client, spec, plan, experiment_id, parent_id, retry_failed, echo, progress, executor, warm, launch
+                client,
+                spec,
+                plan,
+                experiment_id,
+                parent_id,
+                retry_failed,
+                echo,
+                progress,
+                executor,
+                warm,
+                launch,
+                watchdog,
             )
         except SweepInterrupted as exc:
             ignore_stop_signals()
@@ -121,15 +139,18 @@ def _sweep(
     executor: Any = None,
     warm: WarmServer | None = None,
     launch: str = "warm",
+    watchdog: Watchdog | None = None,
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
     mark_stale_sweeps(client, experiment_id, parent_id)
     entries = reconcile(plan, store_statuses(client, plan, experiment_id), retry_failed)
     log_plan(client, parent_id, spec, plan, entries)
-    log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")
+    log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")  # output of fresh processes, warm job folders
+    if watchdog is not None:
+        watchdog.remove(log_dir)
     try:
         sweep = SweepContext(
-            client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm, launch
+            client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm, launch, watchdog
         )
         results = run_entries(sweep, entries, echo, progress)
     finally:

@@ -57,15 +57,19 @@ def run_child_warm(
     timeout_s: float | None = None,
     carbon: Mapping[str, Any] | None = None,
     seed: int = 0,
+    job_root: str | None = None,
 ) -> Outcome:
     """Measure ``config`` into the RUNNING run ``run_id`` with ranks forked from ``server``; its outcome.
+
+    The job's folder (spec, rendezvous file, rank logs) is made in ``job_root`` (the
+    system's temp folder if None) and removed at the end.
 
     Raises whatever stops the sweep (``SweepInterrupted``, ``KeyboardInterrupt``) after
     stopping the ranks and marking the run KILLED; any other failure ends the run FAILED
     and is returned as the outcome.
     """
     started = time.monotonic()
-    job_dir = Path(tempfile.mkdtemp(prefix="roofline-job-"))
+    job_dir = Path(tempfile.mkdtemp(prefix="roofline-job-", dir=job_root))
     job: WarmJob | None = None
     returncode: int | None = None
     try:
