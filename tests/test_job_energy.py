@@ -93,7 +93,8 @@ def test_gpu_meter_with_rapl_and_cross_check(nvml, powercap) -> None:
     assert windows.warmup_j == pytest.approx(200.0 * 0.15, rel=0.2) and windows.warmup_error is None
     assert (windows.cpu_j, windows.dram_j) == (pytest.approx(30.0), pytest.approx(5.0))
     assert windows.check_source == "nvml_power" and windows.check_j == pytest.approx(gpu_j, rel=0.1)
-    assert windows.window_start <= windows.window_end
+    assert windows.window_end == pytest.approx(windows.window_start + meters.train.time_s)  # Unix seconds
+    assert windows.window_start == pytest.approx(time.time(), abs=60)
     extras = combine([(0, windows)], gpu_j, "device")
     assert extras.energy_node_j == pytest.approx(gpu_j + 35.0)
     assert extras.energy_cpu_j == pytest.approx(30.0) and extras.energy_dram_j == pytest.approx(5.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
@@ -42,8 +43,12 @@ def create_child_run(
     hardware: str,
     client: Any = None,
     repeat: int = 0,
+    on_created: Callable[[str], None] | None = None,
 ) -> str:
     """Create the RUNNING train run of ``config`` nested under ``parent_run_id``; its id.
+
+    ``on_created`` gets the run id the moment the run exists, before its params are
+    logged (the sweep tells its watchdog then).
 
     Named and tagged as train names and tags it (``roofline.run_type=train``, the hashes,
     the hardware, ``roofline.repeat``: which measured run of the configuration it is),
@@ -70,6 +75,8 @@ def create_child_run(
         tags[TAG_PARENT_RUN_ID] = parent_run_id
         tags[TAG_SWEEP_RUN_ID] = parent_run_id
     run_id = client.create_run(experiment_id, run_name=config.run_name, tags=tags).info.run_id
+    if on_created is not None:
+        on_created(run_id)
     try:
         client.log_batch(run_id, params=[Param(k, v) for k, v in config.to_params().items()])
     except BaseException:

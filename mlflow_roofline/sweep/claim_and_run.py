@@ -46,7 +46,7 @@ class SweepContext:
     executor: Any = None  # a remote executor (sweep.executors), None: here, one after another
     warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
     launch: str = "warm"  # what remote Ray workers do too (Slurm jobs always launch fresh)
-    watchdog: Watchdog | None = None  # ends a warm run KILLED if the sweep is killed outright
+    watchdog: Watchdog | None = None  # ends the sweep's runs KILLED if it is killed outright
 
 
 def claim_and_run(
@@ -57,6 +57,7 @@ def claim_and_run(
     With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
     """
     client, config = sweep.client, entry.config
+    watchdog = sweep.watchdog
     run_id = create_child_run(
         config,
         sweep.experiment_id,
@@ -64,6 +65,8 @@ def claim_and_run(
         hardware=sweep.plan.hardware or "",
         client=client,
         repeat=entry.repeat,
+        # from its creation on, a run this sweep holds ends KILLED if the sweep is killed outright
+        on_created=None if watchdog is None else lambda rid: watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(rid)),
     )
     try:
         claim = check_claim(client, sweep.experiment_id, config_hash, run_id, status.run_ids, entry.repeat)
@@ -74,12 +77,14 @@ def claim_and_run(
     if not claim.won:
         withdraw(client, run_id, claim)
         return None
+    if sweep.warm is None and watchdog is not None:
+        # a remote worker or a fresh train process ends the run itself from now on (a fresh
+        # one outlives a killed sweep, and has a watchdog of its own)
+        watchdog.cancel(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
     if sweep.executor is not None:
         submit_claimed(sweep, run_id, config)
         return SUBMITTED, run_id
     if sweep.warm is not None:
-        if sweep.watchdog is not None:  # a fresh train process has a watchdog of its own
-            sweep.watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
         return run_child_warm(
             run_id,
             config,

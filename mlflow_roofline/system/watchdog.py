@@ -5,8 +5,9 @@ run would stay RUNNING, its temp folder and its children would stay behind. The
 launcher starts :class:`Watchdog` (``python -m mlflow_roofline.system.watchdog``, in a
 session of its own, out of reach of signals sent to the launcher's group) and tells it,
 one JSON line at a time on the watchdog's stdin, what to clean: process groups, process
-trees, folders, and a hook to call (``module:function`` with keyword arguments; the
-launcher's MLflow run is ended KILLED that way).
+trees, folders, and hooks to call (``module:function`` with keyword arguments; the
+launcher's MLflow runs are ended KILLED that way; a hook can be taken back when another
+process takes the run over).
 
 The launcher's death is the end of that pipe: no polling, no pid that could be reused.
 When the launcher finishes normally it says ``done`` and the watchdog leaves without
@@ -79,6 +80,10 @@ class Watchdog:
         """If the launcher dies, call ``hook`` (``package.module:function``) with ``kwargs`` (JSON values)."""
         self._send({"hook": hook, "kwargs": kwargs})
 
+    def cancel(self, hook: str, **kwargs: Any) -> None:
+        """Take back an earlier :meth:`call` of ``hook`` with the same ``kwargs`` (someone else took it over)."""
+        self._send({"cancel": {"hook": hook, "kwargs": kwargs}})
+
     def release(self) -> None:
         """The launcher ends normally: the watchdog leaves without doing anything."""
         self._send({"done": True})
@@ -111,6 +116,10 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
         message = json.loads(line)
         if message.get("done"):
             return False
+        if "cancel" in message:
+            orders["hook"] = [
+                o for o in orders["hook"] if {"hook": o["hook"], "kwargs": o["kwargs"]} != message["cancel"]
+            ]
         for key, found in orders.items():
             if key in message:
                 found.append(message)

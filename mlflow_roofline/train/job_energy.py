@@ -120,8 +120,8 @@ class JobMeters:
 
     def _record_train(self, main: Measurement, check: Measurement | None, node: Measurement | None) -> None:
         extra = self.extra
-        extra.window_start = main.started_at
-        extra.window_end = (main.started_at or 0.0) + main.time_s
+        extra.window_start = main.started_at  # Unix seconds; None if the meter did not say
+        extra.window_end = None if main.started_at is None else main.started_at + main.time_s
         if check is not None:
             extra.check_j, extra.check_error = (
                 check.energy_j,
