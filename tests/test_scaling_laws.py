@@ -17,6 +17,7 @@ from mlflow_roofline.fit.forms import (
     HARDWARE_SLOPES,
     PAPER,
     PAPER_LOG_N,
+    PER_STEP,
     PER_WORK,
     PER_WORK_TERM,
     formula_of,
@@ -218,6 +219,33 @@ def test_per_work_form_is_the_constrained_paper_law_in_log_c_and_log_m() -> None
     # Same residuals as the unconstrained law would have if the truth sums to 1: adj R^2 on log_E.
     paper = fit_ols(PAPER, formula_of(PAPER, data), data)
     assert fit.adj_r2 == pytest.approx(paper.adj_r2, abs=1e-3)
+
+
+def test_per_step_form_recovers_a_per_step_power_law_and_doubles_with_the_steps() -> None:
+    """E = steps * kappa * (C/steps)^a * (M/steps)^b * eta^ae: size exponents free, steps linear."""
+    _, data = _data(seed=15)
+    a, b, ae, log_kappa = 0.45, 0.2, -0.5, -9.0
+    per_step = log_kappa + a * (data["log_C"] - data["log_steps"]) + b * (data["log_M"] - data["log_steps"])
+    noise = np.random.default_rng(3).normal(0.0, 0.03, len(data))
+    data = data.assign(log_E=data["log_steps"] + per_step + ae * data["log_eta"] + noise)
+    fit = fit_ols(PER_STEP, formula_of(PER_STEP, data), data)
+    law = fit.law
+    assert law.coefficient("log_C") == pytest.approx(a, abs=0.05)
+    assert law.coefficient("log_M") == pytest.approx(b, abs=0.05)
+    assert law.coefficient("log_steps") == pytest.approx(1.0 - law.coefficient("log_C") - law.coefficient("log_M"))
+    features = {c: data[c].to_numpy() for c in data.columns}
+    mean, _, _ = law.predict(features)
+    np.testing.assert_allclose(mean, fit.fitted_log, rtol=1e-10)  # the stored law is the fitted one
+    twice = {**features, **{c: features[c] + np.log(2.0) for c in ("log_C", "log_M", "log_steps", "log_T")}}
+    np.testing.assert_allclose(law.predict(twice)[0] - mean, np.log(2.0), atol=1e-12)  # twice the steps, twice the J
+    # the covariance follows the map: Var(log_steps coef) = Var(a) + Var(b) + 2 Cov(a, b)
+    differences = ["I(log_C - log_steps)", "I(log_M - log_steps)"]
+    raw = fit.result.cov_params().loc[differences, differences].to_numpy()
+    i = law.terms.index("log_steps")
+    assert np.asarray(law.cov)[i, i] == pytest.approx(raw.sum())
+    # the paper's unconstrained law fits the same runs no better
+    paper = fit_ols(PAPER, formula_of(PAPER, data), data)
+    assert fit.adj_r2 >= paper.adj_r2 - 1e-3
 
 
 def test_cv_mape_is_zero_for_an_exact_law_and_counts_held_out_error() -> None:

@@ -10,6 +10,11 @@ Forms (responses ``log_E``: log joules; ``log_t1``: log seconds on one device):
   proportional to the work at a given per-step mix (twice the steps, twice the joules):
   ``I(log_E - log_M) ~ I(log_C - log_M) + log_eta + strategy``, stored as the
   equivalent law in log_C and log_M
+- ``paper_per_step``  the paper's law for one optimizer step, times the steps: energy
+  per step a power law of the FLOPs and traffic per step, so twice the steps are twice
+  the joules while the size exponents stay free:
+  ``I(log_E - log_steps) ~ I(log_C - log_steps) + I(log_M - log_steps) + log_eta + strategy``,
+  stored as the equivalent law in log_C, log_M and log_steps
 
 Roofline-shaped forms (non-linear, :data:`ROOFLINE_FORMS`, each refitted on every CV fold
 and in the extrapolation check):
@@ -43,6 +48,7 @@ HARDWARE_SLOPES = "hardware_slopes"
 HARDWARE_INTERCEPTS = "hardware_intercepts"
 PER_WORK = "paper_per_work"
 PER_WORK_TERM = "I(log_C - log_M)"
+PER_STEP = "paper_per_step"
 
 FORM_TERMS: dict[str, str] = {
     BASELINE: "log_C + log_M",
@@ -50,7 +56,10 @@ FORM_TERMS: dict[str, str] = {
     PAPER_LOG_N: "log_C + log_M + log_eta + log_N",
     ETA_BY_STRATEGY: "log_C + log_M + log_eta",
     PER_WORK: f"{PER_WORK_TERM} + log_eta",
+    PER_STEP: "I(log_C - log_steps) + I(log_M - log_steps) + log_eta",
 }
+RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps"}
+"""The feature a form's response is taken relative to (``I(log_E - log_M) ~ ...``)."""
 
 ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
     ROOFLINE_EFF: fit_roofline_eff,
@@ -66,13 +75,13 @@ def formula_of(form: str, data: pd.DataFrame, response: str = "log_E") -> str:
         rhs += " + strategy"
         if form == ETA_BY_STRATEGY:
             rhs += " + strategy:log_eta"
-    lhs = f"I({response} - log_M)" if form == PER_WORK else response
+    lhs = f"I({response} - {RESPONSE_OFFSET[form]})" if form in RESPONSE_OFFSET else response
     return f"{lhs} ~ {rhs}"
 
 
 def candidate_forms(data: pd.DataFrame) -> list[str]:
     """The forms worth evaluating on ``data``: baseline, paper and per-work always, richer ones when identifiable."""
-    forms = [BASELINE, PAPER, PER_WORK]
+    forms = [BASELINE, PAPER, PER_WORK, PER_STEP]
     parallel = data[data["strategy"] != "single"]
     if parallel["log_N"].nunique() > 1:
         forms.append(PAPER_LOG_N)

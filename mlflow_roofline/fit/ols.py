@@ -10,6 +10,7 @@ term ``I(log_C - log_M)``) is stored as the equivalent law in ``log_C`` and ``lo
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +21,6 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.tools.sm_exceptions import ValueWarning
 
-from mlflow_roofline.fit.forms import PER_WORK_TERM
 from mlflow_roofline.law.linear import LinearLaw
 
 
@@ -36,7 +36,7 @@ class FormFit:
         dropped_terms: design columns dropped as constant or collinear.
         cv_mape: grouped-CV mean absolute percentage error in energy (or time) space, %.
         cv_se: its standard error across folds, %.
-        offset: what the per-work response was shifted by (``log_M``), else None.
+        offset: what a relative response was shifted by (``log_M`` per work, ``log_steps`` per step), else None.
         extrap_mape: size-extrapolation error, % (NaN when not checked).
         extrap_se: its standard error across held-out workloads, %.
     """
@@ -136,9 +136,10 @@ def fit_ols(name: str, formula: str, data: pd.DataFrame) -> FormFit:
     coef = np.asarray(result.params, dtype=float)
     cov = np.asarray(result.cov_params(), dtype=float)
     offset = None
-    if PER_WORK_TERM in terms:
-        terms, coef, cov = _expand_per_work(terms, coef, cov)
-        offset = data["log_M"].to_numpy(dtype=float)
+    relative_to = _response_offset(formula)
+    if relative_to is not None and any(_DIFFERENCE.match(t) for t in terms):  # per work, per step
+        terms, coef, cov = _expand_differences(terms, coef, cov, relative_to)
+        offset = data[relative_to].to_numpy(dtype=float)
     law = LinearLaw(
         formula=formula,
         terms=terms,
@@ -150,25 +151,47 @@ def fit_ols(name: str, formula: str, data: pd.DataFrame) -> FormFit:
     return FormFit(name=name, formula=formula, result=result, law=law, dropped_terms=dropped, offset=offset)
 
 
-def _expand_per_work(terms: list[str], coef: np.ndarray, cov: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Rewrite ``y - log_M = b (log_C - log_M) + ...`` as ``y = b log_C + (1 - b) log_M + ...``.
+_DIFFERENCE = re.compile(r"^I\((\w+) - (\w+)\)$")
 
-    The law then predicts the response itself with the features every law uses; the
-    covariance follows the linear map (Var of the log_M coefficient equals Var(b), their
-    covariance is -Var(b)).
+
+def _response_offset(formula: str) -> str | None:
+    """``log_M`` of ``I(log_E - log_M) ~ ...``: the feature the response is relative to (None: plain response).
+
+    Only a form whose regressors are differences too (per work, per step) is rewritten in
+    plain features here; the pooled offset forms keep their offset (:mod:`fit.pooled`).
+    """
+    match = _DIFFERENCE.match(formula.split("~")[0].strip())
+    return match.group(2) if match else None
+
+
+def _expand_differences(
+    terms: list[str], coef: np.ndarray, cov: np.ndarray, offset: str
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Rewrite ``y - o = b (x - z) + ...`` as ``y = b x - b z + o + ...`` in plain features.
+
+    Per-work: ``y - log_M = b (log_C - log_M)`` becomes ``y = b log_C + (1 - b) log_M``;
+    per-step: ``y - log_steps = b (log_C - log_steps) + c (log_M - log_steps)`` becomes
+    ``y = b log_C + c log_M + (1 - b - c) log_steps``. The law then predicts the response
+    itself from the features every law uses; the covariance follows the linear map.
     """
     full: list[str] = []
     for term in terms:
-        full += ["log_C", "log_M"] if term == PER_WORK_TERM else [term]
+        match = _DIFFERENCE.match(term)
+        for feature in match.groups() if match else (term,):
+            if feature not in full:
+                full.append(feature)
+    if offset not in full:
+        full.append(offset)
     transform = np.zeros((len(full), len(terms)))
     for j, term in enumerate(terms):
-        if term == PER_WORK_TERM:
-            transform[full.index("log_C"), j] = 1.0
-            transform[full.index("log_M"), j] = -1.0
+        match = _DIFFERENCE.match(term)
+        if match:
+            transform[full.index(match.group(1)), j] += 1.0
+            transform[full.index(match.group(2)), j] -= 1.0
         else:
             transform[full.index(term), j] = 1.0
     shift = np.zeros(len(full))
-    shift[full.index("log_M")] = 1.0
+    shift[full.index(offset)] = 1.0
     return full, transform @ coef + shift, transform @ cov @ transform.T
 
 

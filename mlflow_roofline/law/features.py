@@ -3,6 +3,7 @@
 - ``log_C``   log proxy_flops of the job (FLOPs)
 - ``log_M``   log proxy_mem_traffic of the job (activation elements)
 - ``log_T``   log tokens of the job (batch_size * seq_len * num_steps)
+- ``log_steps`` log num_steps (optimizer steps)
 - ``log_eta`` log hardware efficiency S(N)/N (dimensionless)
 - ``log_N``   log num_devices
 - ``strategy`` the strategy name (categorical)
@@ -46,6 +47,7 @@ def law_features(
         "log_C": np.log(c),
         "log_M": np.log(m),
         "log_T": np.log(tokens),
+        "log_steps": np.log(steps),
         "log_eta": np.log(eta),
         "log_N": np.log(n),
         "strategy": np.asarray(strategy, dtype=object),
