@@ -6,8 +6,8 @@ by its median) so that every cost coefficient is of order one; it runs
 ``scipy.optimize.least_squares`` (trf, bounded) from every start of the form and keeps
 the best optimum. With more than :data:`START_ROWS` runs the starts are tried on an
 evenly spaced subset of that many and the best of them is polished on every run.
-``alpha_eta`` is estimated only where eta varies, a ``psi`` only for the strategies
-present beyond the first.
+``alpha_eta`` is estimated only where eta varies within a strategy (elsewhere the
+strategy dummies absorb it), a ``psi`` only for the strategies present beyond the first.
 
 The covariance of the coefficients is ``s^2 (J'J)^+`` at the optimum (J the Jacobian of
 the log residuals, ``s^2`` their variance on ``n - p`` degrees of freedom), mapped back
@@ -125,9 +125,13 @@ def scaled_design(data: pd.DataFrame) -> ScaledDesign:
     raw = np.column_stack([np.exp(data[COST_FEATURES[t]].to_numpy(dtype=float)) for t in COST_TERMS])
     scales = np.median(raw, axis=0)
     log_eta = data["log_eta"].to_numpy(dtype=float)
-    terms: list[str] = [ALPHA_ETA] if np.ptp(log_eta) > 1e-12 else []
-    columns = [log_eta] if terms else []
     strategy = data["strategy"].astype(str).to_numpy()
+    # With eta constant within every strategy, the strategy dummies absorb any alpha_eta
+    # (e.g. a CV fold left with one run per parallel strategy): leave it out, as OLS drops
+    # a collinear column, rather than let the solver wander along it.
+    varies = any(np.ptp(log_eta[strategy == level]) > 1e-12 for level in set(strategy))
+    terms: list[str] = [ALPHA_ETA] if varies else []
+    columns = [log_eta] if terms else []
     present = set(strategy)
     if isinstance(data["strategy"].dtype, pd.CategoricalDtype):
         ordered = [str(c) for c in data["strategy"].cat.categories if str(c) in present]
