@@ -114,11 +114,11 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
             sweep.kill()
         sweep.wait()
     # SIGKILL runs no handler: the sweep's watchdog ends the parent and the warm run in flight
-    wait_until(lambda: not _running("resume"), 30, "the watchdog to end the killed sweep's runs")
+    wait_until(lambda: not _running("resume"), 90, "the watchdog to end the killed sweep's runs")
     (killed_parent,) = runs_of("resume", "sweep")
     assert killed_parent.info.status == "KILLED"
     assert "died without ending it" in killed_parent.data.tags[TAG_ERROR]
-    wait_until(lambda: not list(tmp_path.glob("roofline-*")), 30, "the watchdog to remove the sweep's folder")
+    wait_until(lambda: not list(tmp_path.glob("roofline-*")), 90, "the watchdog to remove the sweep's folder")
 
     resumed = subprocess.run(
         [*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600, env=env

@@ -136,7 +136,7 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
     def ddp_run():  # type: ignore[no-untyped-def]
         return next(r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp")
 
-    wait_until(lambda: ddp_run().info.status != "RUNNING", 30, "the watchdog to end the ddp run")
+    wait_until(lambda: ddp_run().info.status != "RUNNING", 90, "the watchdog to end the ddp run")
     assert ddp_run().info.status == "KILLED"
     assert "died without ending it" in ddp_run().data.tags[TAG_ERROR]
     (parent,) = runs_of("orphan", "sweep")
