@@ -3,8 +3,10 @@
 Every OLS fit reports HC3 robust standard errors (HC1 where a run has leverage 1 and
 HC3 is undefined). A design column that is constant zero or a linear combination of
 earlier ones (say ``log_eta`` when only single-device runs exist) is dropped and named
-in :attr:`FormFit.dropped_terms`. A per-work formula (left side shifted by ``log_M``,
-term ``I(log_C - log_M)``) is stored as the equivalent law in ``log_C`` and ``log_M``.
+in :attr:`FormFit.dropped_terms`. A relative formula (per work: left side shifted by
+``log_M``, term ``I(log_C - log_M)``; per step: shifted by ``log_steps``, terms
+``I(log_C - log_steps)`` and ``I(log_M - log_steps)``) is stored as the equivalent law in
+the plain features.
 """
 
 from __future__ import annotations
