@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from mlflow_roofline.fit.fitted_form import FittedForm
 from mlflow_roofline.law.roofline import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
 
 START_ROWS = 1000
@@ -34,25 +35,19 @@ CostModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``cost(theta_cost, scaled_costs)``: the scaled cost part of each row and its gradient (rows x cost params)."""
 
 
-@dataclasses.dataclass
-class RooflineFormFit:
-    """A roofline-shaped law fitted on all runs, with its held-out errors.
+@dataclasses.dataclass(kw_only=True)
+class RooflineFormFit(FittedForm):
+    """A roofline-shaped law fitted on all runs, with its held-out errors (:class:`fit.fitted_form.FittedForm`).
 
-    Attributes mirror :class:`fit.ols.FormFit`: ``name``, ``formula``, ``law``,
-    ``dropped_terms``, ``cv_mape``/``cv_se`` and ``extrap_mape``/``extrap_se`` (%),
-    plus ``fitted`` (in-sample log E) and ``actual`` (measured log E).
+    Attributes:
+        law: the law as plain data.
+        fitted: in-sample log E of each run (log joules).
+        actual: measured log E of each run (log joules).
     """
 
-    name: str
-    formula: str
     law: RooflineLaw
-    dropped_terms: list[str]
     fitted: np.ndarray
     actual: np.ndarray
-    cv_mape: float = float("nan")
-    cv_se: float = float("nan")
-    extrap_mape: float = float("nan")
-    extrap_se: float = float("nan")
 
     @property
     def n_params(self) -> int:

@@ -23,36 +23,23 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.tools.sm_exceptions import ValueWarning
 
+from mlflow_roofline.fit.fitted_form import FittedForm
 from mlflow_roofline.law.linear import LinearLaw
 
 
-@dataclasses.dataclass
-class FormFit:
-    """One OLS law fitted on all runs, with its cross-validated error.
+@dataclasses.dataclass(kw_only=True)
+class FormFit(FittedForm):
+    """One OLS law fitted on all runs, with its held-out errors (:class:`fit.fitted_form.FittedForm`).
 
     Attributes:
-        name: form name (``paper``, ``baseline``, ...).
-        formula: the statsmodels formula.
         result: the statsmodels results (HC3 covariance).
         law: the same law as plain data.
-        dropped_terms: design columns dropped as constant or collinear.
-        cv_mape: grouped-CV mean absolute percentage error in energy (or time) space, %.
-        cv_se: its standard error across folds, %.
         offset: what a relative response was shifted by (``log_M`` per work, ``log_steps`` per step), else None.
-        extrap_mape: size-extrapolation error, % (NaN when not checked).
-        extrap_se: its standard error across held-out workloads, %.
     """
 
-    name: str
-    formula: str
     result: Any
     law: LinearLaw
-    dropped_terms: list[str]
-    cv_mape: float = float("nan")
-    cv_se: float = float("nan")
     offset: np.ndarray | None = None
-    extrap_mape: float = float("nan")
-    extrap_se: float = float("nan")
 
     @property
     def n_params(self) -> int:

@@ -43,4 +43,4 @@ def fit_roofline_eff(data: pd.DataFrame, name: str = ROOFLINE_EFF) -> RooflineFo
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
     terms = [*COST_TERMS, *design.extra_terms]
     law = RooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
-    return RooflineFormFit(name, FORMULA, law, [], design.y + resid, design.y)
+    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y)

@@ -47,4 +47,4 @@ def fit_roofline_smooth(data: pd.DataFrame, name: str = ROOFLINE_SMOOTH) -> Roof
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
     terms = [*SMOOTH_COST_TERMS, *design.extra_terms]
     law = SmoothRooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
-    return RooflineFormFit(name, FORMULA, law, [], design.y + resid, design.y)
+    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y)
