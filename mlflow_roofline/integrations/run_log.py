@@ -22,7 +22,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mlflow_roofline.core.config import INT_FIELDS
 from mlflow_roofline.core.schema import (
     MAX_TAG_CHARS,
     TAG_ERROR,
@@ -71,12 +70,14 @@ class RunLog:
         """Log the params the run does not hold yet; tag those it holds with another value."""
         from mlflow.entities import Param, RunTag
 
+        from mlflow_roofline.tracking.run_ownership import same_param  # imports mlflow
+
         existing = self.client.get_run(self.run_id).data.params
         new = [Param(k, v) for k, v in params.items() if k not in existing]
         conflicts = [
             f"{k}={v} (the run has {existing[k]})"
             for k, v in params.items()
-            if k in existing and not _same(k, existing[k], v)
+            if k in existing and not same_param(k, existing[k], v)
         ]
         tags = [RunTag(TAG_PARAM_CONFLICT, "; ".join(conflicts)[:MAX_TAG_CHARS])] if conflicts else []
         if conflicts:
@@ -103,17 +104,6 @@ class RunLog:
             self.client.set_terminated(self.run_id, "FAILED")
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
-
-
-def _same(name: str, logged: str, value: str) -> bool:
-    if logged == value:
-        return True
-    if name in INT_FIELDS:
-        try:
-            return float(logged) == float(value)
-        except ValueError:
-            return False
-    return False
 
 
 def timeline_csv(rows: list[tuple[int, float, int, float | None]]) -> str:
