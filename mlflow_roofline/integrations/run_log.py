@@ -3,9 +3,8 @@
 It joins the active run when there is one (the run MLflow's own ``MLflowCallback`` or the
 user opened), else opens its own in ``experiment`` (else ``MLFLOW_EXPERIMENT_ID`` /
 ``_NAME``, else ``roofline-bert``, where ``fit`` looks by default). History points are
-gathered here and sent every :data:`FLUSH_S` seconds as one asynchronous MLflow batch
-(MLflow's queue), so a logging step neither waits for the store nor has a store write
-compete with training for every point; :meth:`RunLog.finish` sends the rest and waits.
+logged asynchronously (MLflow's queue) so a logging step does not wait for the store;
+:meth:`RunLog.finish` waits for them.
 
 A param the run already holds with another value (``MLflowCallback`` logs the Trainer's
 ``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
@@ -32,10 +31,6 @@ from mlflow_roofline.core.schema import (
 logger = logging.getLogger(__name__)
 
 TIMELINE_ARTIFACT = "roofline/power_timeline.csv"
-FLUSH_S = 5.0
-"""Seconds between two sends of the gathered history to the store (the first point goes at once)."""
-BATCH_METRICS, BATCH_TAGS = 900, 100
-"""At most this many metrics and tags in one MLflow batch (its limits: 1000 entities, 100 tags)."""
 
 
 class RunLog:
@@ -58,31 +53,18 @@ class RunLog:
             self.run_id = run.info.run_id
             atexit.register(self._left_open)
         self._pending: list[Any] = []
-        self._metrics: list[Any] = []
-        self._tags: dict[str, Any] = {}
-        self._last_flush = -float("inf")
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
-        """Gather metrics at ``step`` (timestamped now) and tags; sent within :data:`FLUSH_S` s or by :meth:`finish`."""
+        """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits)."""
         from mlflow.entities import Metric, RunTag
 
         now = int(time.time() * 1000)
-        self._metrics += [Metric(k, float(v), now, step) for k, v in (metrics or {}).items()]
-        self._tags.update({k: RunTag(k, str(v)[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()})
-        if time.monotonic() - self._last_flush >= FLUSH_S:
-            self.flush()
-
-    def flush(self, synchronous: bool = False) -> None:
-        """Send what is gathered as MLflow batches (asynchronous: returns at once, :meth:`finish` waits)."""
-        metrics, tags = self._metrics, list(self._tags.values())
-        self._metrics, self._tags, self._last_flush = [], {}, time.monotonic()
-        while metrics or tags:
-            sent = self.client.log_batch(
-                self.run_id, metrics=metrics[:BATCH_METRICS], tags=tags[:BATCH_TAGS], synchronous=synchronous
+        batch_metrics = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items()]
+        batch_tags = [RunTag(k, str(v)[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()]
+        if batch_metrics or batch_tags:
+            self._pending.append(
+                self.client.log_batch(self.run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
             )
-            if not synchronous:
-                self._pending.append(sent)
-            metrics, tags = metrics[BATCH_METRICS:], tags[BATCH_TAGS:]
 
     def log_params(self, params: Mapping[str, str]) -> None:
         """Log the params the run does not hold yet; tag those it holds with another value."""
@@ -107,29 +89,21 @@ class RunLog:
         self.client.log_text(self.run_id, text, path)
 
     def finish(self, failed: bool = False) -> None:
-        """Send the rest, wait for the queued logging; end the run when it is this job's own."""
-        self._drain()
+        """Wait for the queued logging; end the run when it is this job's own."""
+        for operation in self._pending:
+            operation.wait()
+        self._pending = []
         if self.own:
             atexit.unregister(self._left_open)
             self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
     def _left_open(self) -> None:
-        """At exit, an own run training never ended: what was gathered is logged, then FAILED, with the reason."""
-        try:
-            self.flush(synchronous=True)  # MLflow's asynchronous queue may be gone at exit
-        except Exception:
-            logger.exception("could not log the last history points of run %s", self.run_id)
+        """At exit, an own run training never ended: FAILED, with the reason."""
         try:
             self.client.set_tag(self.run_id, TAG_ERROR, "training stopped before its end (an exception?)")
             self.client.set_terminated(self.run_id, "FAILED")
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
-
-    def _drain(self) -> None:
-        self.flush()
-        for operation in self._pending:
-            operation.wait()
-        self._pending = []
 
 
 def timeline_csv(rows: list[tuple[int, float, int, float | None]]) -> str:
