@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -133,7 +134,7 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
             sweep.wait()
 
     # the sweep's watchdog ends the run in flight and the parent, and removes the job folder
-    def ddp_run():  # type: ignore[no-untyped-def]
+    def ddp_run() -> Any:  # the ddp run (an mlflow Run)
         return next(r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp")
 
     wait_until(lambda: ddp_run().info.status != "RUNNING", 90, "the watchdog to end the ddp run")

@@ -136,18 +136,17 @@ def _sweep(
     retry_failed: bool,
     echo: Callable[[str], None],
     progress: bool,
-    executor: Any = None,
-    warm: WarmServer | None = None,
-    launch: str = "warm",
-    watchdog: Watchdog | None = None,
+    executor: Any,
+    warm: WarmServer | None,
+    launch: str,
+    watchdog: Watchdog,
 ) -> SweepResult:
     """Reconcile, log the plan, run it, log the results and end the parent run."""
     mark_stale_sweeps(client, experiment_id, parent_id)
     entries = reconcile(plan, store_statuses(client, plan, experiment_id), retry_failed)
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")  # output of fresh processes, warm job folders
-    if watchdog is not None:
-        watchdog.remove(log_dir)
+    watchdog.remove(log_dir)
     try:
         sweep = SweepContext(
             client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm, launch, watchdog
