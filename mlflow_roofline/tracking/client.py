@@ -1,0 +1,315 @@
+"""The one door to MLflow: a small typed client over one tracking store.
+
+Every stage talks to MLflow through :class:`TrackingClient` (and the few helpers of this
+package built on it); only the served model's pyfunc class imports MLflow besides. The
+client speaks plain Python values: params and tags are ``str`` mappings, metrics are
+``float`` mappings, statuses are :data:`RunStatus` strings. MLflow's own entities are
+returned where a caller reads a stored run (:class:`Run`, :class:`Experiment`,
+:class:`ModelVersion`); they are re-exported here so that type hints need no MLflow import.
+
+Batches follow the store's limits (1000 metrics, 100 params, 100 tags per ``log_batch``):
+:meth:`TrackingClient.log` splits whatever it is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import mlflow
+from mlflow.entities import Experiment, Metric, Param, Run, RunTag, ViewType
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "ACTIVE_ONLY",
+    "ALL_RUNS",
+    "DELETED_ONLY",
+    "Experiment",
+    "MetricPoint",
+    "ModelVersion",
+    "Run",
+    "RunStatus",
+    "TrackingClient",
+    "TrackingError",
+]
+
+TrackingError = MlflowException
+"""What the store raises (MLflow's ``MlflowException``): catch this, never MLflow's class by name."""
+
+RunStatus = Literal["RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED"]
+"""A run's status, as MLflow spells it."""
+
+ACTIVE_ONLY: int = ViewType.ACTIVE_ONLY
+DELETED_ONLY: int = ViewType.DELETED_ONLY
+ALL_RUNS: int = ViewType.ALL
+
+PAGE_SIZE = 50_000
+"""Runs per ``search_runs`` call: MLflow's ``SEARCH_MAX_RESULTS_THRESHOLD``, the largest page a store serves."""
+METRICS_PER_BATCH = 1000
+PARAMS_PER_BATCH = 100
+TAGS_PER_BATCH = 100
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One point of a metric's history: ``value`` at ``step``, logged at ``timestamp_ms`` (ms since the epoch)."""
+
+    key: str
+    value: float
+    step: int = 0
+    timestamp_ms: int | None = None
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch, MLflow's timestamp unit."""
+    return int(time.time() * 1000)
+
+
+class TrackingClient:
+    """A typed client of one MLflow tracking store (``tracking_uri``, else MLflow's current one).
+
+    Construction is cheap and opens no connection; every method is one or a few store calls.
+    """
+
+    def __init__(self, tracking_uri: str | None = None) -> None:
+        self._client = MlflowClient(tracking_uri)
+        self.tracking_uri: str = tracking_uri or mlflow.get_tracking_uri()
+
+    # -- experiments -------------------------------------------------------------------
+    def experiment_by_name(self, name: str) -> Experiment | None:
+        """The experiment called ``name`` (active or deleted), or None."""
+        return self._client.get_experiment_by_name(name)
+
+    def experiment(self, experiment_id: str) -> Experiment:
+        """The experiment with this id.
+
+        Raises:
+            TrackingError: no such experiment.
+        """
+        return self._client.get_experiment(experiment_id)
+
+    def create_experiment(self, name: str, tags: Mapping[str, str] | None = None) -> str:
+        """Create the experiment ``name``; returns its id (raises :data:`TrackingError` when it exists)."""
+        return self._client.create_experiment(name, tags=dict(tags or {}))
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        self._client.set_experiment_tag(experiment_id, key, value)
+
+    # -- run lifecycle -----------------------------------------------------------------
+    def open_run(
+        self,
+        experiment_id: str,
+        run_name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Create a RUNNING run in ``experiment_id``; returns its id.
+
+        ``parent_run_id`` nests it (the tag ``mlflow.parentRunId``, as the fluent API sets it).
+        """
+        all_tags = dict(tags or {})
+        if run_name:
+            all_tags.setdefault("mlflow.runName", run_name)
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        return str(self._client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id)
+
+    def join_run(self, run_id: str, run_name: str | None = None) -> None:
+        """Mark an existing run RUNNING again (a resumed or launcher-created run), renaming it if asked."""
+        self._client.update_run(run_id, status="RUNNING", name=run_name)
+
+    def end_run(self, run_id: str, status: RunStatus = "FINISHED") -> None:
+        """End the run with ``status`` and the current time."""
+        self._client.set_terminated(run_id, status)
+
+    def delete_run(self, run_id: str) -> None:
+        self._client.delete_run(run_id)
+
+    @contextlib.contextmanager
+    def active(self, run_id: str) -> Iterator[str]:
+        """Make ``run_id`` MLflow's active run for the block, for the APIs that log only to the active
+        run (logging a model). The run stays RUNNING afterwards: ending it is its owner's call.
+        """
+        previous_uri = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(self.tracking_uri)
+        mlflow.start_run(run_id=run_id, log_system_metrics=False)
+        try:
+            yield run_id
+        finally:
+            mlflow.end_run(status="RUNNING")
+            mlflow.set_tracking_uri(previous_uri)
+
+    # -- reading -----------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run:
+        """The stored run (params, metrics, tags, info).
+
+        Raises:
+            TrackingError: no such run.
+        """
+        return self._client.get_run(run_id)
+
+    def iter_runs(
+        self,
+        experiment_ids: Sequence[str],
+        filter_string: str = "",
+        order_by: Sequence[str] | None = None,
+        view: int = ACTIVE_ONLY,
+        page_size: int = PAGE_SIZE,
+    ) -> Iterator[Run]:
+        """Every run of ``experiment_ids`` that matches ``filter_string`` (MLflow search syntax), page after page.
+
+        Args:
+            view: :data:`ACTIVE_ONLY`, :data:`DELETED_ONLY` or :data:`ALL_RUNS`.
+            page_size: runs fetched per store call (1 .. :data:`PAGE_SIZE`).
+        """
+        token: str | None = None
+        while True:
+            page = self._client.search_runs(
+                list(experiment_ids),
+                filter_string=filter_string,
+                run_view_type=view,
+                max_results=page_size,
+                order_by=list(order_by) if order_by else None,
+                page_token=token,
+            )
+            yield from page
+            token = page.token
+            if not token:
+                return
+
+    def search_runs(
+        self,
+        experiment_ids: Sequence[str],
+        filter_string: str = "",
+        order_by: Sequence[str] | None = None,
+        view: int = ACTIVE_ONLY,
+        max_results: int | None = None,
+    ) -> list[Run]:
+        """The runs :meth:`iter_runs` yields, as a list; at most ``max_results`` when given."""
+        if max_results is not None:
+            return list(
+                self._client.search_runs(
+                    list(experiment_ids),
+                    filter_string=filter_string,
+                    run_view_type=view,
+                    max_results=max_results,
+                    order_by=list(order_by) if order_by else None,
+                )
+            )
+        return list(self.iter_runs(experiment_ids, filter_string, order_by, view))
+
+    def metric_history(self, run_id: str, key: str) -> list[MetricPoint]:
+        """Every logged point of metric ``key`` of the run, in the store's order."""
+        return [
+            MetricPoint(m.key, float(m.value), int(m.step), int(m.timestamp))
+            for m in self._client.get_metric_history(run_id, key)
+        ]
+
+    # -- writing -----------------------------------------------------------------------
+    def log(
+        self,
+        run_id: str,
+        params: Mapping[str, str] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+        step: int = 0,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Log params, metrics (all at ``step``) and tags in as few batches as the store allows."""
+        stamp = now_ms() if timestamp_ms is None else timestamp_ms
+        self._log_batches(
+            run_id,
+            [Param(k, str(v)) for k, v in (params or {}).items()],
+            [Metric(k, float(v), stamp, step) for k, v in (metrics or {}).items()],
+            [RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        )
+
+    def log_history(self, run_id: str, points: Iterable[MetricPoint]) -> None:
+        """Log metric points with their own steps and timestamps (a loss curve, a power timeline)."""
+        stamp = now_ms()
+        metrics = [
+            Metric(p.key, float(p.value), stamp if p.timestamp_ms is None else p.timestamp_ms, p.step) for p in points
+        ]
+        self._log_batches(run_id, [], metrics, [])
+
+    def _log_batches(self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag]) -> None:
+        while params or metrics or tags:
+            self._client.log_batch(
+                run_id,
+                metrics=metrics[:METRICS_PER_BATCH],
+                params=params[:PARAMS_PER_BATCH],
+                tags=tags[:TAGS_PER_BATCH],
+            )
+            params, metrics, tags = params[PARAMS_PER_BATCH:], metrics[METRICS_PER_BATCH:], tags[TAGS_PER_BATCH:]
+
+    def set_tag(self, run_id: str, key: str, value: str) -> None:
+        self._client.set_tag(run_id, key, value)
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self._client.delete_tag(run_id, key)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """Store ``text`` as the artifact ``artifact_file`` (a path relative to the run's artifact root)."""
+        self._client.log_text(run_id, text, artifact_file)
+
+    def log_dict(self, run_id: str, value: dict[str, Any], artifact_file: str) -> None:
+        """Store ``value`` as JSON (``.json``) or YAML (``.yaml``) in the artifact ``artifact_file``."""
+        self._client.log_dict(run_id, value, artifact_file)
+
+    def log_artifact(self, run_id: str, local_path: str, artifact_path: str | None = None) -> None:
+        """Copy the file ``local_path`` into the run's artifacts (under ``artifact_path`` when given)."""
+        self._client.log_artifact(run_id, local_path, artifact_path)
+
+    def log_artifacts(self, run_id: str, local_dir: str, artifact_path: str | None = None) -> None:
+        """Copy every file under ``local_dir`` into the run's artifacts."""
+        self._client.log_artifacts(run_id, local_dir, artifact_path)
+
+    def log_figure(self, run_id: str, figure: Figure, artifact_file: str) -> None:
+        """Store a matplotlib figure as the image artifact ``artifact_file`` (``.png``)."""
+        self._client.log_figure(run_id, figure, artifact_file)
+
+    # -- model registry ----------------------------------------------------------------
+    def registered_model_exists(self, name: str) -> bool:
+        try:
+            self._client.get_registered_model(name)
+        except MlflowException:
+            return False
+        return True
+
+    def create_registered_model(self, name: str) -> None:
+        self._client.create_registered_model(name)
+
+    def delete_registered_model(self, name: str) -> None:
+        self._client.delete_registered_model(name)
+
+    def register_model(self, model_uri: str, name: str, tags: Mapping[str, str] | None = None) -> str:
+        """Register ``model_uri`` as a new version of ``name``; returns the version (a string)."""
+        version = mlflow.register_model(model_uri, name, tags=dict(tags or {}))
+        return str(version.version)
+
+    def describe_model_version(self, name: str, version: str, description: str) -> None:
+        self._client.update_model_version(name, version, description=description)
+
+    def delete_model_version(self, name: str, version: str) -> None:
+        self._client.delete_model_version(name, version)
+
+    def version_by_alias(self, name: str, alias: str) -> ModelVersion | None:
+        """The version of model ``name`` that ``alias`` points at, or None (no model, no alias)."""
+        try:
+            return self._client.get_model_version_by_alias(name, alias)
+        except MlflowException:
+            return None
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self._client.set_registered_model_alias(name, alias, version)
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        self._client.delete_registered_model_alias(name, alias)
