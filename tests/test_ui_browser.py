@@ -95,10 +95,11 @@ FIT_SCRIPT = """
 from mlflow import MlflowClient
 from mlflow_roofline.fit.job import run_fit
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
 client = MlflowClient()
-log_synthetic_runs(client, get_or_create_experiment(client, "roofline-synthetic"), 10, seed=5)
+log_synthetic_runs(client, get_or_create_experiment(TrackingClient(), "roofline-synthetic"), 10, seed=5)
 run_fit(["roofline-synthetic"], model_name="", alias="", register=False)
 """
 

@@ -39,6 +39,7 @@ def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, 
     from mlflow_roofline.ingest.records import Record, RowError, check_row
     from mlflow_roofline.ingest.sources import read_rows
     from mlflow_roofline.ingest.writer import ImportCounts, log_records
+    from mlflow_roofline.tracking.client import TrackingClient
     from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
     checked = [check_row(row) for row in read_rows(file, fmt, load_mapping(mapping))]
@@ -50,7 +51,7 @@ def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, 
         counts = ImportCounts(imported=[r.where for r in records])
     else:
         client = MlflowClient()
-        counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
+        counts = log_records(client, get_or_create_experiment(TrackingClient(), experiment), records, fmt, file.name)
     counts.refused = errors
     click.echo(counts.summary(dry_run))
     if errors:

@@ -189,9 +189,10 @@ def _summary(m: Measurement, carbon: CarbonSettings | None) -> str:
 
 def _experiment_id(client: Any, name: str | None) -> str:
     """``--experiment`` (created if missing), else MLflow's environment variables, else Default."""
+    from mlflow_roofline.tracking.client import TrackingClient
     from mlflow_roofline.tracking.experiments import experiment_id_for
 
-    return experiment_id_for(client, name or None, default=None)
+    return experiment_id_for(TrackingClient(), name or None, default=None)
 
 
 def _run_forwarding_signals(command: list[str], watchdog: Watchdog) -> int:

@@ -72,6 +72,7 @@ def sweep_command(
 
     from mlflow_roofline.core.carbon import resolve_carbon
     from mlflow_roofline.sweep.spec import load_spec
+    from mlflow_roofline.tracking.client import TrackingClient
     from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
     retry = parse_bool("retry_failed", retry_failed)
@@ -88,7 +89,7 @@ def sweep_command(
 
     settings = executor_settings(options, checked.slurm)
     remote = _remote_executor(settings, plan.device)
-    experiment_id = get_or_create_experiment(client, experiment_name)
+    experiment_id = get_or_create_experiment(TrackingClient(), experiment_name)
     try:
         result = run_sweep(
             checked,
@@ -183,9 +184,10 @@ def _print_plan(client: Any, checked: SweepSpec, plan: Plan, experiment_name: st
         reconcile,
     )
     from mlflow_roofline.sweep.store import store_statuses
+    from mlflow_roofline.tracking.client import TrackingClient
     from mlflow_roofline.tracking.experiments import find_experiment
 
-    found = find_experiment(client, experiment_name)  # a dry run creates no experiment
+    found = find_experiment(TrackingClient(), experiment_name)  # a dry run creates no experiment
     statuses = store_statuses(client, plan, found.experiment_id) if found is not None and plan.hardware else {}
     entries = reconcile(plan, statuses, retry)
     click.echo(

@@ -18,6 +18,7 @@ from mlflow_roofline.core.schema import M_ALPHA_ETA, M_ENERGY_J
 from mlflow_roofline.fit import forms, plots
 from mlflow_roofline.fit.description import TABLE_ARTIFACT, fit_markdown
 from mlflow_roofline.fit.speedup_fit import laws_of
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.notes import set_description
 
 if TYPE_CHECKING:
@@ -89,4 +90,4 @@ def log_run_page(fit: HardwareFit, n_found: int) -> None:
     mlflow.log_table(measured_vs_predicted_table(fit), TABLE_ARTIFACT)
     client = mlflow.MlflowClient()
     metrics = {**fit.metrics(), **client.get_run(run.info.run_id).data.metrics}
-    set_description(client, run.info.run_id, fit_markdown(fit, metrics, n_found))
+    set_description(TrackingClient(), run.info.run_id, fit_markdown(fit, metrics, n_found))

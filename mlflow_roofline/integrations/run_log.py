@@ -40,6 +40,7 @@ class RunLog:
         import mlflow
         from mlflow import MlflowClient
 
+        from mlflow_roofline.tracking.client import TrackingClient
         from mlflow_roofline.tracking.experiments import experiment_id_for
 
         self.client = MlflowClient()
@@ -49,7 +50,7 @@ class RunLog:
             self.run_id = active.info.run_id
         else:
             tags = {"mlflow.runName": run_name} if run_name else {}
-            run = self.client.create_run(experiment_id_for(self.client, experiment), run_name=run_name, tags=tags)
+            run = self.client.create_run(experiment_id_for(TrackingClient(), experiment), run_name=run_name, tags=tags)
             self.run_id = run.info.run_id
             atexit.register(self._left_open)
         self._pending: list[Any] = []

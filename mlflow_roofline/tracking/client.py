@@ -100,6 +100,9 @@ class TrackingClient:
         """Create the experiment ``name``; returns its id (raises :data:`TrackingError` when it exists)."""
         return self._client.create_experiment(name, tags=dict(tags or {}))
 
+    def delete_experiment(self, experiment_id: str) -> None:
+        self._client.delete_experiment(experiment_id)
+
     def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
         self._client.set_experiment_tag(experiment_id, key, value)
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
-
-from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, EXPERIMENT_KIND_MODEL_TRAINING, TAG_EXPERIMENT_KIND
+from mlflow_roofline.tracking.client import Experiment, TrackingClient, TrackingError
 
 MLFLOW_DEFAULT_EXPERIMENT_ID = "0"
 """MLflow's own ``Default`` experiment, which every tracking store has."""
@@ -24,7 +22,7 @@ logger = logging.getLogger(__name__)
 _told_other_kind: set[str] = set()  # experiment ids whose other kind was already reported
 
 
-def find_experiment(client: Any, name: str) -> Any | None:
+def find_experiment(client: TrackingClient, name: str) -> Experiment | None:
     """The active experiment called ``name``, or None when there is none.
 
     Raises:
@@ -32,13 +30,13 @@ def find_experiment(client: Any, name: str) -> Any | None:
     """
     if not name.strip():
         raise ConfigError("experiment", "must be a non-empty name")
-    found = client.get_experiment_by_name(name)
+    found = client.experiment_by_name(name)
     if found is not None and found.lifecycle_stage != "active":
         raise ConfigError("experiment", f"{name!r} is deleted; restore it or choose another name")
     return found
 
 
-def get_or_create_experiment(client: Any, name: str) -> str:
+def get_or_create_experiment(client: TrackingClient, name: str) -> str:
     """The id of the experiment called ``name``, created if missing (see :func:`find_experiment`).
 
     A new experiment is tagged as model training; an existing one gets the tag if it has
@@ -47,18 +45,18 @@ def get_or_create_experiment(client: Any, name: str) -> str:
     found = find_experiment(client, name)
     if found is not None:
         mark_model_training(client, found)
-        return found.experiment_id
+        return str(found.experiment_id)
     try:
         return client.create_experiment(name, tags={TAG_EXPERIMENT_KIND: EXPERIMENT_KIND_MODEL_TRAINING})
-    except MlflowException:  # created meanwhile by a concurrent run
-        found = client.get_experiment_by_name(name)
+    except TrackingError:  # created meanwhile by a concurrent run
+        found = client.experiment_by_name(name)
         if found is None:
             raise
         mark_model_training(client, found)
-        return found.experiment_id
+        return str(found.experiment_id)
 
 
-def mark_model_training(client: Any, experiment: Any) -> bool:
+def mark_model_training(client: TrackingClient, experiment: Experiment) -> bool:
     """Tag ``experiment`` (an MLflow ``Experiment``) as model training unless it has a kind.
 
     An experiment of another kind (a GenAI one, say) is left as it is: its owner chose
@@ -85,7 +83,7 @@ def mark_model_training(client: Any, experiment: Any) -> bool:
     return False
 
 
-def experiment_id_for(client: Any, name: str | None, default: str | None = DEFAULT_EXPERIMENT) -> str:
+def experiment_id_for(client: TrackingClient, name: str | None, default: str | None = DEFAULT_EXPERIMENT) -> str:
     """The id of the experiment a run writes to: the one lookup every command uses.
 
     ``name`` when given, else ``MLFLOW_EXPERIMENT_ID``, else ``MLFLOW_EXPERIMENT_NAME``, else

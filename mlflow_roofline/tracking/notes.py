@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_NOTE
+from mlflow_roofline.tracking.client import TrackingClient
 
 CUT_LINE = "\n\n*(description cut to fit MLflow's tag limit; the run's artifacts hold everything)*\n"
 
@@ -19,7 +18,7 @@ def fit_note(markdown: str, limit: int = MAX_TAG_CHARS) -> str:
     return head.rstrip() + CUT_LINE
 
 
-def set_description(client: Any, run_id: str, markdown: str) -> None:
+def set_description(client: TrackingClient, run_id: str, markdown: str) -> None:
     """Make ``markdown`` the run's description (the tag ``mlflow.note.content``), cut to the tag limit."""
     client.set_tag(run_id, TAG_NOTE, fit_note(markdown))
 

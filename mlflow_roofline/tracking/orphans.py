@@ -9,16 +9,15 @@ watchdog calls :func:`end_orphaned_run` and the run ends KILLED with the reason 
 
 from __future__ import annotations
 
-from typing import Any
+from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
+from mlflow_roofline.tracking.client import TrackingClient
 
 END_ORPHANED_RUN = "mlflow_roofline.tracking.orphans:end_orphaned_run"
 
 
-def orphan_hook_kwargs(run_id: str) -> dict[str, Any]:
+def orphan_hook_kwargs(run_id: str) -> dict[str, str]:
     """The hook's arguments for ``run_id``: the run and the tracking store this process uses."""
-    import mlflow
-
-    return {"run_id": run_id, "tracking_uri": mlflow.get_tracking_uri()}
+    return {"run_id": run_id, "tracking_uri": TrackingClient().tracking_uri}
 
 
 def end_orphaned_run(run_id: str, tracking_uri: str, reason: str) -> bool:
@@ -27,13 +26,9 @@ def end_orphaned_run(run_id: str, tracking_uri: str, reason: str) -> bool:
     Returns:
         whether the run was ended here (``False``: its launcher had ended it already).
     """
-    from mlflow.tracking import MlflowClient
-
-    from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
-
-    client = MlflowClient(tracking_uri)
+    client = TrackingClient(tracking_uri)
     if client.get_run(run_id).info.status != "RUNNING":
         return False
     client.set_tag(run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
-    client.set_terminated(run_id, "KILLED")
+    client.end_run(run_id, "KILLED")
     return True

@@ -16,13 +16,11 @@ was (no param, metric, tag, status or name written):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.config import INT_FIELDS
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import M_TIME_S, TAG_RUN_TYPE
+from mlflow_roofline.tracking.client import Run, TrackingClient, TrackingError
 
 RUN_ID_ENV = "MLFLOW_RUN_ID"
 
@@ -34,11 +32,11 @@ class RunRefused(ConfigError):
         super().__init__(RUN_ID_ENV, f"run {run_id} {rule}; it was left unchanged")
 
 
-def check_joinable(client: Any, run_id: str, run_type: str, params: Mapping[str, str] | None = None) -> None:
+def check_joinable(client: TrackingClient, run_id: str, run_type: str, params: Mapping[str, str] | None = None) -> None:
     """Refuse, before any write, a run this process must not log into (see the module doc).
 
     Args:
-        client: an ``MlflowClient``.
+        client: the tracking store's client.
         run_id: the run ``MLFLOW_RUN_ID`` names.
         run_type: the ``roofline.run_type`` this process logs (``train``, ``measure``).
         params: the params it is about to log (``None``: not known, not compared).
@@ -61,10 +59,10 @@ def check_joinable(client: Any, run_id: str, run_type: str, params: Mapping[str,
             raise RunRefused(run_id, f"has {name}={logged!r}, which contradicts {name}={value!r}")
 
 
-def _get_run(client: Any, run_id: str) -> Any:
+def _get_run(client: TrackingClient, run_id: str) -> Run:
     try:
         return client.get_run(run_id)
-    except MlflowException as exc:
+    except TrackingError as exc:
         if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
             raise RunRefused(run_id, "does not exist in the tracking store") from None
         raise

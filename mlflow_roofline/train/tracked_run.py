@@ -54,6 +54,7 @@ from mlflow_roofline.core.schema import (
     TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.energy.base import Measurement
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
@@ -80,7 +81,7 @@ def tracked_run(experiment: str | None, run_name: str | None, params: Mapping[st
     client = MlflowClient()
     run_id = os.environ.get(RUN_ID_ENV)
     if run_id:
-        check_joinable(client, run_id, "train", params)
+        check_joinable(TrackingClient(), run_id, "train", params)
         client.update_run(run_id, status="RUNNING", name=run_name)
     else:
         tags = {"mlflow.runName": run_name} if run_name else {}
@@ -101,7 +102,7 @@ def tracked_run(experiment: str | None, run_name: str | None, params: Mapping[st
 
 
 def _experiment_id(client: MlflowClient, name: str | None) -> str:
-    return experiment_id_for(client, name)
+    return experiment_id_for(TrackingClient(), name)
 
 
 def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:
