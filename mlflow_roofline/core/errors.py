@@ -6,6 +6,8 @@ the CLI can print it as one line and the served model can map it to HTTP 400.
 
 from __future__ import annotations
 
+import signal
+
 
 class RooflineError(Exception):
     """Base class of the errors this package raises on purpose."""
@@ -30,8 +32,24 @@ class LawFileError(RooflineError, ValueError):
 
 
 class Interrupted(BaseException):
-    """SIGTERM or SIGINT arrived while a job ran; what it interrupted has been ended as KILLED.
+    """SIGTERM or SIGINT arrived while a job or a sweep ran; what it interrupted is ended as KILLED.
 
-    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` swallows it.
-    The message is the signal's name (``SIGTERM``).
+    A ``BaseException``, like ``KeyboardInterrupt``: the signal can arrive inside library
+    code that guards itself with ``except Exception`` (MLflow's system-metrics monitor logs
+    "Failed to start monitoring system metrics" and goes on), and such a handler must not
+    swallow the stop.
+
+    Attributes:
+        signum: the signal's number (``15``); a process stopped by it exits ``128 + signum``.
+        signame: the signal's name (``SIGTERM``), which is also the exception's message.
     """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        self.signame = signal.Signals(signum).name
+        super().__init__(self.signame)
+
+    @property
+    def reason(self) -> str:
+        """``interrupted by SIGTERM``: why the run was ended, as the tag ``roofline.error`` says it."""
+        return f"interrupted by {self.signame}"

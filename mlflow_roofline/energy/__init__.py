@@ -10,7 +10,7 @@ Backends: ``nvml`` (GPU energy counter), ``nvml_power`` (sampled GPU power),
 ``rapl`` (CPU package + DRAM counters), ``estimate`` (CPU time x watts per core).
 The interface is :class:`~mlflow_roofline.energy.base.EnergyMeter` (sessions, the power
 timeline), its window bookkeeping :mod:`mlflow_roofline.energy.windows`.
-MLflow logging lives in :mod:`mlflow_roofline.tracking.energy` (``track_energy``).
+MLflow logging lives in :mod:`mlflow_roofline.tracking.energy_logging` (``track_energy``).
 
 Imports only core; never mlflow or any stage.
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the meter interface's types
     SCOPES,
@@ -32,6 +32,7 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     Window,
     window_measurement,
 )
+from mlflow_roofline.energy.sampler import PeriodicSampler
 from mlflow_roofline.energy.timeline import mean_power
 from mlflow_roofline.energy.windows import (  # noqa: F401 - DEFAULT_WINDOW re-exported
     DEFAULT_WINDOW,
@@ -78,7 +79,7 @@ class EnergyMeter(MeterWindows):
             cls._open_session is not EnergyMeter._open_session or cls._close_session is not EnergyMeter._close_session
         )
         self._session_error: str | None = None
-        self._timeline_sampler: Any = None
+        self._timeline_sampler: PeriodicSampler | None = None
         self._timeline: list[tuple[float, float]] = []
 
     # -- what backends implement -------------------------------------------------------
@@ -112,8 +113,6 @@ class EnergyMeter(MeterWindows):
     # -- the power timeline ------------------------------------------------------------
     def enable_timeline(self, interval_s: float) -> None:
         """Record a reading every ``interval_s`` seconds while a session is open (see :meth:`power_timeline`)."""
-        from mlflow_roofline.energy.sampler import PeriodicSampler
-
         if self._timeline_sampler is None:
             self._timeline_sampler = PeriodicSampler(
                 self._timeline_sample, interval_s, f"roofline-{self.source}-timeline"

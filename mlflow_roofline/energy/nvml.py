@@ -9,7 +9,7 @@ GPUs without the counter raise ``NVMLError_NotSupported``; ``nvml_power`` covers
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
@@ -31,7 +31,7 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
     scope = "device"
     update_period_s = 0.1
 
-    def __init__(self, gpu_indices: list[int] | None = None, *, nvml: Any = None) -> None:
+    def __init__(self, gpu_indices: list[int] | None = None, *, nvml: ModuleType | None = None) -> None:
         super().__init__()
         self._nvml = load_pynvml(nvml)
         self._devices = open_devices(self._nvml, gpu_indices, self.source)

@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import os
 from types import ModuleType
-from typing import Any
 
 from mlflow_roofline.energy.base import MeterError
 
@@ -23,17 +22,17 @@ logger = logging.getLogger(__name__)
 
 #: Module-level hook: set to a pynvml-compatible module to use it instead of the real
 #: ``pynvml`` everywhere (a per-meter ``nvml=`` argument takes precedence).
-PYNVML: ModuleType | Any | None = None
+PYNVML: ModuleType | None = None
 
 
-def load_pynvml(nvml: ModuleType | Any | None = None) -> Any:
+def load_pynvml(nvml: ModuleType | None = None) -> ModuleType:
     """The pynvml module to use: the argument, else :data:`PYNVML`, else ``import pynvml``."""
     if nvml is not None:
         return nvml
     if PYNVML is not None:
         return PYNVML
     try:
-        import pynvml
+        import pynvml  # deferred: the NVIDIA library is loaded only by a meter that reads it
     except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
         raise MeterError("nvml: the nvidia-ml-py package (module pynvml) is not installed") from exc
     return pynvml
@@ -48,7 +47,7 @@ def _uuid_key(uuid: str) -> str:
     return uuid[4:] if uuid.startswith("gpu-") else uuid
 
 
-def visible_nvml_indices(nvml: Any, cuda_visible_devices: str | None) -> list[int]:
+def visible_nvml_indices(nvml: ModuleType, cuda_visible_devices: str | None) -> list[int]:
     """NVML indices of the GPUs CUDA shows this process, in CUDA ordinal order.
 
     Args:
@@ -96,11 +95,11 @@ class NvmlDevice:
 
     key: str
     nvml_index: int
-    handle: Any
+    handle: object  # NVML's opaque device handle
     name: str
 
 
-def open_devices(nvml: Any, gpu_indices: list[int] | tuple[int, ...] | None, source: str) -> list[NvmlDevice]:
+def open_devices(nvml: ModuleType, gpu_indices: list[int] | tuple[int, ...] | None, source: str) -> list[NvmlDevice]:
     """Initialise NVML and return the devices to read (caller must ``nvmlShutdown`` later).
 
     Args:

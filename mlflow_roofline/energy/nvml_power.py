@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any
+from types import ModuleType
 
 from mlflow_roofline.energy.base import MAX_TIMELINE_POINTS, EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
@@ -47,7 +47,11 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
     sampled = True  # the power sampler updates the integral _cumulative reads
 
     def __init__(
-        self, gpu_indices: list[int] | None = None, *, sample_hz: float = DEFAULT_SAMPLE_HZ, nvml: Any = None
+        self,
+        gpu_indices: list[int] | None = None,
+        *,
+        sample_hz: float = DEFAULT_SAMPLE_HZ,
+        nvml: ModuleType | None = None,
     ) -> None:
         super().__init__()
         if not MIN_SAMPLE_HZ <= float(sample_hz) <= MAX_SAMPLE_HZ:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from mlflow_roofline.energy.base import ReadError
+from mlflow_roofline.energy.readings import ReadError
 
 
 class PeriodicSampler:

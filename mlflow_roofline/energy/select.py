@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TypedDict
 
 from mlflow_roofline.core.schema import DEVICE_CHOICES
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
-from mlflow_roofline.energy.estimate import resolve_watts_per_core
+from mlflow_roofline.energy.estimate import EstimateMeter, resolve_watts_per_core
+from mlflow_roofline.energy.nvml import NvmlMeter
+from mlflow_roofline.energy.nvml_power import DEFAULT_SAMPLE_HZ, NvmlPowerMeter
+from mlflow_roofline.energy.rapl import RaplMeter
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +32,22 @@ AUTO_ORDER: dict[str, tuple[str, ...]] = {
 }
 
 
+class MeterOptions(TypedDict, total=False):
+    """The backend options :func:`make_meter` takes by keyword (for callers that pass them through)."""
+
+    nvml: ModuleType | None
+    sample_hz: float | None
+    rapl_root: str | None
+    watts_per_core: float | str | None
+    include_self: bool
+
+
 def make_meter(
     name: str = "auto",
     device: str = "auto",
     gpu_indices: list[int] | None = None,
     *,
-    nvml: Any = None,
+    nvml: ModuleType | None = None,
     sample_hz: float | None = None,
     rapl_root: str | None = None,
     watts_per_core: float | str | None = None,
@@ -89,25 +103,17 @@ def make_meter(
     )
 
 
-def _nvml(gpu_indices: list[int] | None, nvml: Any) -> EnergyMeter:
-    from mlflow_roofline.energy.nvml import NvmlMeter
-
+def _nvml(gpu_indices: list[int] | None, nvml: ModuleType | None) -> EnergyMeter:
     return NvmlMeter(gpu_indices, nvml=nvml)
 
 
-def _nvml_power(gpu_indices: list[int] | None, nvml: Any, sample_hz: float | None) -> EnergyMeter:
-    from mlflow_roofline.energy.nvml_power import DEFAULT_SAMPLE_HZ, NvmlPowerMeter
-
+def _nvml_power(gpu_indices: list[int] | None, nvml: ModuleType | None, sample_hz: float | None) -> EnergyMeter:
     return NvmlPowerMeter(gpu_indices, sample_hz=sample_hz or DEFAULT_SAMPLE_HZ, nvml=nvml)
 
 
 def _rapl(root: str | None) -> EnergyMeter:
-    from mlflow_roofline.energy.rapl import RaplMeter
-
     return RaplMeter(root)
 
 
 def _estimate(watts_per_core: float | str | None, include_self: bool) -> EnergyMeter:
-    from mlflow_roofline.energy.estimate import EstimateMeter
-
     return EstimateMeter(watts_per_core, include_self=include_self)

@@ -112,7 +112,7 @@ def run_configuration(
         client: an ``MlflowClient`` (a new one if None).
 
     Returns:
-        the run's final status. Raises :class:`SweepInterrupted` (after marking the run
+        the run's final status. Raises :class:`~mlflow_roofline.core.errors.Interrupted` (after marking the run
         KILLED) if SIGINT/SIGTERM arrives while it runs.
     """
     from mlflow.tracking import MlflowClient

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import Interrupted
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.sweep.child_outcome import settle
-from mlflow_roofline.sweep.status import Outcome, SweepInterrupted
+from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system import processes
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.processes import stop_group
@@ -124,7 +125,7 @@ def mark_abandoned(client: Any, run_id: str, exc: BaseException) -> None:
     """End ``run_id`` KILLED (unless it FINISHED), saying why the sweep stopped; its processes are stopped."""
     with contextlib.suppress(Exception):
         if client.get_run(run_id).info.status != "FINISHED":
-            why = str(exc) if isinstance(exc, SweepInterrupted) else f"sweep stopped ({type(exc).__name__})"
+            why = exc.reason if isinstance(exc, Interrupted) else f"sweep stopped ({type(exc).__name__})"
             client.set_tag(run_id, TAG_ERROR, f"{why}; the train process was stopped")
             client.set_terminated(run_id, "KILLED")
 

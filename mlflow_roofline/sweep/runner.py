@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from mlflow_roofline.core.errors import Interrupted
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
 from mlflow_roofline.sweep.claim_and_run import SweepContext
 from mlflow_roofline.sweep.parent_run import log_plan, mark_stale_sweeps, open_parent
@@ -41,7 +42,6 @@ from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.queue import Result, run_entries
 from mlflow_roofline.sweep.reconcile import Entry, reconcile
 from mlflow_roofline.sweep.spec import SweepSpec
-from mlflow_roofline.sweep.status import SweepInterrupted
 from mlflow_roofline.sweep.store import store_statuses
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
@@ -95,7 +95,7 @@ def run_sweep(
     parent_id = open_parent(client, spec, experiment_id, plan, echo)
     # SIGKILL (the OOM killer) runs no except below: the watchdog then ends the parent and
     # the in-flight warm run KILLED and removes the sweep's temp folder.
-    with Watchdog() as watchdog, raising_on_signals(SweepInterrupted):
+    with Watchdog() as watchdog, raising_on_signals(Interrupted):
         watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(parent_id))
         try:
             warm = WarmServer().start() if launch == "warm" and executor is None else None
@@ -113,11 +113,11 @@ def run_sweep(
                 launch,
                 watchdog,
             )
-        except SweepInterrupted as exc:
+        except Interrupted as exc:
             ignore_stop_signals()
-            client.set_tag(parent_id, TAG_ERROR, str(exc))
+            client.set_tag(parent_id, TAG_ERROR, exc.reason)
             client.set_terminated(parent_id, "KILLED")
-            echo(f"Sweep {exc}: in-flight run and sweep run {parent_id} marked KILLED.")
+            echo(f"Sweep {exc.reason}: in-flight run and sweep run {parent_id} marked KILLED.")
             return SweepResult(parent_id, [], [], [], 128 + exc.signum)
         except BaseException as exc:
             ignore_stop_signals()

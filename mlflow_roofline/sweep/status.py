@@ -6,7 +6,6 @@ interruption of a sweep. Nothing here talks to MLflow or starts a process.
 from __future__ import annotations
 
 import dataclasses
-import signal
 
 # Store states of a configuration (see mlflow_roofline.sweep.store.store_status).
 NEW = "to run"
@@ -61,17 +60,3 @@ class Outcome:
     returncode: int | None
     summary: str = ""
     elsewhere: bool = False
-
-
-class SweepInterrupted(BaseException):
-    """SIGINT or SIGTERM arrived; the sweep stops after marking its runs KILLED.
-
-    A ``BaseException``, like ``KeyboardInterrupt``: the signal can arrive inside library
-    code that guards itself with ``except Exception`` (MLflow's system-metrics monitor logs
-    "Failed to start monitoring system metrics" and goes on), and such a handler must not
-    swallow the sweep's stop.
-    """
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")

@@ -38,7 +38,7 @@ from mlflow_roofline.sweep.fresh_child import log_tags, mark_abandoned
 from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals
-from mlflow_roofline.tracking import system_metrics as sysm
+from mlflow_roofline.tracking import system_metrics_monitor as sysm
 from mlflow_roofline.train.job_failure import TrainingFailed
 from mlflow_roofline.train.job_io import JobSpec
 from mlflow_roofline.train.run import check_meter, parse_config, read_result
@@ -64,7 +64,7 @@ def run_child_warm(
     The job's folder (spec, rendezvous file, rank logs) is made in ``job_root`` (the
     system's temp folder if None) and removed at the end.
 
-    Raises whatever stops the sweep (``SweepInterrupted``, ``KeyboardInterrupt``) after
+    Raises whatever stops the sweep (``Interrupted``, ``KeyboardInterrupt``) after
     stopping the ranks and marking the run KILLED; any other failure ends the run FAILED
     and is returned as the outcome.
     """

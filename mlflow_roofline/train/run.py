@@ -27,7 +27,6 @@ Only this (launching) process talks to MLflow; the training processes write file
 
 from __future__ import annotations
 
-import signal
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,7 +75,7 @@ def train(
         Interrupted: SIGTERM or SIGINT (the run has ended KILLED, the job is stopped).
     """
     # SIGTERM/SIGINT while the run is in flight: end it KILLED and stop its processes.
-    with raising_on_signals(lambda signum: Interrupted(signal.Signals(signum).name)):
+    with raising_on_signals(Interrupted):
         return _train(options, meter, experiment, seed, carbon or {}, system_metrics)
 
 
@@ -108,7 +107,7 @@ def _train(
             from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
 
             params = {**config.to_params(), P_METER: meter}
-            from mlflow_roofline.tracking import system_metrics as sysm  # MLflow's System metrics tab
+            from mlflow_roofline.tracking import system_metrics_monitor as sysm  # MLflow's System metrics tab
 
             with (
                 train_tracking.tracked_run(experiment, config.run_name, params) as run_id,
