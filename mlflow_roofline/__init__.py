@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "track_energy"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy so that `import mlflow_roofline` stays light (no MLflow import until needed).
+def __getattr__(name: str) -> Callable[..., object]:
+    # Deferred: MLflow is heavy, and `import mlflow_roofline` must stay light until track_energy is used.
     if name == "track_energy":
-        from mlflow_roofline.tracking.energy import track_energy
+        from mlflow_roofline.tracking.energy_logging import track_energy
 
         return track_energy
     raise AttributeError(f"module 'mlflow_roofline' has no attribute {name!r}")

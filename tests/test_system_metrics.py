@@ -8,7 +8,7 @@ import pytest
 from mlflow import MlflowClient
 
 from mlflow_roofline.cli import main
-from mlflow_roofline.tracking.system_metrics import SystemMetrics, system_metrics, system_metrics_wanted
+from mlflow_roofline.tracking.system_metrics_monitor import SystemMetrics, system_metrics, system_metrics_wanted
 
 TINY = [
     "--num-layers",

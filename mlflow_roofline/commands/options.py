@@ -1,43 +1,38 @@
-"""Option parsing shared by the commands."""
+"""Click options shared by the commands (carbon options, a finite number type).
+
+The rules behind them live in core: :func:`~mlflow_roofline.core.config.parse_bool`,
+:func:`~mlflow_roofline.core.carbon.resolve_carbon` and
+:func:`~mlflow_roofline.core.carbon.carbon_request_params`.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, MutableMapping
+from typing import TypeVar
 
 import click
 
-from mlflow_roofline.core.carbon import resolve_carbon
-from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.carbon import carbon_request_params
+from mlflow_roofline.core.config import parse_bool
 
-TRUE_WORDS = ("true", "1", "yes", "y", "on")
-FALSE_WORDS = ("false", "0", "no", "n", "off")
+__all__ = [
+    "CARBON_OPTION_NAMES",
+    "FINITE_FLOAT",
+    "FiniteFloat",
+    "carbon_options",
+    "parse_bool",
+    "pop_carbon_options",
+    "pop_carbon_params",
+]
 
-
-def parse_bool(field: str, value: str | bool) -> bool:
-    """``true``/``false`` (and yes/no, y/n, 1/0, on/off) as a bool.
-
-    MLflow Projects pass every parameter as text, so boolean options arrive as words.
-
-    Raises:
-        ConfigError: any other word, naming ``field``.
-    """
-    if isinstance(value, bool):
-        return value
-    word = value.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ConfigError(field, f"must be true or false, got {value!r}")
-
+Command = TypeVar("Command", bound=Callable[..., object])
 
 CARBON_OPTION_NAMES: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
 """The keyword names :func:`carbon_options` adds (those of :func:`~mlflow_roofline.core.carbon.resolve_carbon`)."""
 
 
-def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def carbon_options(command: Command) -> Command:
     """Add ``--carbon-intensity``, ``--region``, ``--pue`` and ``--price-per-kwh`` to a click command."""
     options = (
         click.option(
@@ -66,29 +61,23 @@ def carbon_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def pop_carbon_options(options: dict[str, Any]) -> dict[str, Any]:
+def pop_carbon_options(options: MutableMapping[str, str | None]) -> dict[str, str]:
     """Remove the carbon options from a click command's keyword arguments; return those given.
 
     An empty value counts as not given (the MLproject passes ``--region ''`` for an unset param).
     """
     given = {name: options.pop(name, None) for name in CARBON_OPTION_NAMES}
-    return {name: value for name, value in given.items() if value is not None and str(value).strip()}
+    return {name: str(value) for name, value in given.items() if value is not None and str(value).strip()}
 
 
-def pop_carbon_params(options: dict[str, Any]) -> dict[str, float | str]:
-    """Remove the carbon options from a command's keyword arguments; return the given ones as typed values.
-
-    Each is checked as train, measure and sweep check it (:func:`~mlflow_roofline.core.carbon.resolve_carbon`,
-    environment ignored): ``carbon_intensity`` (g CO2e/kWh) and ``price_per_kwh`` as finite numbers >= 0,
-    ``pue`` >= 1, ``region`` in the shipped table. Numbers come back as floats, the region as text: the
-    served model's request params.
+def pop_carbon_params(options: MutableMapping[str, str | None]) -> dict[str, float | str]:
+    """Remove the carbon options from a command's keyword arguments; return the given ones as typed values
+    (see :func:`~mlflow_roofline.core.carbon.carbon_request_params`).
 
     Raises:
         ConfigError: naming the first option out of its rule.
     """
-    given = pop_carbon_options(options)
-    resolve_carbon(**given, env={})
-    return {name: str(value) if name == "region" else float(value) for name, value in given.items()}
+    return carbon_request_params(pop_carbon_options(options))
 
 
 class FiniteFloat(click.ParamType):
@@ -96,9 +85,9 @@ class FiniteFloat(click.ParamType):
 
     name = "number"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
-            number = float(value)
+            number = float(value)  # type: ignore[arg-type] # refused below when not a number
         except (TypeError, ValueError):
             self.fail(f"must be a number, got {value!r}", param, ctx)
         if not math.isfinite(number):

@@ -6,14 +6,15 @@ The options are those the MLproject ``train`` entry point passes (numbers may ar
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import click
 
 from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
+from mlflow_roofline.core.errors import Interrupted
 from mlflow_roofline.core.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
 from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.train.run import train
 
 _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 
@@ -59,16 +60,13 @@ def train_command(
     Example: mlflow-roofline train --num-layers 2 --hidden-size 64 --num-heads 2
     --ffn-size 256 --seq-len 32 --batch-size 8 --strategy ddp --num-devices 2
     """
-    from mlflow_roofline.core.errors import Interrupted
-    from mlflow_roofline.train.run import train
-
     carbon = pop_carbon_options(options)
     try:
         run_id, result = train(
             options, meter=meter, experiment=experiment, seed=seed, carbon=carbon, system_metrics=system_metrics
         )
     except Interrupted as exc:  # SIGTERM/SIGINT: the run has ended KILLED, the job is stopped
-        click.echo(f"Error: interrupted by {exc}; the run ended KILLED", err=True)
-        sys.exit(128 + getattr(signal, str(exc), signal.SIGTERM))
+        click.echo(f"Error: {exc.reason}; the run ended KILLED", err=True)
+        sys.exit(128 + exc.signum)
     energy = "not measured" if result.energy_j is None else f"{result.energy_j:.3f} J ({result.energy_source})"
     click.echo(f"run {run_id}: {result.time_s:.3f} s, energy {energy}, final loss {result.losses[-1]:.4f}")

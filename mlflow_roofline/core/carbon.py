@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+from typing import overload
 
 import numpy as np
 
@@ -118,7 +118,7 @@ def lookup_region(region: str) -> RegionFigure:
     return figure
 
 
-def _number(field: str, raw: Any, minimum: float) -> float:
+def _number(field: str, raw: float | str, minimum: float) -> float:
     """``raw`` as a finite float >= ``minimum``; ConfigError naming ``field`` otherwise."""
     try:
         value = float(raw)
@@ -129,7 +129,7 @@ def _number(field: str, raw: Any, minimum: float) -> float:
     return value
 
 
-def _given(option: Any, env: Mapping[str, str], name: str) -> tuple[Any, str | None]:
+def _given(option: float | str | None, env: Mapping[str, str], name: str) -> tuple[float | str | None, str | None]:
     """The option if set, else the env var if set and not blank, with which of the two it was."""
     if option is not None:
         return option, SOURCE_OPTION
@@ -173,7 +173,11 @@ def resolve_carbon(
     )
 
 
-def emissions(energy_j: float | np.ndarray, settings: CarbonSettings) -> dict[str, Any]:
+@overload
+def emissions(energy_j: float, settings: CarbonSettings) -> dict[str, float]: ...
+@overload
+def emissions(energy_j: np.ndarray, settings: CarbonSettings) -> dict[str, np.ndarray]: ...
+def emissions(energy_j: float | np.ndarray, settings: CarbonSettings) -> dict[str, float] | dict[str, np.ndarray]:
     """Energy in kWh, and emissions and cost where known, of ``energy_j`` joules.
 
     ``energy_j`` is a number or a numpy array (the result has the same shape).
@@ -185,7 +189,7 @@ def emissions(energy_j: float | np.ndarray, settings: CarbonSettings) -> dict[st
     """
     energy_kwh = np.asarray(energy_j, dtype=float) / J_PER_KWH
     scalar = np.ndim(energy_j) == 0
-    out: dict[str, Any] = {M_ENERGY_KWH: energy_kwh}
+    out: dict[str, np.ndarray] = {M_ENERGY_KWH: energy_kwh}
     if settings.intensity_g_per_kwh is not None:
         out[M_CO2E_G] = energy_kwh * settings.pue * settings.intensity_g_per_kwh
     if settings.price_per_kwh is not None:
@@ -212,3 +216,18 @@ def carbon_tags(settings: CarbonSettings) -> dict[str, str]:
     if settings.price_per_kwh is not None:
         tags[TAG_PRICE_PER_KWH] = f"{settings.price_per_kwh:g}"
     return tags
+
+
+def carbon_request_params(given: Mapping[str, str]) -> dict[str, float | str]:
+    """The carbon options given (``carbon_intensity``, ``region``, ``pue``, ``price_per_kwh``) as typed values.
+
+    Each is checked as train, measure and sweep check it (:func:`resolve_carbon`, environment
+    ignored): ``carbon_intensity`` (g CO2e/kWh) and ``price_per_kwh`` as finite numbers >= 0,
+    ``pue`` >= 1, ``region`` in the shipped table. Numbers come back as floats, the region as
+    text: the served model's request params.
+
+    Raises:
+        ConfigError: naming the first option out of its rule.
+    """
+    resolve_carbon(**given, env={})
+    return {name: str(value) if name == "region" else float(value) for name, value in given.items()}

@@ -20,7 +20,7 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.rules import INT_FIELDS, first_broken
 from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, PARAM_NAMES, WORKLOAD_PARAM_NAMES
 
-__all__ = ["INT_FIELDS", "TrainConfig"]
+__all__ = ["INT_FIELDS", "TrainConfig", "parse_bool"]
 
 INT64_MAX = 2**63 - 1
 """Largest value of an integer field (MLflow and the served model's columns hold int64)."""
@@ -195,3 +195,25 @@ def _as_int(field: str, raw: Any) -> int:
 def _stable_hash(values: Mapping[str, str]) -> str:
     payload = json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+TRUE_WORDS = ("true", "1", "yes", "y", "on")
+FALSE_WORDS = ("false", "0", "no", "n", "off")
+
+
+def parse_bool(field: str, value: str | bool) -> bool:
+    """``true``/``false`` (and yes/no, y/n, 1/0, on/off) as a bool.
+
+    MLflow Projects pass every parameter as text, so boolean options arrive as words.
+
+    Raises:
+        ConfigError: any other word, naming ``field``.
+    """
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ConfigError(field, f"must be true or false, got {value!r}")

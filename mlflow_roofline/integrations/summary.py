@@ -5,7 +5,7 @@ and the budget. End: the train params as measured (``num_steps`` = the steps the
 held), the proxies (:func:`~mlflow_roofline.core.proxies.proxy_metrics`), the train tags
 with ``roofline.config_hash`` / ``workload_hash`` computed as for a train run
 (:func:`~mlflow_roofline.train.tracked_run.train_tags`), the window's totals through
-:func:`~mlflow_roofline.tracking.energy.measurement_metrics` (as ``measure`` and
+:func:`~mlflow_roofline.tracking.energy_logging.measurement_metrics` (as ``measure`` and
 ``track_energy`` log theirs), per-rank figures, and the power timeline artifact.
 """
 
@@ -49,7 +49,7 @@ def start_tags(tracker: Any, meter: EnergyMeter) -> dict[str, str]:
 
 def log_summary(tracker: Any) -> None:
     """Log the run's params, proxies, totals, per-rank figures, tags and power timeline."""
-    from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
+    from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
     from mlflow_roofline.train.tracked_run import train_tags
 
     run, facts = tracker.run, tracker.facts

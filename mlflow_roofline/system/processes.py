@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any
 
 from mlflow_roofline.system.liveness import group_alive
 
@@ -23,13 +22,17 @@ POLL_S = 0.1
 """Seconds between two looks at a group that is shutting down."""
 
 
+Process = subprocess.Popen[bytes] | subprocess.Popen[str]
+"""A child process, started in binary or text mode."""
+
+
 def signal_group(pgid: int, sig: int) -> None:
     """Send ``sig`` to every process of group ``pgid``; a group that is gone is no error."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
 
 
-def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> int:
+def stop_group(proc: Process, grace_s: float) -> int:
     """End the process group ``proc`` leads: SIGTERM, up to ``grace_s`` seconds to exit, then SIGKILL.
 
     The leader is waited for first, then the rest of its group (ranks that take a moment

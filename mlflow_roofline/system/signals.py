@@ -8,7 +8,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import FrameType
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
@@ -24,7 +24,7 @@ def raising_on_signals(make_error: Callable[[int], BaseException]) -> Iterator[N
         yield
         return
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise make_error(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
@@ -48,7 +48,7 @@ def ignore_stop_signals() -> None:
 
 @contextlib.contextmanager
 def forwarding_signals(
-    proc: subprocess.Popen[Any],
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str],
     forwarded: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
     ignored: tuple[signal.Signals, ...] = (signal.SIGINT,),
 ) -> Iterator[None]:
@@ -64,7 +64,7 @@ def forwarding_signals(
         yield
         return
 
-    def forward(signum: int, frame: Any) -> None:
+    def forward(signum: int, frame: FrameType | None) -> None:
         if proc.poll() is None:
             proc.send_signal(signum)
 

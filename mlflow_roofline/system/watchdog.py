@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,6 +35,12 @@ import psutil
 STOP_GRACE_S = 5.0
 RELEASE_WAIT_S = 5.0
 DIED_REASON = "its launcher (pid {pid}) died without ending it (killed, e.g. by SIGKILL or the OOM killer)"
+
+
+JsonScalar = str | int | float | bool | None
+"""A hook argument: it travels to the watchdog as JSON."""
+Order = dict[str, Any]
+"""One instruction as the watchdog decoded it from JSON (its keys say which kind)."""
 
 
 class Watchdog:
@@ -48,7 +54,7 @@ class Watchdog:
             start_new_session=True,  # a terminal's Ctrl-C or a group kill reaches the launcher, not this
         )
 
-    def _send(self, message: Mapping[str, Any]) -> None:
+    def _send(self, message: Mapping[str, object]) -> None:
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(json.dumps(message) + "\n")
@@ -76,11 +82,11 @@ class Watchdog:
         """If the launcher dies, remove the folder ``path``."""
         self._send({"remove": str(path)})
 
-    def call(self, hook: str, **kwargs: Any) -> None:
+    def call(self, hook: str, **kwargs: JsonScalar) -> None:
         """If the launcher dies, call ``hook`` (``package.module:function``) with ``kwargs`` (JSON values)."""
         self._send({"hook": hook, "kwargs": kwargs})
 
-    def cancel(self, hook: str, **kwargs: Any) -> None:
+    def cancel(self, hook: str, **kwargs: JsonScalar) -> None:
         """Take back an earlier :meth:`call` of ``hook`` with the same ``kwargs`` (someone else took it over)."""
         self._send({"cancel": {"hook": hook, "kwargs": kwargs}})
 
@@ -111,7 +117,7 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
     Returns:
         whether the launcher died (and the cleanup ran).
     """
-    orders: dict[str, list[Any]] = {"group": [], "tree": [], "remove": [], "hook": []}
+    orders: dict[str, list[Order]] = {"group": [], "tree": [], "remove": [], "hook": []}
     for line in stream:
         message = json.loads(line)
         if message.get("done"):
@@ -127,7 +133,7 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
     return True
 
 
-def cleanup(orders: Mapping[str, list[Any]], launcher_pid: int) -> None:
+def cleanup(orders: Mapping[str, list[Order]], launcher_pid: int) -> None:
     """Stop the trees and groups, remove the folders, call the hooks (each step whatever the others do)."""
     victims: list[psutil.Process] = []
     for order in orders["tree"]:
@@ -178,7 +184,7 @@ def _wait_group_or_kill(pgid: int) -> None:
     _quietly(os.killpg, pgid, signal.SIGKILL)
 
 
-def _quietly(action: Any, *args: Any) -> None:
+def _quietly(action: Callable[..., object], *args: object) -> None:
     try:
         action(*args)
     except (psutil.Error, ProcessLookupError, PermissionError, OSError):

@@ -1,4 +1,5 @@
-"""Log energy measurements to MLflow: :func:`track_energy` and :func:`log_measurement`.
+"""Log energy measurements to MLflow (through the TrackingClient; :func:`track_energy` uses MLflow's
+active run, as a user's ``with mlflow.start_run()`` block expects): :func:`track_energy` and :func:`log_measurement`.
 
 >>> import mlflow, mlflow_roofline
 >>> with mlflow.start_run():
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
+
+import mlflow
 
 from mlflow_roofline.core.carbon import CarbonSettings, carbon_tags, emissions, resolve_carbon
 from mlflow_roofline.core.schema import (
@@ -33,7 +36,11 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
 )
 from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
-from mlflow_roofline.energy.select import make_meter
+from mlflow_roofline.energy.select import MeterOptions, make_meter
+from mlflow_roofline.tracking.client import TrackingClient
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
+    from typing_extensions import Unpack
 
 
 def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None = None) -> dict[str, float]:
@@ -69,28 +76,29 @@ def measurement_tags(
 
 
 def log_measurement(
-    measurement: Measurement, hardware: str, run_id: str | None = None, carbon: CarbonSettings | None = None
+    measurement: Measurement,
+    hardware: str,
+    run_id: str | None = None,
+    carbon: CarbonSettings | None = None,
+    *,
+    client: TrackingClient | None = None,
 ) -> None:
-    """Log a measurement's metrics and tags to ``run_id`` (default: the active run).
+    """Log a measurement's metrics and tags to ``run_id`` (default: MLflow's active run) in one batch.
 
     ``carbon`` converts the energy to emissions and cost; None resolves it from the
     ``ROOFLINE_*`` env vars (:func:`~mlflow_roofline.core.carbon.resolve_carbon`).
+    ``client`` is the store to write to (default: MLflow's current one).
     """
-    import mlflow
-    from mlflow.entities import Metric, RunTag
-    from mlflow.utils.time import get_current_time_millis
-
     if run_id is None:
         run = mlflow.active_run()
         if run is None:
             raise RuntimeError("log_measurement: no active MLflow run and no run_id given")
         run_id = run.info.run_id
     carbon = resolve_carbon() if carbon is None else carbon
-    now = get_current_time_millis()
-    mlflow.MlflowClient().log_batch(
+    (client or TrackingClient()).log(
         run_id,
-        metrics=[Metric(k, float(v), now, 0) for k, v in measurement_metrics(measurement, carbon).items()],
-        tags=[RunTag(k, v) for k, v in measurement_tags(measurement, hardware, carbon).items()],
+        metrics=measurement_metrics(measurement, carbon),
+        tags=measurement_tags(measurement, hardware, carbon),
     )
 
 
@@ -101,7 +109,7 @@ def track_energy(
     device: str = "auto",
     gpu_indices: list[int] | None = None,
     carbon: CarbonSettings | None = None,
-    **options: Any,
+    **options: Unpack[MeterOptions],
 ) -> Iterator[Window]:
     """Measure the energy of a block and log it to the active MLflow run.
 
@@ -121,8 +129,6 @@ def track_energy(
     logged even when the block raises. Raises MeterError before the block runs when
     the meter is unknown or unavailable.
     """
-    import mlflow
-
     carbon = resolve_carbon() if carbon is None else carbon
     own_meter = isinstance(meter, str)
     built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter

@@ -55,7 +55,7 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.client import TrackingClient
-from mlflow_roofline.tracking.energy import measurement_metrics, measurement_tags
+from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.train.job_energy import JobExtras

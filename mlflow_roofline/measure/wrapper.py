@@ -1,0 +1,144 @@
+"""``mlflow-roofline measure``: run a command, meter it, log one MLflow run; exit as it did.
+
+Logged: tag ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``,
+``avg_power_w``, tags ``roofline.energy_source``, ``roofline.hardware``,
+``roofline.command`` and ``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` /
+``cost`` with the carbon tags. The wrapper exits with the command's exit code (128+N
+when a signal N killed it); a command that cannot start is refused before any run, with
+the shell's codes: 127 when it (or the interpreter its ``#!`` line names) is not found,
+126 when it is not executable or a directory. The run ends FINISHED on exit code 0,
+KILLED on a signal, FAILED otherwise. If the wrapper is killed outright (SIGKILL), its
+watchdog (:mod:`mlflow_roofline.system.watchdog`) stops the command's process tree and
+ends the run KILLED within seconds.
+
+``auto`` measures the node's NVIDIA GPUs where NVML works, else RAPL, else the
+``estimate`` (the child's process-tree CPU time, not the wrapper's). Bad input (unknown
+or unavailable meter, no command, a command not found) is reported in one line before
+any run is created.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+
+from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import TAG_ERROR, TAG_EXIT_CODE
+from mlflow_roofline.energy.base import EnergyMeter
+from mlflow_roofline.energy.readings import Measurement
+from mlflow_roofline.energy.select import make_meter
+from mlflow_roofline.measure.command_process import CommandExit, command_exit, run_forwarding_signals
+from mlflow_roofline.measure.measured_run import open_measure_run, summary
+from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.energy_logging import log_measurement
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+
+Echo = Callable[[str], None]
+"""Where the wrapper's own lines go (stderr: the command owns stdout)."""
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def measure_command_line(
+    command: list[str],
+    meter: str = "auto",
+    experiment: str | None = None,
+    watts_per_core: str | None = None,
+    carbon: Mapping[str, str] | None = None,
+    echo: Echo = _to_stderr,
+) -> int:
+    """The whole ``mlflow-roofline measure``; returns the exit code for this process.
+
+    Args:
+        command: the command and its arguments.
+        meter: an energy meter name (``auto`` picks the best one available).
+        experiment: the experiment of a new run (None: MLflow's own choice).
+        watts_per_core: the ``estimate`` meter's watts per busy core (None: env var, else 6 W).
+        carbon: keyword arguments of :func:`~mlflow_roofline.core.carbon.resolve_carbon`.
+        echo: where the wrapper's lines go.
+    Raises:
+        ConfigError: no command, or a bad carbon setting (before any run).
+        MeterError: an unknown or unavailable meter (before any run).
+    """
+    if not command:
+        raise ConfigError(
+            "COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py"
+        )
+    given = dict(carbon or {})
+    settings = resolve_carbon(
+        given.get("carbon_intensity"), given.get("region"), given.get("pue"), given.get("price_per_kwh")
+    )
+    energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
+    try:
+        try:
+            check_runnable(command[0])
+        except NotRunnable as exc:  # the shell's exit code: 127 not found, 126 cannot run
+            echo(f"Error: {exc}")
+            return exc.exit_code
+        return measure(command, energy_meter, experiment, settings, echo)
+    finally:
+        energy_meter.close()
+
+
+def measure(
+    command: list[str],
+    meter: EnergyMeter,
+    experiment: str | None,
+    carbon: CarbonSettings | None = None,
+    echo: Echo = _to_stderr,
+) -> int:
+    """Run ``command`` in an MLflow run measured by ``meter``; return the exit code for this process.
+
+    ``carbon`` converts the energy to emissions and cost (None: from the ``ROOFLINE_*`` env vars).
+    """
+    # Started first, so that its own start-up is over before the measured window opens.
+    with Watchdog() as watchdog:
+        return _measure(command, meter, experiment, watchdog, carbon, echo)
+
+
+def _measure(
+    command: list[str],
+    meter: EnergyMeter,
+    experiment: str | None,
+    watchdog: Watchdog,
+    carbon: CarbonSettings | None,
+    echo: Echo,
+) -> int:
+    client = TrackingClient()
+    run_id = open_measure_run(client, command, experiment)
+    echo(f"mlflow-roofline measure: run {run_id}, energy meter {meter.selection}")
+    outcome = CommandExit(1, "FAILED")
+    measurement: Measurement | None = None
+    # If this process is killed outright, the watchdog stops the command and ends the run KILLED.
+    watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
+    try:
+        meter.begin()
+        try:
+            returncode = run_forwarding_signals(command, watchdog)
+        except OSError as exc:  # changed since it was checked (permissions, interpreter)
+            failure = start_failure(command[0], exc)
+            client.set_tag(run_id, TAG_ERROR, str(failure))
+            echo(f"Error: {failure}")
+            return failure.exit_code
+        finally:
+            measurement = meter.end()
+        outcome = command_exit(returncode)
+        if outcome.error is not None:
+            client.set_tag(run_id, TAG_ERROR, outcome.error)
+        client.set_tag(run_id, TAG_EXIT_CODE, str(outcome.code))
+        if measurement.error:
+            echo(f"mlflow-roofline measure: energy not measured: {measurement.error}")
+        echo(f"mlflow-roofline measure: run {run_id}: {summary(measurement, carbon)}, exit code {outcome.code}")
+        return outcome.code
+    except KeyboardInterrupt:
+        outcome = CommandExit(130, "KILLED")
+        return outcome.code
+    finally:
+        if measurement is not None:
+            log_measurement(measurement, meter.hardware, run_id, carbon, client=client)
+        client.end_run(run_id, outcome.status)
