@@ -77,7 +77,7 @@ def _pooled(workloads: int, seeds: int) -> None:
     import tempfile
     from pathlib import Path
 
-    from mlflow_roofline.core.hardware_table import load_hardware_table
+    from mlflow_roofline.core.gpu_datasheets import load_hardware_table
     from mlflow_roofline.fit.hardware import fit_hardware
     from mlflow_roofline.fit.pooled import fit_pooled
     from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.hardware_table import COLUMNS, ENV_HARDWARE_TABLE, load_hardware_table, shipped_specs
+from mlflow_roofline.core.gpu_datasheets import COLUMNS, ENV_HARDWARE_TABLE, load_hardware_table, shipped_specs
 
 NVIDIA_HOSTS = {"images.nvidia.com", "www.nvidia.com", "resources.nvidia.com", "nvdam.widen.net"}
 

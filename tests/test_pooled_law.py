@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from mlflow_roofline.core.hardware_table import ENV_HARDWARE_TABLE, load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE, load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.fit.extrapolation import EXTRAP_QUANTILE
 from mlflow_roofline.fit.hardware import HardwareFit, fit_hardware

@@ -10,7 +10,7 @@ import mlflow
 import pandas as pd
 import pytest
 
-from mlflow_roofline.core.hardware_table import ENV_HARDWARE_TABLE
+from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE
 from mlflow_roofline.fit.job import run_fit
 from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs

@@ -29,7 +29,7 @@ import time
 
 import psutil
 
-from mlflow_roofline.core.hardware import cpu_hardware_name
+from mlflow_roofline.core.host import cpu_hardware_name
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 
 DEFAULT_WATTS_PER_CORE = 6.0

@@ -16,7 +16,8 @@ import logging
 import os
 from types import ModuleType
 
-from mlflow_roofline.energy.base import MeterError
+from mlflow_roofline.core.host import gpus_hardware_name
+from mlflow_roofline.energy.readings import MeterError
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +146,6 @@ def open_devices(nvml: ModuleType, gpu_indices: list[int] | tuple[int, ...] | No
         raise
 
 
-def hardware_of(devices: list[NvmlDevice]) -> str:
-    """``roofline.hardware`` of the measured GPUs: their model name (as torch reports it)."""
-    names = sorted({d.name for d in devices})
-    return names[0] if len(names) == 1 else "+".join(names)
-
-
 class NvmlDevicesMixin:
     """What both NVML meters report about the GPUs they opened (``self._devices``)."""
 
@@ -158,7 +153,7 @@ class NvmlDevicesMixin:
 
     @property
     def hardware(self) -> str:
-        return hardware_of(self._devices)
+        return gpus_hardware_name(d.name for d in self._devices)
 
     @property
     def devices(self) -> list[str]:

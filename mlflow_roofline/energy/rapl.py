@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from mlflow_roofline.core.hardware import cpu_hardware_name
+from mlflow_roofline.core.host import cpu_hardware_name
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
 from mlflow_roofline.energy.sampler import PeriodicSampler
 

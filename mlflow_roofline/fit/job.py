@@ -35,7 +35,7 @@ from typing import Any
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
-from mlflow_roofline.core.hardware_table import load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.cv import CV_FOLDS
 from mlflow_roofline.fit.failure import record_failure

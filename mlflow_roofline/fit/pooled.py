@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.hardware_table import HardwareTable
+from mlflow_roofline.core.gpu_datasheets import HardwareTable
 from mlflow_roofline.core.schema import present_strategies
 from mlflow_roofline.fit.cv import cv_mape, grouped_cv_mape
 from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES

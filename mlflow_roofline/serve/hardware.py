@@ -4,7 +4,7 @@ A law of one hardware takes no ``hardware`` column, or one naming its own hardwa
 law pooled over several hardware (:attr:`~law.fitted.FittedLaw.hardware_laws`) needs
 it: each row is predicted with the pooled energy law and its own hardware's time and
 speedup laws. A hardware no run measured is predicted through the pooled covariate form
-when the hardware table (:mod:`core.hardware_table`, extendable with
+when the hardware table (:mod:`core.gpu_datasheets`, extendable with
 ``ROOFLINE_HARDWARE_TABLE``) knows it: ``extrapolated_hardware`` is then true, the
 energy interval is widened by the leave-one-hardware-out error (``loho_mape``: the
 bounds move out by a factor ``1 + loho_mape/100``), and speedup, eta and time come from
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.hardware_table import load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show

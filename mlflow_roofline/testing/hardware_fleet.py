@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlflow_roofline.core.hardware_table import COLUMNS
+from mlflow_roofline.core.gpu_datasheets import COLUMNS
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT
 from mlflow_roofline.testing.roofline_generator import RooflineHardware
 

@@ -7,11 +7,12 @@ imported only when a CUDA answer is needed (about a second before a job can star
 
 from __future__ import annotations
 
-import functools
-
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.hardware import cpu_hardware_name, nvidia_driver_present
+from mlflow_roofline.core.host import nvidia_driver_present
 from mlflow_roofline.core.schema import DEVICE_CHOICES
+from mlflow_roofline.energy.hardware_naming import hardware_name
+
+__all__ = ["cuda_device_count", "hardware_name", "resolve_device"]
 
 
 def cuda_device_count() -> int:
@@ -36,16 +37,3 @@ def resolve_device(requested: str) -> str:
     if requested == "cuda" and cuda_device_count() == 0:
         raise ConfigError("device", "cuda was asked for but no CUDA device is visible here")
     return requested
-
-
-@functools.cache
-def hardware_name(device: str) -> str:
-    """A readable, stable name of the hardware ``device`` runs on.
-
-    CUDA: the name of GPU 0 (``NVIDIA H200``); CPU: ``cpu:`` plus the CPU model.
-    """
-    if device == "cuda":
-        import torch
-
-        return torch.cuda.get_device_name(0)
-    return cpu_hardware_name()

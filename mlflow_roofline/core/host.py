@@ -1,8 +1,9 @@
-"""Hardware facts that need no torch: whether NVIDIA's driver loads, and the CPU's name.
+"""Facts of this host that need neither torch nor NVML: whether NVIDIA's driver loads, and
+how ``roofline.hardware`` spells a CPU and a set of GPUs.
 
 ``roofline.hardware`` (the key the fit groups laws by) is the GPU model on CUDA and
-:func:`cpu_hardware_name` on CPU; the CUDA half needs torch and lives in
-:mod:`mlflow_roofline.train.device`, which also resolves ``--device auto``.
+:func:`cpu_hardware_name` on CPU; :func:`mlflow_roofline.energy.hardware_naming.hardware_name`
+reads the GPU's name from NVML, as the NVML meters do.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import platform
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -20,6 +22,12 @@ def nvidia_driver_present() -> bool:
     except OSError:
         return False
     return True
+
+
+def gpus_hardware_name(names: Iterable[str]) -> str:
+    """``roofline.hardware`` of a set of GPUs from their NVML names: the model, or the models joined by ``+``."""
+    distinct = sorted(set(names))
+    return distinct[0] if len(distinct) == 1 else "+".join(distinct)
 
 
 @functools.cache
