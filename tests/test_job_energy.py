@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fakes import fake_pynvml
 from fakes.fake_pynvml import FakeGPU
+from fakes.fake_rapl import zone
 from mlflow import MlflowClient
-from test_energy_rapl import zone
 
 from mlflow_roofline.energy.timeline import downsample, sum_aligned
 from mlflow_roofline.fit import run_data

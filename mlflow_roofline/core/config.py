@@ -29,7 +29,7 @@ MAX_CPU_PROCESSES_PER_CORE = 4
 """CPU processes per core a node hosts at most; past one per core a run is oversubscribed (slower)."""
 
 
-def int_field_problem(name: str, value: Any) -> str | None:
+def int_field_problem(name: str, value: object) -> str | None:
     """The rule integer field ``name`` breaks with ``value`` (None if none).
 
     ``warmup_steps`` may be 0, every other integer field must be positive; none may pass
@@ -173,7 +173,7 @@ class TrainConfig:
         return self.batch_size
 
 
-def _as_int(field: str, raw: Any) -> int:
+def _as_int(field: str, raw: object) -> int:
     if isinstance(raw, bool):
         raise ConfigError(field, f"must be an integer, got {raw!r}")
     if isinstance(raw, int):

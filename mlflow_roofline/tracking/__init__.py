@@ -1,5 +1,9 @@
-"""The one place that talks to the MLflow client: experiment lookup, one paginator over
-``search_runs``, one way to log metrics, and :func:`track_energy`.
+"""The one door to MLflow: :class:`~mlflow_roofline.tracking.client.TrackingClient` (runs,
+batched logging, search, registry) and the helpers built on it: the experiment a command
+writes to (``experiments``), may this process log into a run (``run_ownership``), run
+descriptions (``notes``), ending an orphaned run (``orphans``), a measurement's metrics and
+:func:`track_energy` (``energy_logging``), MLflow's system-metrics monitor
+(``system_metrics_monitor``) and a failing store said in one line (``store_errors``).
 
 May import core and energy; never a stage.
 """

@@ -19,7 +19,10 @@ import importlib.util
 import logging
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the monitor's module needs psutil, which is optional
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ class SystemMetrics:
         self.run_id = run_id
         self.sampling_interval_s = sampling_interval_s
         self.tracking_uri = tracking_uri
-        self._monitor: Any = None
+        self._monitor: SystemMetricsMonitor | None = None
 
     @property
     def running(self) -> bool:
@@ -65,6 +68,7 @@ class SystemMetrics:
         if importlib.util.find_spec("psutil") is None:
             logger.warning("system metrics are off: the package psutil is not installed (pip install psutil)")
             return False
+        # Deferred: this module of MLflow imports psutil, which is optional (checked just above).
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         try:

@@ -7,20 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes.fake_rapl import MAX_UJ, zone
 
 from mlflow_roofline.energy import MeterError, make_meter
 from mlflow_roofline.energy.rapl import RaplMeter
-
-MAX_UJ = 1_000_000  # a tiny counter range (1 J) so wraps are easy to build
-
-
-def zone(root: Path, dirname: str, name: str, energy_uj: int, max_uj: int = MAX_UJ) -> Path:
-    path = root / dirname
-    path.mkdir(parents=True)
-    (path / "name").write_text(name + "\n")
-    (path / "energy_uj").write_text(f"{energy_uj}\n")
-    (path / "max_energy_range_uj").write_text(f"{max_uj}\n")
-    return path
 
 
 def set_uj(path: Path, value: int) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fakes import fake_pynvml
 from fakes.fake_pynvml import FakeGPU
-from test_energy_rapl import zone
+from fakes.fake_rapl import zone
 
 from mlflow_roofline.energy import MeterError, make_meter
 from mlflow_roofline.energy.estimate import EstimateMeter

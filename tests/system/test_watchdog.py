@@ -14,7 +14,7 @@ from support.sweeps import wait_until
 from mlflow_roofline.system.watchdog import DIED_REASON
 
 HOOK = "support.watchdog_hooks:touch"
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent.parent  # tests/, where the shared helpers live
 
 # A launcher: starts its watchdog, gives it a folder and three hooks, takes one hook back,
 # then dies by SIGKILL (argv[2] == "kill") or ends normally.
