@@ -28,7 +28,7 @@ from mlflow_roofline.core.schema import (
     M_PROXY_PARAMS,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy only for type hints
     import numpy as np
 
 MEM_BYTES_PER_ELEMENT = 2

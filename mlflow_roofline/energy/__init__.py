@@ -9,7 +9,8 @@
 Backends: ``nvml`` (GPU energy counter), ``nvml_power`` (sampled GPU power),
 ``rapl`` (CPU package + DRAM counters), ``estimate`` (CPU time x watts per core).
 The interface is :class:`~mlflow_roofline.energy.base.EnergyMeter` (sessions, the power
-timeline), its window bookkeeping :mod:`mlflow_roofline.energy.windows`.
+timeline), its window bookkeeping :mod:`mlflow_roofline.energy.windows`; the value of
+``roofline.hardware`` for a device comes from :mod:`mlflow_roofline.energy.hardware_naming`.
 MLflow logging lives in :mod:`mlflow_roofline.tracking.energy_logging` (``track_energy``).
 
 Imports only core; never mlflow or any stage.
