@@ -58,13 +58,13 @@ def measured_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _positive_int(name: str, value: Any) -> str | None:
+def _positive_int(name: str, value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT64_MAX:
         return f"must be a positive integer, got {value!r}"
     return None
 
 
-def _measured_value(value: Any) -> str | None:
+def _measured_value(value: object) -> str | None:
     if value is None:
         return "is missing"
     if isinstance(value, bool) or not isinstance(value, (int, float)):

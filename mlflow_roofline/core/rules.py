@@ -66,7 +66,7 @@ class Rule:
         return self.message.format(**{name: plain(values[name]) for name in self.fields})
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> object:
     """A numpy scalar as the Python value a user wrote: integral floats become ints."""
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)
@@ -193,6 +193,6 @@ def satisfied(columns: Mapping[str, np.ndarray], rules: Iterable[Rule]) -> np.nd
     return ok
 
 
-def row_values(columns: Mapping[str, np.ndarray], fields: Iterable[str], row: int) -> dict[str, Any]:
+def row_values(columns: Mapping[str, np.ndarray], fields: Iterable[str], row: int) -> dict[str, object]:
     """One row of ``columns`` as plain values (for a rule's message)."""
     return {name: plain(columns[name][row]) for name in fields}
