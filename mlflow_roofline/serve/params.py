@@ -75,15 +75,10 @@ def carbon_settings(params: Mapping[str, object], env: Mapping[str, str] = os.en
     The signature types them (double, or string for ``region``); :func:`resolve_carbon`
     refuses a value out of its rule whatever it is.
     """
-    number = {name: cast("float | str | None", params.get(name)) for name in CARBON_PARAMS}
+    given = {name: cast("float | str | None", params.get(name)) for name in CARBON_PARAMS}
+    region = cast("str | None", given.pop("region"))
     try:
-        return resolve_carbon(
-            carbon_intensity=number["carbon_intensity"],
-            region=cast("str | None", params.get("region")),
-            pue=number["pue"],
-            price_per_kwh=number["price_per_kwh"],
-            env=env,
-        )
+        return resolve_carbon(**given, region=region, env=env)
     except ConfigError as exc:
         raise invalid(exc.field, exc.rule) from None
 
