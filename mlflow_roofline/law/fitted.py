@@ -22,7 +22,6 @@ from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineL
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 LAW_SCHEMA_VERSION = 1
-JOULES_PER_KWH = 3.6e6
 
 EnergyLaw = LinearLaw | RooflineLaw | SmoothRooflineLaw
 NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
-from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw
+from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.log_features import law_features
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.errors import invalid
@@ -158,7 +158,7 @@ def evaluate_jobs(
         M_ENERGY_J: energy,
         "energy_j_lower": lower,
         "energy_j_upper": upper,
-        M_ENERGY_KWH: energy / JOULES_PER_KWH,
+        M_ENERGY_KWH: energy / J_PER_KWH,
         M_TIME_S: time_s,
         "speedup": speedup,
         "eta": eta,
