@@ -26,7 +26,7 @@ from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
 from mlflow_roofline.fit.sanity import sanity_problems
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.law.roofline import RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import RooflineLaw
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs

@@ -27,7 +27,7 @@ from mlflow_roofline.fit.roofline_eff import ROOFLINE_EFF
 from mlflow_roofline.fit.roofline_smooth import K_MAX, ROOFLINE_SMOOTH, fit_roofline_smooth
 from mlflow_roofline.fit.sanity import sanity_problems
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.law.roofline_smooth import SHARPNESS, SmoothRooflineLaw, smooth_max
+from mlflow_roofline.law.roofline_efficiency import SHARPNESS, SmoothRooflineLaw, smooth_max
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 from mlflow_roofline.testing.roofline_generator import TIME_BOUND_GPU, generate_roofline_runs

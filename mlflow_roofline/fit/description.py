@@ -27,8 +27,7 @@ from mlflow_roofline.core.schema import (
     M_TIME_CV_MAPE,
 )
 from mlflow_roofline.fit.cv import CV_FOLDS
-from mlflow_roofline.law.roofline import ALPHA_ETA, RooflineLaw
-from mlflow_roofline.law.roofline_smooth import SHARPNESS, SmoothRooflineLaw
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.tracking.notes import md_table
 
 if TYPE_CHECKING:  # the job imports this module

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, present_strategies
-from mlflow_roofline.law.features import law_features
+from mlflow_roofline.law.log_features import law_features
 
 
 def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The law's features of each run (:func:`law.features.law_features`), ``log_E``, ``log_t`` and ``log_Ld2``.
+    """The law's features of each run (:func:`law.log_features.law_features`), ``log_E``, ``log_t`` and ``log_Ld2``.
 
     ``log_Ld2`` is the log model size ``num_layers * hidden_size^2`` the size-extrapolation
     check splits on.

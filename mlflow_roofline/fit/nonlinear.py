@@ -26,7 +26,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from mlflow_roofline.fit.fitted_form import FittedForm
-from mlflow_roofline.law.roofline import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
 
 START_ROWS = 1000
 """Runs (rows) above which the starts are first tried on an evenly strided subset of at most this many."""

@@ -1,7 +1,7 @@
 """The roofline x efficiency form, fitted with ``scipy.optimize.least_squares`` on log residuals.
 
 ``log E = log(eps_c*C + eps_m*M + e_0*T) + alpha_eta*log_eta + psi[strategy]`` with
-``eps_c, eps_m, e_0 >= 0`` (bounds of the solver; see :mod:`law.roofline`). Scaling,
+``eps_c, eps_m, e_0 >= 0`` (bounds of the solver; see :mod:`law.roofline_efficiency`). Scaling,
 the multi-start solve and the Jacobian covariance are those of :mod:`fit.nonlinear`;
 the starts are balanced, compute-, memory- and token-dominated. Cross-validation folds
 and the extrapolation check refit the form from these same starts (no information from
@@ -20,7 +20,7 @@ from mlflow_roofline.fit.nonlinear import (
     physical_covariance,
     scaled_design,
 )
-from mlflow_roofline.law.roofline import COST_TERMS, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import COST_TERMS, RooflineLaw
 
 __all__ = ["FORMULA", "ROOFLINE_EFF", "STARTS", "START_ROWS", "RooflineFormFit", "fit_roofline_eff"]
 

@@ -1,7 +1,7 @@
 """The smooth roofline in time, fitted with ``scipy.optimize.least_squares`` on log residuals.
 
 ``log E = log(((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e_0*T) + alpha_eta*log_eta + psi[strategy]``
-(see :mod:`law.roofline_smooth`), with ``eps_c, eps_m, e_0 >= 0`` and the sharpness
+(see :mod:`law.roofline_efficiency`), with ``eps_c, eps_m, e_0 >= 0`` and the sharpness
 ``1 <= k <=`` :data:`K_MAX` as bounds of the solver (``k`` itself is the solver's
 variable: bounds keep it stable, and ``k = 1``, the additive roofline, stays reachable,
 which a reparametrisation such as ``k = 1 + exp(u)`` would not). Scaling, the
@@ -20,7 +20,7 @@ import pandas as pd
 
 from mlflow_roofline.fit.nonlinear import RooflineFormFit, fit_log_least_squares, physical_covariance, scaled_design
 from mlflow_roofline.fit.roofline_eff import STARTS as COST_STARTS
-from mlflow_roofline.law.roofline_smooth import SMOOTH_COST_TERMS, SmoothRooflineLaw, smooth_max
+from mlflow_roofline.law.roofline_efficiency import SMOOTH_COST_TERMS, SmoothRooflineLaw, smooth_max
 
 ROOFLINE_SMOOTH = "roofline_smooth"
 FORMULA = "E = (((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e0*T) * eta^alpha_eta * exp(psi[strategy])"

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_roofline.law.features import law_features
+from mlflow_roofline.law.log_features import law_features
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 SIZE_FIELDS: tuple[str, ...] = ("num_layers", "hidden_size", "seq_len", "batch_size")

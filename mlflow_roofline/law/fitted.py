@@ -2,10 +2,10 @@
 
 The fit produces a :class:`FittedLaw`; the served model reads it back from JSON and
 predicts with vectorised numpy. Its energy law is a :class:`~law.linear.LinearLaw`
-(log-linear forms), a :class:`~law.roofline.RooflineLaw` (the roofline x efficiency
-form) or a :class:`~law.roofline_smooth.SmoothRooflineLaw` (the smooth roofline in time);
-all predict the log of joules with an interval from the same features
-(:func:`~law.features.law_features`). Responses: ``log_E`` (energy, joules) for the
+(log-linear forms), a :class:`~law.roofline_efficiency.RooflineLaw` (the roofline x
+efficiency form) or a :class:`~law.roofline_efficiency.SmoothRooflineLaw` (the smooth
+roofline in time); all predict the log of joules with an interval from the same features
+(:func:`~law.log_features.law_features`). Responses: ``log_E`` (energy, joules) for the
 energy laws; ``log_t1`` (seconds the same job takes on one device) for the time law.
 """
 
@@ -13,36 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
-from mlflow_roofline.law.features import law_features
-from mlflow_roofline.law.interval import INTERVAL_LEVEL, t_quantile
+from mlflow_roofline.law.coefficients import JsonObject
 from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.law.roofline import RooflineLaw
-from mlflow_roofline.law.roofline_smooth import SmoothRooflineLaw
+from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
-__all__ = [
-    "INTERVAL_LEVEL",
-    "JOULES_PER_KWH",
-    "FittedLaw",
-    "LinearLaw",
-    "RooflineLaw",
-    "SmoothRooflineLaw",
-    "law_features",
-    "t_quantile",
-]
-
 LAW_SCHEMA_VERSION = 1
-JOULES_PER_KWH = 3.6e6
 
 EnergyLaw = LinearLaw | RooflineLaw | SmoothRooflineLaw
 NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
 
 
-def energy_law_from_dict(data: dict[str, Any]) -> EnergyLaw:
+def energy_law_from_dict(data: JsonObject) -> EnergyLaw:
     """The energy law of a law JSON: the non-linear law its ``kind`` names, else linear.
 
     Laws written before the roofline forms existed carry no ``kind`` and are linear.
@@ -107,7 +92,7 @@ class FittedLaw:
         """Strategies the law can predict."""
         return sorted(self.speedup_laws)
 
-    def to_data(self) -> dict[str, Any]:
+    def to_data(self) -> dict[str, object]:
         """The law as JSON-ready data (:meth:`to_json` writes it)."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["energy_law"] = self.energy_law.to_dict()
@@ -139,7 +124,7 @@ class FittedLaw:
             ) from exc
 
     @classmethod
-    def _from_data(cls, data: dict[str, Any]) -> FittedLaw:
+    def _from_data(cls, data: JsonObject) -> FittedLaw:
         return cls(
             hardware=str(data["hardware"]),
             energy_source=str(data["energy_source"]),

@@ -2,22 +2,19 @@
 
 A :class:`LinearLaw` holds its design-matrix column names as statsmodels/patsy names them
 (``Intercept``, ``log_C``, ``strategy[T.fsdp]``, ``strategy[T.tp]:log_eta``) and rebuilds
-the design matrix from a mapping of features (:mod:`law.features`) by those names.
+the design matrix from a mapping of features (:mod:`law.log_features`) by those names. Its
+prediction interval is the one of :class:`~mlflow_roofline.law.coefficients.LawCoefficients`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from mlflow_roofline.law.interval import INTERVAL_LEVEL, LawCoefficients, prediction_interval, t_quantile
-
-__all__ = ["INTERVAL_LEVEL", "LinearLaw", "t_quantile"]
+from mlflow_roofline.law.coefficients import LawCoefficients
 
 # A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
 # coding) or C(strategy, Treatment('single'))[T.fsdp].
@@ -56,10 +53,6 @@ class LinearLaw(LawCoefficients):
     def _coef_array(self) -> np.ndarray:
         return np.asarray(self.coef, dtype=float)
 
-    @functools.cached_property
-    def _cov_array(self) -> np.ndarray:
-        return np.asarray(self.cov, dtype=float)
-
     def design(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """The design matrix X (rows x terms) of ``features`` by term name.
 
@@ -75,20 +68,7 @@ class LinearLaw(LawCoefficients):
                     x[:, j] *= np.asarray(features[name], dtype=object) == level
         return x
 
-    def predict(
-        self, features: Mapping[str, np.ndarray], level: float = INTERVAL_LEVEL
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Mean and prediction interval of y (log units) for new observations.
-
-        The interval is mean -/+ t(df_resid) * sqrt(x' cov x + resid_var): the uncertainty
-        of the coefficients plus the scatter of a single new run.
-        """
+    def mean_and_gradient(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """X b and the gradient of the mean with respect to b, which is X itself."""
         x = self.design(features)
-        return prediction_interval(x @ self._coef_array, x, self._cov_array, self.resid_var, self.df_resid, level)
-
-    def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Mean of y (log units) for new observations, without an interval."""
-        return self.design(features) @ self._coef_array
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return x @ self._coef_array, x

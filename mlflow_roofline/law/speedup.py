@@ -16,10 +16,10 @@ The laws are evaluated here; they are fitted in :mod:`mlflow_roofline.fit.speedu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+
+from mlflow_roofline.law.coefficients import JsonObject
 
 SATURATING_EXP = "saturating_exp"
 AMDAHL = "amdahl"
@@ -73,12 +73,12 @@ class SpeedupLaw:
             return np.ones_like(np.asarray(num_devices, dtype=float))
         raise ValueError(f"unknown speedup law form {self.form!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SpeedupLaw:
+    def from_dict(cls, data: JsonObject) -> SpeedupLaw:
         """Inverse of :meth:`to_dict`."""
         return cls(
             strategy=str(data["strategy"]),

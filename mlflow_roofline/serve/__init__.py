@@ -1,11 +1,16 @@
-"""Answer energy queries with a fitted law, one module per job.
+"""Answer energy queries with a fitted law.
 
-``validate`` (the input table against the rule table of :mod:`mlflow_roofline.core.rules`),
-``predict`` (energy, interval, time per row), ``candidates`` (every placement of a job,
-evaluated at once), ``recommend`` and ``pareto`` (the best placement; the energy-time
-frontier), ``emissions`` (co2e and cost), ``params`` (request params), ``errors`` (the
-400), ``pyfunc_model``/``pyfunc_entry`` (the MLflow pyfunc model, logged from code).
+- the request: ``validate`` (the input table against the rule table of
+  :mod:`mlflow_roofline.core.rules`), ``frames`` (cheap column reads and frame builds),
+  ``params`` (request params), ``hardware_routing`` (the ``hardware`` column: each row on
+  its GPU's laws, a pooled law, an unmeasured GPU);
+- the answers: ``predict`` (the one evaluation of the law: energy, interval, time per
+  row), ``placement_search`` (recommend and pareto mode over every placement of a job),
+  ``emissions`` (co2e and cost);
+- MLflow: ``pyfunc_model``/``pyfunc_entry`` (the pyfunc model, logged from code with the
+  serve-time code it carries, and loaded back), ``errors`` (the 400);
+- ``ask_model`` (one job's query and its answer as text: the ``predict`` command's work).
 
-Never imports torch; imports core and law only (and mlflow for the pyfunc wrapper and
-its 400 error).
+Never imports torch; imports core and law only (and mlflow in ``pyfunc_model``,
+``pyfunc_entry`` and ``errors``).
 """

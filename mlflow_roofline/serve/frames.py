@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 
 def column_arrays(
-    frame: pd.DataFrame, names: tuple[str, ...], fast: bool = True, dtype: Any = None
+    frame: pd.DataFrame, names: tuple[str, ...], fast: bool = True, dtype: npt.DTypeLike | None = None
 ) -> dict[str, np.ndarray]:
     """``frame[name].to_numpy(dtype)`` of each of ``names``, without building a Series for each.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -69,16 +69,21 @@ def check_params(
     return str(mode), int(max_devices), str(objective)
 
 
-def carbon_settings(params: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> CarbonSettings:
-    """The carbon params of a request resolved against ``env`` (None or absent: not given)."""
-    given = {name: params.get(name) for name in CARBON_PARAMS}
+def carbon_settings(params: Mapping[str, object], env: Mapping[str, str] = os.environ) -> CarbonSettings:
+    """The carbon params of a request resolved against ``env`` (None or absent: not given).
+
+    The signature types them (double, or string for ``region``); :func:`resolve_carbon`
+    refuses a value out of its rule whatever it is.
+    """
+    given = {name: cast("float | str | None", params.get(name)) for name in CARBON_PARAMS}
+    region = cast("str | None", given.pop("region"))
     try:
-        return resolve_carbon(**given, env=env)
+        return resolve_carbon(**given, region=region, env=env)
     except ConfigError as exc:
         raise invalid(exc.field, exc.rule) from None
 
 
-def read_request(params: Mapping[str, Any] | None, env: Mapping[str, str] = os.environ) -> Request:
+def read_request(params: Mapping[str, object] | None, env: Mapping[str, str] = os.environ) -> Request:
     """Every param of a request, validated (defaults where absent)."""
     params = params or {}
     carbon = carbon_settings(params, env)

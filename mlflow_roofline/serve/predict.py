@@ -5,7 +5,7 @@ and efficiency dimensionless. ``energy_j`` and ``time_s`` are the exponentials o
 laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_upper`` are
 the 95 % prediction interval of a single new run, transformed to joules. A law pooled
 over several hardware predicts each row on the hardware its ``hardware`` column names
-(:mod:`serve.hardware`); ``extrapolated_hardware`` marks rows on a GPU no run measured,
+(:mod:`serve.hardware_routing`); ``extrapolated_hardware`` marks rows on a GPU no run measured,
 whose speedup, eta and time come from the measured hardware ``time_scaled_from`` names,
 the time scaled by the roofline to the unmeasured GPU (empty on every other row).
 
@@ -13,6 +13,10 @@ A speedup above the device count (efficiency ``eta = S/N`` above 1) is physicall
 implausible beyond measurement noise: two time measurements with a few percent of
 run-to-run scatter each. Rows whose eta exceeds ``1 + ETA_TOLERANCE`` (10 %) are
 predicted as asked and flagged ``speedup_implausible``.
+
+Every mode evaluates the law through :func:`evaluate_jobs`, once per (row, placement): predict
+mode on the rows as asked, recommend and pareto mode on every candidate placement
+(:mod:`serve.placement_search`).
 """
 
 from __future__ import annotations
@@ -23,14 +27,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.carbon import CarbonSettings
+from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
-from mlflow_roofline.law.fitted import JOULES_PER_KWH, FittedLaw
+from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.log_features import law_features
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.features import job_features
 from mlflow_roofline.serve.frames import frame_of
-from mlflow_roofline.serve.hardware import (
+from mlflow_roofline.serve.hardware_routing import (
     pooled_energy,
     reference_hardware,
     resolve_hardware,
@@ -57,6 +61,30 @@ PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     "extrapolated_hardware",
     "time_scaled_from",
 )
+
+
+def job_features(
+    sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray, speedup: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The law's features (proxy FLOPs, memory traffic, eta...) of each job: request columns to :func:`law_features`.
+
+    Args:
+        sizes: the jobs' integer columns (``num_layers``, ``hidden_size``, ``seq_len``,
+            ``batch_size``, ``num_steps``...), one array each.
+        strategy: each job's parallel strategy.
+        n: each job's device count.
+        speedup: each job's speedup S(N) over one device.
+    """
+    return law_features(
+        num_layers=sizes["num_layers"],
+        hidden_size=sizes["hidden_size"],
+        seq_len=sizes["seq_len"],
+        batch_size=sizes["batch_size"],
+        num_steps=sizes["num_steps"],
+        num_devices=n,
+        speedup=speedup,
+        strategy=strategy,
+    )
 
 
 def law_speedup(
@@ -100,7 +128,7 @@ def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) 
     return np.asarray(outside.any(axis=0))
 
 
-def evaluate(
+def evaluate_jobs(
     law: FittedLaw,
     sizes: Mapping[str, np.ndarray],
     strategy: np.ndarray,
@@ -108,11 +136,16 @@ def evaluate(
     speedup: np.ndarray,
     log_energy: LogEnergy | None = None,
 ) -> dict[str, np.ndarray]:
-    """Energy (with interval), time, speedup, eta and the two flags of each row.
+    """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
-    ``log_energy`` predicts the energy (default: ``law.energy_law``; a pooled law's rows
-    pass the pooled one, see :func:`_evaluate_pooled`).
+    ``speedup`` is each job's S(N); NaN where none was measured, and the law's speedup
+    (:func:`law_speedup`) is used there. ``log_energy`` predicts the energy (default:
+    ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`_evaluate_pooled`).
     """
+    use_law = np.isnan(speedup)
+    if use_law.any():
+        speedup = speedup.copy()
+        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law])
     features = job_features(sizes, strategy, n, speedup)
     log_e, log_e_lo, log_e_hi = (log_energy or law.energy_law.predict)(features)
     log_t1 = law.time_law.mean(features)
@@ -125,7 +158,7 @@ def evaluate(
         M_ENERGY_J: energy,
         "energy_j_lower": lower,
         "energy_j_upper": upper,
-        M_ENERGY_KWH: energy / JOULES_PER_KWH,
+        M_ENERGY_KWH: energy / J_PER_KWH,
         M_TIME_S: time_s,
         "speedup": speedup,
         "eta": eta,
@@ -169,29 +202,13 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
     jobs = validate_jobs(frame, law)
     hardware, unmeasured = resolve_hardware(frame, law)
     if hardware is None or not law.hardware_laws:
-        out = _evaluate_on(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup)
+        out = evaluate_jobs(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup)
     else:
         out = _evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
     check_finite(out)
     columns = {c: out[c] for c in PREDICT_OUTPUT_COLUMNS}
     columns.update(emission_columns(out, carbon))
     return frame_of(columns)
-
-
-def _evaluate_on(
-    law: FittedLaw,
-    sizes: Mapping[str, np.ndarray],
-    strategy: np.ndarray,
-    n: np.ndarray,
-    speedup: np.ndarray,
-    log_energy: LogEnergy | None = None,
-) -> dict[str, np.ndarray]:
-    """:func:`evaluate` with the law's speedup where none was measured."""
-    speedup = speedup.copy()
-    use_law = np.isnan(speedup)
-    if use_law.any():
-        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law])
-    return evaluate(law, sizes, strategy, n, speedup, log_energy)
 
 
 def _evaluate_pooled(
@@ -203,7 +220,10 @@ def _evaluate_pooled(
     hardware: np.ndarray,
     unmeasured: Mapping[str, Mapping[str, float]],
 ) -> dict[str, np.ndarray]:
-    """Each hardware's rows: its own law for time and speedup, the pooled law for energy (see :mod:`serve.hardware`)."""
+    """Each hardware's rows: its own law for time and speedup, the pooled law for energy.
+
+    See :mod:`serve.hardware_routing`.
+    """
     out: dict[str, np.ndarray] = {}
     for name in dict.fromkeys(hardware):
         rows = np.flatnonzero(hardware == name)
@@ -211,7 +231,7 @@ def _evaluate_pooled(
         part_sizes = {k: v[rows] for k, v in sizes.items()}
         covariates = law.covariates.get(name) or unmeasured.get(name, {})
         pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates)
-        part = _evaluate_on(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
+        part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
         if name not in law.hardware_laws:
             part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates, part_sizes))
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)

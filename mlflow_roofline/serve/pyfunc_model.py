@@ -4,8 +4,7 @@ The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` 
 (coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
 builds a :class:`RooflineEnergyModel` when MLflow loads it). Answers are those of
-:mod:`~mlflow_roofline.serve.predict`, :mod:`~mlflow_roofline.serve.recommend` and
-:mod:`~mlflow_roofline.serve.pareto`.
+:mod:`~mlflow_roofline.serve.predict` and :mod:`~mlflow_roofline.serve.placement_search`.
 
 Inference params (declared in the signature, so the scoring server accepts them):
 
@@ -18,19 +17,32 @@ Inference params (declared in the signature, so the scoring server accepts them)
   (see :mod:`mlflow_roofline.serve.params` for the order they are resolved in).
 
 The model carries the serve-time part of this package as MLflow ``code_paths``
-(:mod:`mlflow_roofline.serve.model_code`), and its requirements name only mlflow,
-numpy, pandas and scipy: it loads in an environment built from its ``requirements.txt``
-alone (``mlflow models serve`` with any env manager, ``mlflow models generate-dockerfile``).
+(:func:`copy_serving_code`), and its requirements name only mlflow, numpy, pandas and
+scipy: it loads in an environment built from its ``requirements.txt`` alone (``mlflow
+models serve`` with any env manager, ``mlflow models generate-dockerfile``, a scoring
+container). The package is on no public index, so the model carries the part of it that
+loading and predicting import: the package's ``__init__`` and the ``core``, ``law`` and
+``serve`` subpackages (plus packaged data files), which import nothing beyond mlflow,
+numpy, pandas and scipy. Training, sweeping and fitting code (torch, statsmodels) stays out.
+
+This module, :mod:`~mlflow_roofline.serve.pyfunc_entry` and :mod:`~mlflow_roofline.serve.errors`
+are the only ones outside ``tracking`` that import MLflow: the pyfunc class, its logging and
+loading (:func:`load_law_model`, for the ``predict`` command) need MLflow's model API, which
+the tracking client does not wrap.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import mlflow
+import numpy
 import pandas as pd
+import scipy
+from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.pyfunc import PythonModel, PythonModelContext
@@ -38,22 +50,29 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
+from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.hardware import HARDWARE_COLUMN, law_for_search
-from mlflow_roofline.serve.model_code import copy_serving_code
+from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN, law_for_search
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
-from mlflow_roofline.serve.pareto import PARETO_OUTPUT_COLUMNS, pareto_frame
+from mlflow_roofline.serve.placement_search import (
+    PARETO_OUTPUT_COLUMNS,
+    RECOMMEND_OUTPUT_COLUMNS,
+    pareto_frame,
+    recommend_frame,
+)
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
-from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
 
 LAW_ARTIFACT = "law"
 LAW_FILE = "fitted_law.json"
 
-EXAMPLE_QUERY: dict[str, Any] = {
+SERVE_TIME_PARTS: tuple[str, ...] = ("__init__.py", "pyfunc_model.py", "core", "law", "serve", "data")
+"""What loading a law model imports, relative to the package root (missing parts are skipped)."""
+
+EXAMPLE_QUERY: dict[str, int | str] = {
     "num_layers": 12,
     "hidden_size": 768,
     "num_heads": 12,
@@ -84,8 +103,8 @@ def model_signature() -> ModelSignature:
 
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional;
-    ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware`).
-    The numeric inputs are typed ``Any``: MLflow would cast them to the declared type
+    ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware_routing`).
+    The numeric inputs are typed ``AnyType()``: MLflow would cast them to the declared type
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
     """
@@ -144,7 +163,7 @@ class RooflineEnergyModel(PythonModel):
         self.law = FittedLaw.from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
 
     def predict(
-        self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
+        self, context: PythonModelContext, model_input: pd.DataFrame, params: Mapping[str, object] | None = None
     ) -> pd.DataFrame:
         """One output row per input row (pareto mode: per frontier point); columns in the mode's module.
 
@@ -171,15 +190,27 @@ class RooflineEnergyModel(PythonModel):
 
 def pip_requirements() -> list[str]:
     """What loading the model needs; pinned to the versions it was logged with."""
-    import numpy
-    import scipy
-
     return [
         f"mlflow=={mlflow.__version__}",
         f"numpy=={numpy.__version__}",
         f"pandas=={pd.__version__}",
         f"scipy=={scipy.__version__}",
     ]
+
+
+def copy_serving_code(destination: Path) -> Path:
+    """Copy the serve-time part of the package to ``destination/mlflow_roofline``; return that folder."""
+    source = Path(__file__).resolve().parents[1]  # the package root
+    target = destination / "mlflow_roofline"
+    target.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in SERVE_TIME_PARTS:
+        path = source / part
+        if path.is_dir():
+            shutil.copytree(path, target / part, ignore=ignore)
+        elif path.is_file():
+            shutil.copy2(path, target / part)
+    return target
 
 
 def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
@@ -212,3 +243,43 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
                 "mlflow_roofline_version": __version__,
             },
         )
+
+
+class LoadedLawModel:
+    """A logged law model loaded back through MLflow (any model URI): its answers and its metadata.
+
+    MLflow's errors become :class:`~mlflow_roofline.core.errors.RooflineError` carrying
+    MLflow's message (an :class:`~mlflow_roofline.serve.errors.InputError` says field and rule).
+    """
+
+    def __init__(self, model_uri: str) -> None:
+        """Load ``model_uri``.
+
+        Raises:
+            RooflineError: the model cannot be loaded (``cannot load model <uri>: <why>``).
+        """
+        try:
+            self._model = mlflow.pyfunc.load_model(model_uri)
+        except MlflowException as exc:
+            raise RooflineError(f"cannot load model {model_uri}: {exc.message}") from exc
+
+    @property
+    def metadata(self) -> Mapping[str, object]:
+        """The MLmodel metadata :func:`log_law_model` wrote (hardware, energy source, form...)."""
+        return self._model.metadata.metadata or {}
+
+    def predict(self, frame: pd.DataFrame, params: Mapping[str, object]) -> pd.DataFrame:
+        """The model's answer to ``frame`` under the request ``params``.
+
+        Raises:
+            RooflineError: the model refused the request (its message).
+        """
+        try:
+            return self._model.predict(frame, params=dict(params))
+        except MlflowException as exc:
+            raise RooflineError(exc.message) from exc
+
+
+def load_law_model(model_uri: str) -> LoadedLawModel:
+    """The law model at ``model_uri`` (``models:/name@alias``, ``runs:/...``, a path), ready to ask."""
+    return LoadedLawModel(model_uri)

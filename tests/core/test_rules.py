@@ -22,7 +22,7 @@ from mlflow_roofline.core.rules import (
     first_broken_rows,
 )
 from mlflow_roofline.core.schema import DEVICES, PRECISIONS, STRATEGIES
-from mlflow_roofline.serve.candidates import candidates, evaluate_candidates
+from mlflow_roofline.serve.placement_search import candidates, evaluate_candidates
 from mlflow_roofline.serve.predict import predict_frame
 
 LAW = make_law()

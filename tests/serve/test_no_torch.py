@@ -7,8 +7,8 @@ import sys
 
 SERVE_MODULES = (
     "mlflow_roofline.serve.pyfunc_entry",
-    "mlflow_roofline.serve.pareto",
-    "mlflow_roofline.serve.recommend",
+    "mlflow_roofline.serve.placement_search",
+    "mlflow_roofline.serve.ask_model",
     "mlflow_roofline.pyfunc_model",
 )
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from mlflow_roofline.law.features import law_features
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
+from mlflow_roofline.law.log_features import law_features
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 

@@ -17,8 +17,8 @@ from law_factory import make_law
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.core.schema import LAW_INPUT_NAMES
+from mlflow_roofline.serve.placement_search import recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.serve.recommend import recommend_frame
 
 LAW = make_law()
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

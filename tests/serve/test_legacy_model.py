@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 
-LEGACY = Path(__file__).parent / "data" / "legacy_model_0_1_0"
+LEGACY = Path(__file__).parents[1] / "data" / "legacy_model_0_1_0"
 
 
 def test_legacy_entry_file_imports_the_old_path() -> None:

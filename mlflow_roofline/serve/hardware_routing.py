@@ -1,4 +1,4 @@
-"""The optional ``hardware`` input column: which GPU each row's job runs on.
+"""Routing rows to hardware: the optional ``hardware`` input column names the GPU each row's job runs on.
 
 A law of one hardware takes no ``hardware`` column, or one naming its own hardware. A
 law pooled over several hardware (:attr:`~law.fitted.FittedLaw.hardware_laws`) needs
@@ -15,8 +15,8 @@ intensity ``I = C/M`` (FLOPs per element, ``MEM_BYTES_PER_ELEMENT`` bytes each) 
 bandwidth ``B`` bytes/s, so the time is multiplied by the ratio of that figure on the
 unmeasured GPU to the reference's. A compute-bound job (intensity above both ridge points
 ``P/B``) scales with peak FLOP/s, a memory-bound one with bandwidth: more FLOP/s at the
-same bandwidth never makes a memory-bound job faster. Any other name is refused with the
-list of the hardware the model knows.
+same bandwidth never makes a memory-bound job faster. A name neither the law nor the
+table knows is refused with the list of the hardware the model knows.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def pooled_energy(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and interval of log E (log joules) of rows all on ``hardware``, from the pooled law.
 
-    ``job`` is the rows' law features (:func:`~mlflow_roofline.serve.features.job_features`).
+    ``job`` is the rows' law features (:func:`~mlflow_roofline.serve.predict.job_features`).
     A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
     its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """

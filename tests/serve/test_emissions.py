@@ -1,4 +1,7 @@
-"""Carbon and cost in the served answers: request params, their resolution, the carbon and cost objectives."""
+"""Carbon and cost in the served answers.
+
+The emission columns, the request params and their resolution, the carbon and cost objectives.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,11 @@ import pytest
 from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
-from mlflow_roofline.core.carbon import region_table
+from mlflow_roofline.core.carbon import CarbonSettings, region_table
+from mlflow_roofline.serve.emissions import add_emissions, emission_columns
 from mlflow_roofline.serve.params import carbon_settings, read_request
-from mlflow_roofline.serve.pareto import pareto_frame
+from mlflow_roofline.serve.placement_search import RECOMMEND_OUTPUT_COLUMNS, pareto_frame, recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.serve.recommend import RECOMMEND_OUTPUT_COLUMNS, recommend_frame
 
 LAW = make_law()
 FRAME = pd.DataFrame([query(), query(strategy="tp", num_devices=4), query(strategy="single", num_devices=1)])
@@ -108,3 +111,29 @@ def test_pareto_points_carry_their_co2e() -> None:
     assert "co2e_g_upper" not in out
     for _, front in out.groupby("row"):
         assert (np.diff(front["co2e_g"]) < 0).all()  # slower along the frontier is greener
+
+
+# -- emission_columns: the columns add_emissions appends, from arrays; nothing when no figure is known --
+ENERGY = {
+    "energy_j": np.array([3.6e6, 7.2e6]),
+    "energy_j_lower": np.array([1.8e6, 3.6e6]),
+    "energy_j_upper": np.array([7.2e6, 1.44e7]),
+}
+
+
+def test_nothing_known_gives_no_columns() -> None:
+    assert emission_columns(ENERGY, None) == {}
+    assert emission_columns(ENERGY, CarbonSettings()) == {}
+    assert list(add_emissions(pd.DataFrame(ENERGY), CarbonSettings()).columns) == list(ENERGY)
+
+
+def test_known_figures_give_the_same_columns_as_add_emissions() -> None:
+    carbon = CarbonSettings(intensity_g_per_kwh=400.0, source="option", pue=1.5, price_per_kwh=0.2)
+    columns = emission_columns(ENERGY, carbon)
+    assert list(columns) == ["co2e_g", "co2e_g_lower", "co2e_g_upper", "cost"]
+    np.testing.assert_allclose(columns["co2e_g"], [600.0, 1200.0])  # 1 and 2 kWh x 1.5 x 400 g
+    np.testing.assert_allclose(columns["cost"], [0.3, 0.6])
+    framed = add_emissions(pd.DataFrame(ENERGY), carbon)
+    pd.testing.assert_frame_equal(framed, pd.concat([pd.DataFrame(ENERGY), pd.DataFrame(columns)], axis=1))
+    price_only = emission_columns(ENERGY, CarbonSettings(price_per_kwh=0.1), interval=False)
+    assert list(price_only) == ["cost"]

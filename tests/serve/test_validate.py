@@ -9,9 +9,9 @@ from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
 
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.placement_search import recommend_frame
 from mlflow_roofline.serve.predict import ETA_TOLERANCE, predict_frame
 from mlflow_roofline.serve.pyfunc_model import model_signature
-from mlflow_roofline.serve.recommend import recommend_frame
 
 LIMIT = "2**53 = 9007199254740992"
 

@@ -1,0 +1,133 @@
+"""The roofline x efficiency energy laws as plain data, evaluated with numpy.
+
+Two forms share the efficiency and strategy factors and differ in their cost part:
+
+- :class:`RooflineLaw`, the additive roofline (kind ``roofline_eff``):
+  ``E = (eps_c*C + eps_m*M + e_0*T) * eta^alpha_eta * exp(psi[strategy])``;
+- :class:`SmoothRooflineLaw`, the smooth roofline in time (kind ``roofline_smooth``):
+  ``E = ( ((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e_0*T ) * eta^alpha_eta * exp(psi[strategy])``.
+
+Energies in joules, with ``C`` the job's FLOP proxy, ``M`` its memory-traffic proxy
+(elements), ``T`` its tokens and ``eps_c >= 0`` (J/FLOP), ``eps_m >= 0`` (J/element),
+``e_0 >= 0`` (J/token: the fixed cost per token of a device that is busy but not
+saturated). ``psi`` is 0 for the reference strategy (the first one the fit saw,
+``single`` where present).
+
+The smooth form: energy is power times time, and a step's time is a smooth maximum of
+its compute time and its memory time plus a fixed per-step cost; with the (constant)
+power folded into the coefficients and every term proportional to the steps, on job
+totals, the sharpness ``k >= 1`` (dimensionless) goes from ``k = 1``, the additive
+roofline, to ``k -> inf``, the hard ``max`` of the two terms, so a change from memory- to
+compute-bound across model sizes is a shape this law can take. The ``k``-norm is used
+rather than a log-sum-exp because it is homogeneous of degree one: scaling both terms
+scales the maximum, so twice the steps cost twice the joules for every ``k``.
+
+Prediction intervals (log joules) come from the delta method
+(:meth:`~mlflow_roofline.law.coefficients.LawCoefficients.predict`): with ``g`` the gradient
+of log E with respect to the coefficients (``k`` included) at the new point and ``cov`` the
+coefficients' covariance from the fit's Jacobian (``resid_var * (J'J)^-1``), the interval is
+``mean -/+ t(df_resid) * sqrt(g' cov g + resid_var)``: the uncertainty of the law plus the
+scatter of one new run, as for the linear laws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from mlflow_roofline.law.coefficients import LawCoefficients
+
+COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
+COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
+ALPHA_ETA = "alpha_eta"
+STRATEGY_PREFIX = "strategy[T."
+SHARPNESS = "k"
+SMOOTH_COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0", SHARPNESS)
+
+
+class RooflineLaw(LawCoefficients):
+    """The additive roofline x efficiency law (see the module docstring).
+
+    Attributes:
+        formula: the law in words (for people; not parsed).
+        terms: coefficient names: ``eps_c``, ``eps_m``, ``e0``, then ``alpha_eta`` and
+            ``strategy[T.<name>]`` where the fit estimated them.
+        coef: the coefficients (J/FLOP, J/element, J/token, dimensionless, log factors).
+        cov: their covariance (from the Jacobian at the optimum).
+        resid_var: residual variance of log E (log units squared).
+        df_resid: residual degrees of freedom (runs minus coefficients).
+    """
+
+    KIND: ClassVar[str] = "roofline_eff"
+
+    def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
+        costs = {t: np.exp(np.asarray(features[COST_FEATURES[t]], dtype=float)) for t in COST_TERMS}
+        total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
+        return np.asarray(total, dtype=float), costs
+
+    def mean_and_gradient(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """log E of each row and the gradient of log E with respect to the coefficients (rows x terms)."""
+        total, grads = self._cost(features)
+        log_eta = np.asarray(features["log_eta"], dtype=float)
+        strategy = np.asarray(features["strategy"], dtype=object)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.log(total) + self.coefficient(ALPHA_ETA) * log_eta
+            columns = []
+            for term in self.terms:
+                if term in grads:
+                    columns.append(grads[term] / total)
+                elif term == ALPHA_ETA:
+                    columns.append(log_eta)
+                else:
+                    is_level = (strategy == term[len(STRATEGY_PREFIX) : -1]).astype(float)
+                    mean = mean + self.coefficient(term) * is_level
+                    columns.append(is_level)
+        return mean, np.column_stack(columns)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.KIND, **dataclasses.asdict(self)}
+
+
+def smooth_max(a: np.ndarray, b: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``S = (a^k + b^k)^(1/k)`` for ``a, b >= 0`` and ``k >= 1``, and its partials dS/da, dS/db, dS/dk.
+
+    Computed relative to ``max(a, b)`` so that no power overflows for large ``k``;
+    ``S`` has the units of ``a`` and ``b``.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    top = np.maximum(a, b)
+    safe_top = np.where(top > 0, top, 1.0)
+    ra, rb = a / safe_top, b / safe_top  # in [0, 1]
+    pa, pb = ra**k, rb**k
+    norm = pa + pb  # in [1, 2] where top > 0
+    safe_norm = np.where(norm > 0, norm, 1.0)
+    root = safe_norm ** (1.0 / k)
+    s = top * root
+    qa, qb = ra / root, rb / root  # a/S and b/S, in [0, 1]
+    wa, wb = pa / safe_norm, pb / safe_norm  # the weights (a/S)^k and (b/S)^k, summing to 1
+    with np.errstate(divide="ignore"):
+        la = np.where(qa > 0, np.log(np.where(qa > 0, qa, 1.0)), 0.0)
+        lb = np.where(qb > 0, np.log(np.where(qb > 0, qb, 1.0)), 0.0)
+    return s, qa ** (k - 1.0), qb ** (k - 1.0), s / k * (wa * la + wb * lb)
+
+
+class SmoothRooflineLaw(RooflineLaw):
+    """The smooth roofline in time (see the module docstring).
+
+    Same attributes as :class:`RooflineLaw`; ``terms`` are ``eps_c``, ``eps_m``, ``e0``,
+    ``k``, then ``alpha_eta`` and ``strategy[T.<name>]`` where the fit estimated them.
+    """
+
+    KIND: ClassVar[str] = "roofline_smooth"
+
+    def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The cost part (joules) and its gradient with respect to eps_c, eps_m, e0 and k."""
+        c, m, t = (np.exp(np.asarray(features[COST_FEATURES[n]], dtype=float)) for n in ("eps_c", "eps_m", "e0"))
+        k = max(self.coefficient(SHARPNESS), 1.0)
+        s, ds_da, ds_db, ds_dk = smooth_max(self.coefficient("eps_c") * c, self.coefficient("eps_m") * m, k)
+        grads = {"eps_c": ds_da * c, "eps_m": ds_db * m, "e0": t, SHARPNESS: ds_dk}
+        return s + self.coefficient("e0") * t, grads

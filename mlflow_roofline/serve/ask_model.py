@@ -1,0 +1,258 @@
+"""Ask a registered law model about one fine-tuning job, and say its answer as text.
+
+What the ``predict`` command does once its options are parsed: build the one-row query
+frame and the request params, load the pyfunc model (:func:`~mlflow_roofline.serve.pyfunc_model.load_law_model`),
+ask it, and format the answer: a two-column table for predict mode, the three choices
+side by side for recommend mode, the energy-time frontier for pareto mode, or the model's
+output records as JSON. Energies print in J/kJ/MJ, times in s/min/h, emissions in
+g/kg/t CO2e.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.schema import (
+    DEFAULT_ALIAS,
+    DEFAULT_MODEL_NAME,
+    M_CO2E_G,
+    M_COST,
+    M_ENERGY_J,
+    M_ENERGY_KWH,
+    M_TIME_S,
+)
+from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
+from mlflow_roofline.serve.pyfunc_model import load_law_model
+
+DEFAULT_MODEL_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
+
+Record = Mapping[str, Any]
+"""One output row of the model as Python values: its columns mix text, integers, floats and flags."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobQuery:
+    """One job and what to ask about it.
+
+    Attributes:
+        job: the job's sizes (:data:`~mlflow_roofline.core.schema.SIZE_NAMES`), integers.
+        strategy, num_devices: the placement predict mode evaluates (ignored otherwise).
+        speedup: a measured S(N) instead of the speedup law (predict mode), or None.
+        recommend, pareto: ask for the best placement, or the energy-time frontier.
+        max_devices, objective: the search's bound and what recommend mode minimises.
+        carbon: the carbon request params given (``carbon_intensity``, ``region``, ``pue``,
+            ``price_per_kwh``), already checked.
+    """
+
+    job: Mapping[str, int]
+    strategy: str = "single"
+    num_devices: int = 1
+    speedup: float | None = None
+    recommend: bool = False
+    pareto: bool = False
+    max_devices: int = DEFAULT_MAX_DEVICES
+    objective: str = DEFAULT_OBJECTIVE
+    carbon: Mapping[str, float | str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """``predict``, ``recommend`` or ``pareto``; refuses what makes no sense together.
+
+        Raises:
+            RooflineError: both ``recommend`` and ``pareto``, or a speedup that is not finite.
+        """
+        if self.recommend and self.pareto:
+            raise RooflineError("--recommend and --pareto: choose one")
+        if self.speedup is not None and not math.isfinite(self.speedup):
+            raise RooflineError(f"speedup: must be a positive finite number, got {self.speedup}")
+        return "recommend" if self.recommend else "pareto" if self.pareto else "predict"
+
+    def frame(self, mode: str) -> pd.DataFrame:
+        """The one-row model input: the job, and in predict mode its placement (and measured speedup)."""
+        row: dict[str, object] = dict(self.job)
+        if mode == "predict":
+            row.update(strategy=self.strategy, num_devices=self.num_devices)
+            if self.speedup is not None:
+                row["speedup"] = self.speedup
+        return pd.DataFrame([row])
+
+    def params(self, mode: str) -> dict[str, object]:
+        """The request params: mode, search bound, objective and the carbon figures given."""
+        params: dict[str, object] = {"mode": mode, "max_devices": self.max_devices, "objective": self.objective}
+        params.update(self.carbon)
+        return params
+
+
+def ask_model(model_uri: str, query: JobQuery, as_json: bool = False) -> str:
+    """The model's answer to ``query`` as the text the ``predict`` command prints.
+
+    Raises:
+        RooflineError: the query makes no sense, the model cannot be loaded, or it refused
+            the query (its message names the field and the rule).
+    """
+    mode = query.mode
+    model = load_law_model(model_uri)
+    output = model.predict(query.frame(mode), query.params(mode))
+    records = [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()} for record in output.to_dict("records")
+    ]
+    if as_json:
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in records]
+        return json.dumps(clean if mode == "pareto" else clean[0])
+    return _answer_text(model_uri, model.metadata, mode, query, records)
+
+
+def _answer_text(
+    model_uri: str, meta: Mapping[str, object], mode: str, query: JobQuery, records: Sequence[Record]
+) -> str:
+    """The answer as tables, under a header naming the model and the job."""
+    job = query.job
+    shape = (
+        f"L={job['num_layers']} d={job['hidden_size']} h={job['num_heads']} ff={job['ffn_size']} "
+        f"S={job['seq_len']} B={job['batch_size']} steps={job['num_steps']}"
+    )
+    source = f"hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')}"
+    header = f"model   {model_uri}  ({source})\n"
+    if mode == "predict":
+        return header + f"job     {shape}, {query.strategy} x{query.num_devices}\n\n" + format_prediction(records[0])
+    body = format_recommendation(records[0]) if mode == "recommend" else format_pareto(records)
+    return header + f"job     {shape}, up to {query.max_devices} devices\n\n" + body
+
+
+def _energy(joules: float) -> str:
+    """Joules with a unit that keeps the number readable."""
+    for unit, scale in (("MJ", 1e6), ("kJ", 1e3)):
+        if abs(joules) >= scale:
+            return f"{joules / scale:.3g} {unit}"
+    return f"{joules:.3g} J"
+
+
+def _seconds(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds:.3g} s"
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def format_prediction(record: Record) -> str:
+    """A predict-mode output record as a two-column table."""
+    return _table(
+        [
+            ("energy", f"{_energy(record[M_ENERGY_J])}  ({record[M_ENERGY_KWH]:.4g} kWh)"),
+            (
+                "95% interval",
+                f"{_energy(record['energy_j_lower'])} .. {_energy(record['energy_j_upper'])}",
+            ),
+            ("time", _seconds(record[M_TIME_S])),
+            ("speedup", f"{record['speedup']:.3g}x  (efficiency eta = {record['eta']:.3g})"),
+            ("extrapolated", "yes: outside the fitted ranges" if record["extrapolated"] else "no"),
+        ]
+        + (
+            [("implausible", "yes: the speedup exceeds the device count beyond measurement noise")]
+            if record.get("speedup_implausible")
+            else []
+        )
+        + _emission_lines(record)
+    )
+
+
+def _emission_lines(record: Record) -> list[tuple[str, str]]:
+    """``co2e`` (with interval) and ``cost`` rows where the record has them."""
+    lines = []
+    if M_CO2E_G in record:
+        lines.append(
+            (
+                "co2e",
+                f"{_grams(record[M_CO2E_G])}  (95%: {_grams(record['co2e_g_lower'])} .. "
+                f"{_grams(record['co2e_g_upper'])})",
+            )
+        )
+    if M_COST in record:
+        lines.append((M_COST, f"{record[M_COST]:.3g} (currency of --price-per-kwh)"))
+    return lines
+
+
+def _grams(grams: float) -> str:
+    """Grams CO2e with a unit that keeps the number readable."""
+    for unit, scale in (("t", 1e6), ("kg", 1e3)):
+        if abs(grams) >= scale:
+            return f"{grams / scale:.3g} {unit} CO2e"
+    return f"{grams:.3g} g CO2e"
+
+
+def format_recommendation(record: Record) -> str:
+    """A recommend-mode output record as a table of the three choices side by side."""
+    header = ("", "strategy", "devices", "energy", "time")
+    lines = [
+        (
+            f"best ({record['objective']})",
+            record["strategy"],
+            record["num_devices"],
+            record[M_ENERGY_J],
+            record[M_TIME_S],
+        ),
+        (
+            "energy-optimal",
+            record["energy_optimal_strategy"],
+            record["energy_optimal_num_devices"],
+            record["energy_optimal_energy_j"],
+            record["energy_optimal_time_s"],
+        ),
+        (
+            "time-optimal",
+            record["time_optimal_strategy"],
+            record["time_optimal_num_devices"],
+            record["time_optimal_energy_j"],
+            record["time_optimal_time_s"],
+        ),
+    ]
+    cells = [header] + [(name, s, str(n), _energy(e), _seconds(t)) for name, s, n, e, t in lines]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+    notes = [
+        f"{record['candidates']} valid configurations evaluated; "
+        f"best: 95% interval {_energy(record['energy_j_lower'])} .. {_energy(record['energy_j_upper'])}"
+        + (", extrapolated" if record["extrapolated"] else "")
+    ]
+    e_opt, t_opt = record["energy_optimal_energy_j"], record["time_optimal_energy_j"]
+    if (record["energy_optimal_strategy"], record["energy_optimal_num_devices"]) != (
+        record["time_optimal_strategy"],
+        record["time_optimal_num_devices"],
+    ):
+        notes.append(f"faster is not greener here: the fastest choice uses {t_opt / e_opt:.2f}x the energy")
+    notes += [f"best: {name} {value}" for name, value in _emission_lines(record)]
+    return table + "\n" + "\n".join(notes)
+
+
+def format_pareto(records: Sequence[Record]) -> str:
+    """A pareto answer (one job's frontier, fastest first) as a table."""
+    header = ["strategy", "devices", "energy", "95% interval", "time"] + (["co2e"] if M_CO2E_G in records[0] else [])
+    cells = [header]
+    for r in records:
+        row = [
+            str(r["strategy"]),
+            str(r["num_devices"]),
+            _energy(r[M_ENERGY_J]),
+            f"{_energy(r['energy_j_lower'])} .. {_energy(r['energy_j_upper'])}",
+            _seconds(r[M_TIME_S]) + (" *" if r["extrapolated"] else ""),
+        ]
+        cells.append(row + ([_grams(r[M_CO2E_G])] if M_CO2E_G in r else []))
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+    note = f"{len(records)} choices no other beats in both energy and time, fastest first"
+    if any(r["extrapolated"] for r in records):
+        note += "; * outside the fitted ranges"
+    return table + "\n" + note
