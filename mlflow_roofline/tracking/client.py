@@ -25,6 +25,8 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from mlflow_roofline.core.schema import TAG_PARENT_RUN_ID
+
 if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
     from matplotlib.figure import Figure
 
@@ -122,7 +124,7 @@ class TrackingClient:
         if run_name:
             all_tags.setdefault("mlflow.runName", run_name)
         if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
+            all_tags[TAG_PARENT_RUN_ID] = parent_run_id
         return str(self._client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id)
 
     def join_run(self, run_id: str, run_name: str | None = None) -> None:
