@@ -1,6 +1,6 @@
 """One measured training job, as each of its processes runs it.
 
-``python -m mlflow_roofline.train.job JOB_DIR`` reads ``JOB_DIR/job.json`` (a
+``python -m mlflow_roofline.train.worker JOB_DIR`` reads ``JOB_DIR/job.json`` (a
 :class:`~mlflow_roofline.train.job_io.JobSpec`), trains, measures, and rank 0 writes
 ``JOB_DIR/result.json`` (a :class:`~mlflow_roofline.train.job_io.JobResult`); a rank that fails
 writes its traceback to ``JOB_DIR/error-rank<i>.txt`` and exits non-zero. A ``single``
@@ -163,7 +163,7 @@ def _report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one torchrun worker: ``python -m mlflow_roofline.train.job JOB_DIR``."""
+    """Entry point of one torchrun worker: ``python -m mlflow_roofline.train.worker JOB_DIR``."""
     args = sys.argv[1:] if argv is None else argv
     job_dir = Path(args[0])
     rank = int(os.environ.get("RANK", "0"))
