@@ -120,6 +120,7 @@ class WrapperSpy:
 
 @functools.lru_cache(maxsize=1)
 def _fsdp_types() -> tuple[type, ...]:
+    # optional parts of torch.distributed (absent from some builds and versions): imported when probing
     types: list[type] = []
     try:
         from torch.distributed.fsdp import FullyShardedDataParallel
@@ -138,7 +139,7 @@ def _fsdp_types() -> tuple[type, ...]:
 
 def _is_dtensor(param: torch.Tensor) -> bool:
     try:
-        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor import DTensor  # optional part of torch.distributed, as above
     except ImportError:
         return False
     return isinstance(param, DTensor)

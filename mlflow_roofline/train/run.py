@@ -49,7 +49,7 @@ JOB_MODULE = "mlflow_roofline.train.worker"
 
 
 def train(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     meter: str = "auto",
     experiment: str | None = None,
     seed: int = 0,
@@ -81,7 +81,7 @@ def train(
 
 
 def _train(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     meter: str,
     experiment: str | None,
     seed: int,
@@ -138,7 +138,7 @@ def read_result(launched: LaunchResult, job_dir: Path, nproc: int) -> JobResult:
         raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
 
 
-def parse_config(options: Mapping[str, Any]) -> TrainConfig:
+def parse_config(options: Mapping[str, object]) -> TrainConfig:
     """The validated configuration of ``options``, with ``device`` resolved.
 
     Raises:
@@ -160,7 +160,7 @@ def parse_config(options: Mapping[str, Any]) -> TrainConfig:
     return config
 
 
-def _run_name(options: Mapping[str, Any]) -> str | None:
+def _run_name(options: Mapping[str, object]) -> str | None:
     """The run name of ``options`` if its fields parse at all (even if they break a rule)."""
     try:
         values = {k: v for k, v in options.items() if v is not None}

@@ -58,7 +58,7 @@ class WarmServer:
     """
 
     def __init__(self) -> None:
-        self.context: Any = multiprocessing.get_context("forkserver")
+        self.context: multiprocessing.context.ForkServerContext = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload([PRELOAD_MODULE])
 
     def start(self) -> WarmServer:
@@ -84,7 +84,7 @@ class WarmJob:
         base = worker_env(nproc, env)
         if nproc > 1:
             base[RENDEZVOUS_FILE_ENV] = str(job_dir / RENDEZVOUS_FILE)
-        self.ranks: list[Any] = []
+        self.ranks: list[Any] = []  # started processes: their pid and exitcode are set
         try:
             for rank in range(nproc):
                 ids = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc)}
