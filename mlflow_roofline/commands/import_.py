@@ -33,26 +33,11 @@ from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT
 @click.option("--dry-run", is_flag=True, help="Check every row and print the summary; log nothing.")
 def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, dry_run: bool) -> None:
     """Import measured runs from FILE into EXPERIMENT as FINISHED train runs."""
-    from mlflow.tracking import MlflowClient
+    from mlflow_roofline.ingest.writer import import_file  # imports MLflow, heavy: only when the command runs
 
-    from mlflow_roofline.ingest.mapping import load_mapping
-    from mlflow_roofline.ingest.records import Record, RowError, check_row
-    from mlflow_roofline.ingest.sources import read_rows
-    from mlflow_roofline.ingest.writer import ImportCounts, log_records
-    from mlflow_roofline.tracking.client import TrackingClient
-    from mlflow_roofline.tracking.experiments import get_or_create_experiment
-
-    checked = [check_row(row) for row in read_rows(file, fmt, load_mapping(mapping))]
-    records = [r for r in checked if isinstance(r, Record)]
-    errors = [r for r in checked if isinstance(r, RowError)]
-    for error in errors:
+    counts = import_file(file, experiment, fmt, mapping, dry_run)
+    for error in counts.refused:
         click.echo(f"refused {error}", err=True)
-    if dry_run:
-        counts = ImportCounts(imported=[r.where for r in records])
-    else:
-        client = MlflowClient()
-        counts = log_records(client, get_or_create_experiment(TrackingClient(), experiment), records, fmt, file.name)
-    counts.refused = errors
     click.echo(counts.summary(dry_run))
-    if errors:
+    if counts.refused:
         raise click.exceptions.Exit(1)

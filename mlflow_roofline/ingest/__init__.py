@@ -7,5 +7,5 @@ becomes one FINISHED train run tagged ``roofline.source=import:<format>``; impor
 file twice adds nothing (each run carries its row's hash); a bad row is reported with its
 line and field and the other rows are still imported.
 
-May import core and tracking (and mlflow, pandas, yaml); never a stage.
+May import core and tracking (MLflow only through it; pandas, yaml); never a stage.
 """

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping as MappingABC
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -53,9 +52,9 @@ class Mapping:
     columns: dict[str, str] = dataclasses.field(default_factory=dict)
     energy_unit: str = "J"
     time_unit: str = "s"
-    constants: dict[str, Any] = dataclasses.field(default_factory=dict)
+    constants: dict[str, object] = dataclasses.field(default_factory=dict)
     row_key: str | None = None
-    row_values: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    row_values: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
 
     @property
     def joules_per_unit(self) -> float:
@@ -84,7 +83,7 @@ def load_mapping(path: str | Path | None) -> Mapping:
     return parse_mapping(raw or {})
 
 
-def parse_mapping(raw: Any) -> Mapping:
+def parse_mapping(raw: object) -> Mapping:
     """Build a :class:`Mapping` from the YAML's data.
 
     Raises:
@@ -112,13 +111,13 @@ def parse_mapping(raw: Any) -> Mapping:
     return Mapping(columns, energy_unit, time_unit, {str(k): v for k, v in constants.items()}, row_key, row_values)
 
 
-def _str_dict(value: Any, field: str) -> dict[str, str]:
+def _str_dict(value: object, field: str) -> dict[str, str]:
     if not isinstance(value, MappingABC) or not all(isinstance(v, str) for v in value.values()):
         raise ConfigError(field, "must be a mapping of names to names")
     return {str(k): v for k, v in value.items()}
 
 
-def _rows(raw: Any) -> tuple[str | None, dict[str, dict[str, Any]]]:
+def _rows(raw: object) -> tuple[str | None, dict[str, dict[str, object]]]:
     if raw is None:
         return None, {}
     if not isinstance(raw, MappingABC) or not isinstance(raw.get("key"), str):

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from typing import Any
+from typing import SupportsFloat, SupportsIndex
 
 from mlflow_roofline.core.config import INT64_MAX, INT_FIELDS, TrainConfig
 from mlflow_roofline.core.measured import measured_problem
@@ -102,14 +102,14 @@ def check_row(row: RawRow) -> Record | RowError:
     return Record(
         row.where,
         TrainConfig.from_mapping({p: values[p] for p in PARAM_NAMES}),
-        values["hardware"],
-        values["energy_source"],
-        {k: values[k] for k in (M_ENERGY_J, M_TIME_S, *NODE_METRICS) if k in values},
+        str(values["hardware"]),  # parsed as strings and the measurements as floats: no conversion here
+        str(values["energy_source"]),
+        {k: float(values[k]) for k in (M_ENERGY_J, M_TIME_S, *NODE_METRICS) if k in values},
     )
 
 
-def _parsed(fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | None]:
-    values: dict[str, Any] = {"warmup_steps": 0}
+def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tuple[str, str] | None]:
+    values: dict[str, int | float | str] = {"warmup_steps": 0}
     for name, raw in fields.items():
         if name in INT_FIELDS:
             number = _integer(raw)
@@ -133,7 +133,7 @@ def _parsed(fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | N
     return values, None
 
 
-def _integer(raw: Any) -> int | None:
+def _integer(raw: object) -> int | None:
     if isinstance(raw, bool):
         return None
     number = _float(raw)
@@ -142,9 +142,9 @@ def _integer(raw: Any) -> int | None:
     return int(number)
 
 
-def _float(raw: Any) -> float | None:
-    if isinstance(raw, bool):
-        return None
+def _float(raw: object) -> float | None:
+    if isinstance(raw, bool) or not isinstance(raw, (str, bytes, SupportsFloat, SupportsIndex)):
+        return None  # float() refuses any other type
     try:
         return float(raw)
     except (TypeError, ValueError):

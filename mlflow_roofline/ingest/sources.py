@@ -22,7 +22,7 @@ import dataclasses
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import SupportsFloat, SupportsIndex
 
 import pandas as pd
 
@@ -48,7 +48,7 @@ class RawRow:
     """
 
     where: str
-    fields: dict[str, Any]
+    fields: dict[str, object]
 
 
 def read_rows(path: str | Path, fmt: str, mapping: Mapping) -> list[RawRow]:
@@ -106,11 +106,11 @@ def _codecarbon_rows(frame: pd.DataFrame, where: list[str], mapping: Mapping, pa
     return rows
 
 
-def _codecarbon_fields(record: dict[str, Any]) -> dict[str, Any]:
+def _codecarbon_fields(record: dict[str, object]) -> dict[str, object]:
     kwh = ENERGY_UNITS_J["kWh"]
     gpu_count = _number(record.get("gpu_count")) or 0
     gpu_energy = _number(record.get("gpu_energy")) or 0.0
-    fields: dict[str, Any] = {M_TIME_S: _number(record.get("duration"))}
+    fields: dict[str, object] = {M_TIME_S: _number(record.get("duration"))}
     node = _number(record.get("energy_consumed"))
     if gpu_count > 0 and gpu_energy > 0:
         fields.update({M_ENERGY_J: gpu_energy * kwh, "energy_source": "nvml", "device": "cuda"})
@@ -136,7 +136,7 @@ def _check_constants(frame: pd.DataFrame, mapping: Mapping) -> None:
         raise ConfigError("mapping.rows.key", f"the file has no column {mapping.row_key!r}")
 
 
-def _row_values(record: dict[str, Any], mapping: Mapping, label: str) -> dict[str, Any]:
+def _row_values(record: dict[str, object], mapping: Mapping, label: str) -> dict[str, object]:
     if mapping.row_key is None:
         return {}
     key = str(_cell(record.get(mapping.row_key)) or "")
@@ -145,7 +145,7 @@ def _row_values(record: dict[str, Any], mapping: Mapping, label: str) -> dict[st
     return dict(mapping.row_values[key])
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     """A cell as read, with empty strings and NaN meaning 'no value'."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -154,17 +154,17 @@ def _cell(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     value = _cell(value)
-    if value is None:
-        return None
+    if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
+        return None  # no value, or a type float() refuses
     try:
         return float(value)
     except (TypeError, ValueError):
         return None
 
 
-def _scaled(value: Any, scale: float) -> Any:
+def _scaled(value: object, scale: float) -> object:
     """``value`` times ``scale`` when it is a number; left as read (for the check to name) otherwise."""
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else _number(value)
     if number is None or (isinstance(value, str) and _number(value) is None):

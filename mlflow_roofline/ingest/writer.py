@@ -1,4 +1,5 @@
-"""Log checked records as FINISHED train runs, skipping rows already imported.
+"""Import a file: read its rows, check them, log the valid ones as FINISHED train runs,
+skipping rows already imported (:func:`import_file`, what ``mlflow-roofline import`` runs).
 
 Each run carries the same params, proxies and tags as a run this project measured
 (``roofline.run_type=train``, hardware, config and workload hashes), plus
@@ -11,11 +12,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import time
 from collections.abc import Iterable
-from typing import Any
-
-from mlflow.entities import Metric, Param, RunTag
+from pathlib import Path
 
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
@@ -35,8 +33,11 @@ from mlflow_roofline.core.schema import (
     TAG_SOURCE,
     TAG_WORKLOAD_HASH,
 )
-from mlflow_roofline.ingest.records import Record, RowError
-from mlflow_roofline.tracking.runs import iter_runs
+from mlflow_roofline.ingest.mapping import load_mapping
+from mlflow_roofline.ingest.records import Record, RowError, check_row
+from mlflow_roofline.ingest.sources import read_rows
+from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
 
 @dataclasses.dataclass
@@ -62,18 +63,42 @@ class ImportCounts:
         return text + f"refused {len(self.refused)}" + (f" ({detail})" if detail else "")
 
 
-def imported_hashes(client: Any, experiment_id: str, fmt: str) -> set[str]:
+def import_file(
+    file: Path, experiment: str, fmt: str, mapping: Path | None = None, dry_run: bool = False
+) -> ImportCounts:
+    """Import the rows of ``file`` (``fmt``: ``table`` or ``codecarbon``) into ``experiment``.
+
+    Every row is checked; the valid ones not yet imported become FINISHED train runs
+    (none in a dry run); the refused ones are in the counts with their field and rule.
+
+    Raises:
+        ConfigError: the file or the mapping cannot be used.
+    """
+    checked = [check_row(row) for row in read_rows(file, fmt, load_mapping(mapping))]
+    records = [r for r in checked if isinstance(r, Record)]
+    if dry_run:
+        counts = ImportCounts(imported=[r.where for r in records])
+    else:
+        client = TrackingClient()
+        counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
+    counts.refused = [r for r in checked if isinstance(r, RowError)]
+    return counts
+
+
+def imported_hashes(client: TrackingClient, experiment_id: str, fmt: str) -> set[str]:
     """Row hashes of the runs this format already imported into the experiment."""
     source = f"{SOURCE_IMPORT_PREFIX}{fmt}"
     flt = f"tags.`{TAG_SOURCE}` = '{source}'"
     return {
         r.data.tags[TAG_IMPORT_ROW_HASH]
-        for r in iter_runs(client, [experiment_id], flt)
+        for r in client.iter_runs([experiment_id], flt)
         if TAG_IMPORT_ROW_HASH in r.data.tags
     }
 
 
-def log_records(client: Any, experiment_id: str, records: Iterable[Record], fmt: str, file_name: str) -> ImportCounts:
+def log_records(
+    client: TrackingClient, experiment_id: str, records: Iterable[Record], fmt: str, file_name: str
+) -> ImportCounts:
     """Log every record whose hash is not yet in the experiment as one FINISHED train run."""
     counts = ImportCounts()
     seen = imported_hashes(client, experiment_id, fmt)
@@ -88,7 +113,9 @@ def log_records(client: Any, experiment_id: str, records: Iterable[Record], fmt:
     return counts
 
 
-def _log_one(client: Any, experiment_id: str, record: Record, fmt: str, file_name: str, row_hash: str) -> None:
+def _log_one(
+    client: TrackingClient, experiment_id: str, record: Record, fmt: str, file_name: str, row_hash: str
+) -> None:
     config = record.config
     tags = {
         TAG_RUN_TYPE: "train",
@@ -109,12 +136,6 @@ def _log_one(client: Any, experiment_id: str, record: Record, fmt: str, file_nam
         M_AVG_POWER_W: energy_j / time_s,
         M_SAMPLES_PER_S: config.batch_size * config.num_steps / time_s,
     }
-    now = int(time.time() * 1000)
-    run = client.create_run(experiment_id, run_name=config.run_name, tags={"mlflow.runName": config.run_name})
-    client.log_batch(
-        run.info.run_id,
-        params=[Param(k, v) for k, v in config.to_params().items()],
-        metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-        tags=[RunTag(k, v) for k, v in tags.items()],
-    )
-    client.set_terminated(run.info.run_id, "FINISHED")
+    run_id = client.open_run(experiment_id, config.run_name)
+    client.log(run_id, params=config.to_params(), metrics=metrics, tags=tags)
+    client.end_run(run_id, "FINISHED")

@@ -10,7 +10,7 @@
 ...         if tracker.step():        # True once the energy budget says stop
 ...             break
 
-Call :meth:`TrainingTracker.step` after every batch: it counts optimizer steps only where
+Call :meth:`AccelerateHook.step` after every batch: it counts optimizer steps only where
 Accelerate synchronises gradients (``accelerator.sync_gradients``), so it is right with
 or without gradient accumulation. The configuration is read from what ran: the shape
 from ``model.config``, the padded sequence length and per-process rows of the batches
@@ -25,34 +25,54 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
+
+import torch
+from torch.utils.hooks import RemovableHandle
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_ACCELERATE
-from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
-from mlflow_roofline.integrations.model_shape import batch_shape, model_shape
+from mlflow_roofline.integrations.job_facts import JobFacts, batch_shape, device_of, model_shape, precision_of
+from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import probe
-from mlflow_roofline.integrations.tracker import JobTracker
 
 DEFAULT_LOGGING_STEPS = 10
 
 
-class TrainingTracker:
+class Accelerator(Protocol):
+    """What the hook reads of ``accelerate.Accelerator`` (``sync_gradients`` and
+    ``gradient_accumulation_steps`` too, when it has them)."""
+
+    @property
+    def mixed_precision(self) -> str: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def unwrap_model(self, model: torch.nn.Module) -> torch.nn.Module: ...
+
+
+class AccelerateHook:
     """The handle :func:`track_training` yields: call :meth:`step` after each batch."""
 
     def __init__(
-        self, accelerator: Any, model: Any, total_steps: int | None, logging_steps: int, options: TrackOptions
+        self,
+        accelerator: Accelerator,
+        model: torch.nn.Module,
+        total_steps: int | None,
+        logging_steps: int,
+        options: TrackOptions,
     ) -> None:
         self.accelerator = accelerator
         self.model = model
         self.total_steps = total_steps
         self.logging_steps = logging_steps
-        self.tracker = JobTracker(options, SOURCE_ACCELERATE)
+        self.tracker = JobMeasurement(options, SOURCE_ACCELERATE)
         self.global_step = 0
         self.should_stop = False
         self._rows = 0
-        self._hook: Any = None
+        self._hook: RemovableHandle | None = None
 
     def begin(self) -> None:
         """Read the job and open the measurement (every process)."""
@@ -93,7 +113,7 @@ class TrainingTracker:
         else:
             self.tracker.end()
 
-    def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+    def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         if not module.training:
             return
         batch = batch_shape(args, kwargs)
@@ -104,13 +124,13 @@ class TrainingTracker:
 
 @contextlib.contextmanager
 def track_training(
-    accelerator: Any,
-    model: Any,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
     *,
     total_steps: int | None = None,
     logging_steps: int = DEFAULT_LOGGING_STEPS,
     **options: Any,
-) -> Iterator[TrainingTracker]:
+) -> Iterator[AccelerateHook]:
     """Measure the training loop in the block; log it to MLflow from the main process.
 
     Args:
@@ -131,7 +151,7 @@ def track_training(
         raise ConfigError("total_steps", "is needed with energy_budget_kwh (the forecast covers the planned steps)")
     if isinstance(logging_steps, bool) or not isinstance(logging_steps, int) or logging_steps < 1:
         raise ConfigError("logging_steps", f"must be a positive integer, got {logging_steps!r}")
-    handle = TrainingTracker(accelerator, model, total_steps, logging_steps, TrackOptions(**options))
+    handle = AccelerateHook(accelerator, model, total_steps, logging_steps, TrackOptions(**options))
     handle.begin()
     try:
         yield handle

@@ -4,17 +4,44 @@ The adapters (Trainer callback, Accelerate hook) fill a :class:`JobFacts` from t
 the arguments and what ran; :meth:`JobFacts.config` turns it into a
 :class:`~mlflow_roofline.core.config.TrainConfig` once the measured steps are known, or
 names the fields it lacks.
+
+The roofline shape (layers, width, FFN size, heads) is read from a Hugging Face model
+config (:func:`model_shape`), each field under the names the common families use, first
+match wins:
+
+============  ===============================================================
+field         config attribute names
+============  ===============================================================
+num_layers    ``num_hidden_layers`` (BERT, Llama), ``n_layer`` (GPT-2), ``num_layers``, ``n_layers``
+hidden_size   ``hidden_size``, ``n_embd`` (GPT-2), ``d_model``, ``dim``
+num_heads     ``num_attention_heads``, ``n_head`` (GPT-2), ``num_heads``, ``n_heads``
+ffn_size      ``intermediate_size`` (BERT, Llama), ``n_inner`` (GPT-2), ``ffn_dim``, ``d_ff``, ``hidden_dim``
+============  ===============================================================
+
+GPT-2 leaves ``n_inner`` at ``None`` to mean 4 x ``n_embd``; that rule is applied. A
+field found under none of the names is reported missing (the caller warns and logs
+energy and time without it). :func:`batch_shape` reads the rows and padded length of one
+forward call's batch, for the integrations' forward pre-hooks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Mapping
+
+import torch
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import DEVICES, PARAM_NAMES, PRECISIONS
 from mlflow_roofline.integrations.parallel_probe import ParallelRun
+
+SHAPE_ALIASES: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "num_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "ffn_size": ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "hidden_dim"),
+}
 
 DTYPE_PRECISION = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
 
@@ -56,9 +83,9 @@ class JobFacts:
         tokens, rows = (self.job_tokens, self.job_rows) if self.job_rows else (self.tokens, self.rows)
         return round(tokens / rows) if rows else None
 
-    def values(self, num_steps: int, warmup_steps: int) -> dict[str, Any]:
+    def values(self, num_steps: int, warmup_steps: int) -> dict[str, int | str]:
         """Every train param that is known, under its schema name."""
-        known: dict[str, Any] = {
+        known: dict[str, int | str | None] = {
             **self.shape,
             "seq_len": self.seq_len,
             "batch_size": self.batch_size,
@@ -92,21 +119,72 @@ class JobFacts:
         return config, ""
 
 
-def precision_of(model: Any, mixed: str | None) -> str | None:
+def precision_of(model: torch.nn.Module | None, mixed: str | None) -> str | None:
     """``bf16``/``fp16`` under mixed precision, else the dtype of the model's parameters."""
     if mixed in ("bf16", "fp16"):
         return mixed
     if mixed not in (None, "no", "fp32"):
         return None  # fp8 and the like: not a precision of the schema
+    if model is None:
+        return None
     try:
         return DTYPE_PRECISION.get(str(next(model.parameters()).dtype))
     except (StopIteration, AttributeError):
         return None
 
 
-def device_of(model: Any) -> str | None:
+def device_of(model: torch.nn.Module | None) -> str | None:
     """The device type of the model's parameters (``cuda``, ``cpu``...)."""
+    if model is None:
+        return None
     try:
         return next(model.parameters()).device.type
     except (StopIteration, AttributeError):
+        return None
+
+
+def model_shape(model: object) -> tuple[dict[str, int], list[str]]:
+    """The shape fields of ``model.config`` that could be read, and the names of those that could not."""
+    config = getattr(model, "config", None)
+    shape: dict[str, int] = {}
+    for field, names in SHAPE_ALIASES.items():
+        value = _first_int(config, names) if config is not None else None
+        if value is not None:
+            shape[field] = value
+    if "ffn_size" not in shape and getattr(config, "model_type", None) == "gpt2" and "hidden_size" in shape:
+        shape["ffn_size"] = 4 * shape["hidden_size"]  # GPT-2: n_inner=None means 4 * n_embd
+    missing = [field for field in SHAPE_ALIASES if field not in shape]
+    return shape, missing
+
+
+def batch_shape(args: tuple[object, ...], kwargs: Mapping[str, object]) -> tuple[int, int] | None:
+    """(rows, padded sequence length in tokens) of one forward call's batch, or None.
+
+    Read from the forward pre-hook's arguments: ``input_ids`` (keyword or first positional),
+    else ``inputs_embeds``; None when neither has a shape of two or more dimensions.
+    """
+    ids = kwargs.get("input_ids", args[0] if args else None)
+    if ids is None:
+        ids = kwargs.get("inputs_embeds")
+    shape = getattr(ids, "shape", None)
+    if shape is not None and len(shape) >= 2:
+        return int(shape[0]), int(shape[1])
+    return None
+
+
+def _first_int(config: object, names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = _attribute(config, name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _attribute(config: object, name: str) -> object:
+    """``config.name`` without triggering a config's attribute map on names it lacks."""
+    if isinstance(config, dict):
+        return config.get(name)
+    try:
+        return getattr(config, name, None)
+    except Exception:
         return None

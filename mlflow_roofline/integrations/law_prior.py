@@ -13,15 +13,20 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, LAW_INPUT_NAMES, M_ENERGY_J
+from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
 from mlflow_roofline.integrations.forecast import Prior
+from mlflow_roofline.tracking.client import TrackingClient
+
+if TYPE_CHECKING:  # the loaded model's type only: mlflow.pyfunc is heavy, imported when a law is loaded
+    from mlflow_roofline.tracking.client import PyFuncModel
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
 LAW_INPUTS: tuple[str, ...] = LAW_INPUT_NAMES
 
 
@@ -45,23 +50,20 @@ class LawLoader:
         return predict_prior(model, label, config, hardware)
 
 
-def load_law(model_uri: str | None) -> tuple[Any, str]:
+def load_law(model_uri: str | None) -> tuple[PyFuncModel | None, str]:
     """The pyfunc model and its label (``URI (version N)``), or None and why there is none."""
     if not model_uri:
         return None, "none: no model_uri"
     alias = re.fullmatch(r"models:/([^@/]+)@([^@/]+)", model_uri)
     label = model_uri
     try:
-        import mlflow
-        from mlflow.exceptions import MlflowException
-
+        client = TrackingClient()
         if alias:
-            try:
-                version = mlflow.MlflowClient().get_model_version_by_alias(alias.group(1), alias.group(2))
-            except MlflowException:
+            version = client.version_by_alias(alias.group(1), alias.group(2))
+            if version is None:
                 return None, f"none: nothing registered as {model_uri}"
             label = f"{model_uri} (version {version.version})"
-        return mlflow.pyfunc.load_model(model_uri), label
+        return client.load_model(model_uri), label
     except Exception as exc:
         logger.warning(
             "roofline: the law %s could not be loaded (%s); forecasting from the steps alone",
@@ -71,7 +73,7 @@ def load_law(model_uri: str | None) -> tuple[Any, str]:
         return None, f"none: {label} failed to load: {_first_line(exc)[:200]}"
 
 
-def predict_prior(model: Any, label: str, config: TrainConfig, hardware: str) -> tuple[Prior | None, str]:
+def predict_prior(model: PyFuncModel, label: str, config: TrainConfig, hardware: str) -> tuple[Prior | None, str]:
     """The law's prediction for ``config`` (``num_steps`` = the planned window) as a prior.
 
     Returns ``(None, why)`` on a prediction failure or a prediction that is not a positive interval.
@@ -96,12 +98,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _predict(model: Any, config: TrainConfig, hardware: str) -> Any:
-    import pandas as pd
-
+def _predict(model: PyFuncModel, config: TrainConfig, hardware: str) -> pd.Series:
     params = config.to_params()
-    row: dict[str, Any] = {k: (params[k] if k == "strategy" else int(params[k])) for k in LAW_INPUTS}
+    row: dict[str, str | int] = {k: (params[k] if k == "strategy" else int(params[k])) for k in LAW_INPUTS}
     schema = model.metadata.get_input_schema()
     if schema is not None and "hardware" in schema.input_names():
         row["hardware"] = hardware
-    return model.predict(pd.DataFrame([row])).iloc[0]
+    return pd.DataFrame(model.predict(pd.DataFrame([row]))).iloc[0]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import P_METER
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, P_METER
 from mlflow_roofline.energy.select import METER_NAMES
-from mlflow_roofline.integrations.law_prior import DEFAULT_LAW_URI
 
 JOULES_PER_KWH = 3.6e6
+DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
+"""The law the forecast takes as its prior unless told otherwise: what ``fit`` registers."""
 
 
 @dataclasses.dataclass(frozen=True)

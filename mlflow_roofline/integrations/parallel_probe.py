@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+import os
 
 import torch
 import torch.distributed as dist
+from torch.utils.hooks import RemovableHandle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +52,6 @@ def world() -> tuple[int, int]:
 
 def local_rank() -> int:
     """This process's rank on its node (torchrun's ``LOCAL_RANK``; 0 without it)."""
-    import os
-
     return int(os.environ.get("LOCAL_RANK", "0") or 0)
 
 
@@ -93,7 +92,7 @@ class WrapperSpy:
 
     def __init__(self) -> None:
         self.wrappers: list[torch.nn.Module] = []
-        self._handle: Any = None
+        self._handle: RemovableHandle | None = None
 
     @property
     def armed(self) -> bool:
@@ -111,7 +110,7 @@ class WrapperSpy:
             self._handle.remove()
             self._handle = None
 
-    def _record(self, module: torch.nn.Module, _args: Any) -> None:
+    def _record(self, module: torch.nn.Module, _args: tuple[object, ...]) -> None:
         wrapper = isinstance(module, torch.nn.parallel.DistributedDataParallel) or (
             bool(_fsdp_types()) and isinstance(module, _fsdp_types())
         )
@@ -121,6 +120,7 @@ class WrapperSpy:
 
 @functools.lru_cache(maxsize=1)
 def _fsdp_types() -> tuple[type, ...]:
+    # optional parts of torch.distributed (absent from some builds and versions): imported when probing
     types: list[type] = []
     try:
         from torch.distributed.fsdp import FullyShardedDataParallel
@@ -139,7 +139,7 @@ def _fsdp_types() -> tuple[type, ...]:
 
 def _is_dtensor(param: torch.Tensor) -> bool:
     try:
-        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor import DTensor  # optional part of torch.distributed, as above
     except ImportError:
         return False
     return isinstance(param, DTensor)

@@ -18,72 +18,50 @@ from __future__ import annotations
 
 import atexit
 import logging
-import time
 from collections.abc import Mapping
-from typing import Any
 
-from mlflow_roofline.core.schema import (
-    MAX_TAG_CHARS,
-    TAG_ERROR,
-    TAG_PARAM_CONFLICT,
-)
+from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR, TAG_PARAM_CONFLICT
+from mlflow_roofline.tracking.client import PendingWrite, TrackingClient
+from mlflow_roofline.tracking.experiments import experiment_id_for
+from mlflow_roofline.tracking.run_ownership import same_param
 
 logger = logging.getLogger(__name__)
-
-TIMELINE_ARTIFACT = "roofline/power_timeline.csv"
 
 
 class RunLog:
     """One MLflow run this job's measurements go to."""
 
     def __init__(self, experiment: str | None, run_name: str | None) -> None:
-        import mlflow
-        from mlflow import MlflowClient
-
-        from mlflow_roofline.tracking.client import TrackingClient
-        from mlflow_roofline.tracking.experiments import experiment_id_for
-
-        self.client = MlflowClient()
-        active = mlflow.active_run()
+        self.client = TrackingClient()
+        active = self.client.active_run_id()
         self.own = active is None
         if active is not None:
-            self.run_id = active.info.run_id
+            self.run_id = active
         else:
-            tags = {"mlflow.runName": run_name} if run_name else {}
-            run = self.client.create_run(experiment_id_for(TrackingClient(), experiment), run_name=run_name, tags=tags)
-            self.run_id = run.info.run_id
+            self.run_id = self.client.open_run(experiment_id_for(self.client, experiment), run_name)
             atexit.register(self._left_open)
-        self._pending: list[Any] = []
+        self._pending: list[PendingWrite] = []
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
         """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits)."""
-        from mlflow.entities import Metric, RunTag
-
-        now = int(time.time() * 1000)
-        batch_metrics = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items()]
-        batch_tags = [RunTag(k, str(v)[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()]
-        if batch_metrics or batch_tags:
-            self._pending.append(
-                self.client.log_batch(self.run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
-            )
+        short_tags = {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()}
+        pending = self.client.log_async(self.run_id, metrics, short_tags, step)
+        if pending is not None:
+            self._pending.append(pending)
 
     def log_params(self, params: Mapping[str, str]) -> None:
         """Log the params the run does not hold yet; tag those it holds with another value."""
-        from mlflow.entities import Param, RunTag
-
-        from mlflow_roofline.tracking.run_ownership import same_param  # imports mlflow
-
         existing = self.client.get_run(self.run_id).data.params
-        new = [Param(k, v) for k, v in params.items() if k not in existing]
+        new = {k: v for k, v in params.items() if k not in existing}
         conflicts = [
             f"{k}={v} (the run has {existing[k]})"
             for k, v in params.items()
             if k in existing and not same_param(k, existing[k], v)
         ]
-        tags = [RunTag(TAG_PARAM_CONFLICT, "; ".join(conflicts)[:MAX_TAG_CHARS])] if conflicts else []
+        tags = {TAG_PARAM_CONFLICT: "; ".join(conflicts)[:MAX_TAG_CHARS]} if conflicts else {}
         if conflicts:
             logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))
-        self.client.log_batch(self.run_id, params=new, tags=tags)
+        self.client.log(self.run_id, params=new, tags=tags)
 
     def log_text(self, text: str, path: str) -> None:
         """Store ``text`` as the artifact ``path``."""
@@ -96,28 +74,12 @@ class RunLog:
         self._pending = []
         if self.own:
             atexit.unregister(self._left_open)
-            self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+            self.client.end_run(self.run_id, "FAILED" if failed else "FINISHED")
 
     def _left_open(self) -> None:
         """At exit, an own run training never ended: FAILED, with the reason."""
         try:
             self.client.set_tag(self.run_id, TAG_ERROR, "training stopped before its end (an exception?)")
-            self.client.set_terminated(self.run_id, "FAILED")
+            self.client.end_run(self.run_id, "FAILED")
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
-
-
-def timeline_csv(rows: list[tuple[int, float, int, float | None]]) -> str:
-    """The power timeline: one line per sample of the window.
-
-    ``rows`` are (global step at the sample's end, seconds, optimizer steps, joules or None);
-    the CSV adds the time since the window opened and the sample's mean power in watts.
-    """
-    lines = ["global_step,t_end_s,duration_s,steps,energy_j,power_w"]
-    t = 0.0
-    for step, duration, steps, energy in rows:
-        t += duration
-        watts = "" if energy is None or duration <= 0 else f"{energy / duration:.6g}"
-        joules = "" if energy is None else f"{energy:.6g}"
-        lines.append(f"{step},{t:.6f},{duration:.6f},{steps},{joules},{watts}")
-    return "\n".join(lines) + "\n"

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import TrainerCallback
+import torch
+from torch.utils.hooks import RemovableHandle
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from mlflow_roofline.core.schema import SOURCE_TRAINER
-from mlflow_roofline.integrations.job_facts import JobFacts, device_of, precision_of
-from mlflow_roofline.integrations.model_shape import batch_shape, model_shape
+from mlflow_roofline.integrations.job_facts import JobFacts, batch_shape, device_of, model_shape, precision_of
+from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
-from mlflow_roofline.integrations.tracker import JobTracker
 
 
 class RooflineCallback(TrainerCallback):
@@ -46,13 +47,22 @@ class RooflineCallback(TrainerCallback):
 
     def __init__(self, **options: Any) -> None:
         self.options = TrackOptions(**options)
-        self.tracker: JobTracker | None = None
+        self.tracker: JobMeasurement | None = None
         self._spy = WrapperSpy()
-        self._hook: Any = None
-        self._model: Any = None
+        self._hook: RemovableHandle | None = None
+        self._model: torch.nn.Module | None = None
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        **kwargs: object,
+    ) -> None:
         """Read the job, build the meter, open or join the run."""
+        if model is None:
+            raise TypeError("RooflineCallback needs the Trainer's model (on_train_begin got none)")
         shape, _missing = model_shape(model)
         mixed = "bf16" if args.bf16 else "fp16" if args.fp16 else None
         facts = JobFacts(
@@ -64,23 +74,28 @@ class RooflineCallback(TrainerCallback):
             parallel=probe([model]),
         )
         self._model = model
-        self.tracker = JobTracker(self.options, SOURCE_TRAINER)
+        self.tracker = JobMeasurement(self.options, SOURCE_TRAINER)
         self.tracker.begin(facts)
         self._hook = model.register_forward_pre_hook(self._batch_hook, with_kwargs=True)
         self._spy.arm()
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
         """Cut the energy window; at logging steps log energy and forecast; stop on the budget."""
         tracker = self.tracker
         if tracker is None:
             return
         if self._spy.armed:  # the first step has shown which wrappers called the model
             self._spy.disarm()
-            tracker.facts.parallel = probe([self._model, *self._spy.wrappers])  # type: ignore[union-attr]
+            if tracker.facts is not None and self._model is not None:
+                tracker.facts.parallel = probe([self._model, *self._spy.wrappers])
         if tracker.step_end(state.global_step, bool(control.should_log), bool(control.should_training_stop)):
             control.should_training_stop = True
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
         """Close the window at the last step and log the run."""
         self._spy.disarm()
         if self._hook is not None:
@@ -89,7 +104,7 @@ class RooflineCallback(TrainerCallback):
         if self.tracker is not None:
             self.tracker.end()
 
-    def _batch_hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+    def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         if not module.training or self.tracker is None:
             return
         batch = batch_shape(args, kwargs)

@@ -62,7 +62,7 @@ def create_child_run(
     from mlflow.entities import Param
     from mlflow.tracking import MlflowClient
 
-    from mlflow_roofline.train.tracked_run import train_tags
+    from mlflow_roofline.train.run_logging import train_tags
 
     client = client or MlflowClient()
     tags = {

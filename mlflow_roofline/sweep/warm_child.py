@@ -42,7 +42,7 @@ from mlflow_roofline.tracking import system_metrics_monitor as sysm
 from mlflow_roofline.train.job_failure import TrainingFailed
 from mlflow_roofline.train.job_io import JobSpec
 from mlflow_roofline.train.run import check_meter, parse_config, read_result
-from mlflow_roofline.train.tracked_run import log_result, log_setup, record_failure
+from mlflow_roofline.train.run_logging import log_result, log_setup, record_failure
 from mlflow_roofline.train.warm import WarmJob, WarmServer
 
 

@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import mlflow
 from mlflow.entities import Experiment, Metric, Param, Run, RunTag, ViewType
@@ -29,6 +29,7 @@ from mlflow_roofline.core.schema import TAG_PARENT_RUN_ID
 
 if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
     from matplotlib.figure import Figure
+    from mlflow.pyfunc import PyFuncModel  # mlflow.pyfunc is heavy: imported when a model is loaded
 
 __all__ = [
     "ACTIVE_ONLY",
@@ -37,6 +38,7 @@ __all__ = [
     "Experiment",
     "MetricPoint",
     "ModelVersion",
+    "PendingWrite",
     "Run",
     "RunStatus",
     "TrackingClient",
@@ -318,3 +320,52 @@ class TrackingClient:
 
     def delete_alias(self, name: str, alias: str) -> None:
         self._client.delete_registered_model_alias(name, alias)
+
+    # -- added for train + integrations + ingest --
+    def active_run_id(self) -> str | None:
+        """The id of MLflow's active run in this process (one the user or ``MLflowCallback`` started), or None."""
+        active = mlflow.active_run()
+        return None if active is None else str(active.info.run_id)
+
+    def log_async(
+        self,
+        run_id: str,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+        step: int = 0,
+    ) -> PendingWrite | None:
+        """Queue metrics (at ``step``) and tags in one batch and return at once (MLflow's async queue).
+
+        Returns what to :meth:`PendingWrite.wait` on, or None when there was nothing to log.
+        At most one batch's worth (1000 metrics, 100 tags).
+        """
+        stamp = now_ms()
+        batch_metrics = [Metric(k, float(v), stamp, step) for k, v in (metrics or {}).items()]
+        batch_tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        if not (batch_metrics or batch_tags):
+            return None
+        return self._client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
+
+    def load_model(self, model_uri: str) -> PyFuncModel:
+        """Load the pyfunc model at ``model_uri`` (``models:/NAME@ALIAS``, ``runs:/...``) from this store.
+
+        Raises:
+            TrackingError: no such model, or the store cannot serve it.
+        """
+        import mlflow.pyfunc  # heavy: only callers that load a model pay for it
+
+        previous_uri = mlflow.get_tracking_uri()
+        if previous_uri == self.tracking_uri:  # the usual case: nothing process-wide to change
+            return mlflow.pyfunc.load_model(model_uri)
+        mlflow.set_tracking_uri(self.tracking_uri)
+        try:
+            return mlflow.pyfunc.load_model(model_uri)
+        finally:
+            mlflow.set_tracking_uri(previous_uri)
+
+
+class PendingWrite(Protocol):
+    """A write queued by :meth:`TrackingClient.log_async`."""
+
+    def wait(self) -> None:
+        """Block until the write reached the store (raises what the write raised)."""

@@ -18,7 +18,7 @@ import dataclasses
 from typing import Any
 
 from mlflow_roofline.energy import EnergyMeter, Measurement, MeterError, make_meter
-from mlflow_roofline.energy.timeline import downsample
+from mlflow_roofline.energy.timeline import downsample, sum_aligned
 
 JOB, WARMUP, TRAIN = "job", "warmup", "train"
 TIMELINE_INTERVAL_S = 0.1
@@ -211,8 +211,6 @@ def _sum_or_errors(values: list[tuple[int, float | None, str | None]], prefix: b
 
 def combine(readers: list[tuple[int, RankWindows]], energy_j: float | None, scope: str) -> JobExtras:
     """The job's :class:`JobExtras` from the windows of every rank that read a meter (rank order)."""
-    from mlflow_roofline.energy.timeline import sum_aligned
-
     prefix = len(readers) > 1
     out = JobExtras()
     out.warmup_energy_j, out.warmup_error = _sum_or_errors(

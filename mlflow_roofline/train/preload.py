@@ -23,7 +23,7 @@ WARM_MODULES: tuple[str, ...] = (
     "torch.utils.flop_counter",
     "transformers.models.bert.modeling_bert",
     "mlflow_roofline.energy",
-    "mlflow_roofline.train.job",
+    "mlflow_roofline.train.worker",
     "mlflow_roofline.train.parallel.ddp",
     "mlflow_roofline.train.parallel.fsdp",
     "mlflow_roofline.train.parallel.single",

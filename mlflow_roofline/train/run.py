@@ -11,7 +11,7 @@ The order of things, which is what makes a run trustworthy:
    MLflow, so that its imports and model building overlap with the MLflow work;
 3. the run is opened: the one ``MLFLOW_RUN_ID`` names (``mlflow run`` and the sweep set
    it), else a new one; params, tags and proxies are logged
-   (:mod:`mlflow_roofline.train.tracked_run`). A named run that is not RUNNING, does not
+   (:mod:`mlflow_roofline.train.run_logging`). A named run that is not RUNNING, does not
    exist, already holds a measurement or whose params contradict the configuration is
    refused untouched (:mod:`mlflow_roofline.tracking.run_ownership`) and the job stopped;
 4. rank 0 reports the measured window in a file; its metrics are logged and the run ends
@@ -44,11 +44,11 @@ from mlflow_roofline.train.job_failure import TrainingFailed, job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job, LaunchResult
 
-JOB_MODULE = "mlflow_roofline.train.job"
+JOB_MODULE = "mlflow_roofline.train.worker"
 
 
 def train(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     meter: str = "auto",
     experiment: str | None = None,
     seed: int = 0,
@@ -80,7 +80,7 @@ def train(
 
 
 def _train(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     meter: str,
     experiment: str | None,
     seed: int,
@@ -92,9 +92,9 @@ def _train(
         check_meter(meter, config.device)
         settings = resolve_carbon(**carbon)
     except RooflineError as bad_input:
-        from mlflow_roofline.train.tracked_run import tracked_run
+        from mlflow_roofline.train.run_logging import train_run  # imports MLflow, heavy: only once it is needed
 
-        with tracked_run(experiment, _run_name(options)):
+        with train_run(experiment, _run_name(options)):
             raise bad_input
     # The watchdog cleans up if this process is killed outright: job, temp folder, run.
     with Watchdog() as watchdog, tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
@@ -104,13 +104,13 @@ def _train(
         job = Job(config.num_devices, JOB_MODULE, [str(job_dir)])
         watchdog.stop_group(job.process.pid)
         try:
-            from mlflow_roofline.train import tracked_run as train_tracking  # MLflow's import overlaps the job's start
+            # MLflow's import is heavy: imported here, it overlaps the job's start
+            from mlflow_roofline.tracking import system_metrics_monitor as sysm  # MLflow's System metrics tab
+            from mlflow_roofline.train import run_logging as train_tracking
 
             params = {**config.to_params(), P_METER: meter}
-            from mlflow_roofline.tracking import system_metrics_monitor as sysm  # MLflow's System metrics tab
-
             with (
-                train_tracking.tracked_run(experiment, config.run_name, params) as run_id,
+                train_tracking.train_run(experiment, config.run_name, params) as run_id,
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)),
             ):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
@@ -137,7 +137,7 @@ def read_result(launched: LaunchResult, job_dir: Path, nproc: int) -> JobResult:
         raise TrainingFailed("the job exited 0 but rank 0 wrote no result") from exc
 
 
-def parse_config(options: Mapping[str, Any]) -> TrainConfig:
+def parse_config(options: Mapping[str, object]) -> TrainConfig:
     """The validated configuration of ``options``, with ``device`` resolved.
 
     Raises:
@@ -153,13 +153,13 @@ def parse_config(options: Mapping[str, Any]) -> TrainConfig:
             raise ConfigError(
                 "num_devices", f"must be at most the {visible} visible CUDA device(s), got {config.num_devices}"
             )
-        from mlflow_roofline.train.workload import check_precision
+        from mlflow_roofline.train.workload import check_precision  # imports torch, heavy: only for a GPU config
 
         check_precision(config.precision, config.device)  # bf16 needs a GPU that has it
     return config
 
 
-def _run_name(options: Mapping[str, Any]) -> str | None:
+def _run_name(options: Mapping[str, object]) -> str | None:
     """The run name of ``options`` if its fields parse at all (even if they break a rule)."""
     try:
         values = {k: v for k, v in options.items() if v is not None}
@@ -174,6 +174,6 @@ def check_meter(name: str, device: str) -> None:
     Raises:
         MeterError: naming the choices.
     """
-    from mlflow_roofline.energy import make_meter
+    from mlflow_roofline.energy import make_meter  # the meters import pynvml and psutil: only when checking one
 
     make_meter(name, device=device).close()

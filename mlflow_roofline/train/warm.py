@@ -1,13 +1,13 @@
 """Warm launch: the ranks of each job forked from a server that has imported torch already.
 
-A fresh ``python -m mlflow_roofline.train.job`` spends several CPU-seconds importing torch
+A fresh ``python -m mlflow_roofline.train.worker`` spends several CPU-seconds importing torch
 and transformers before its first step, and torchrun's agent imports torch once more. A
 sweep runs many short jobs one after another, so it starts one :class:`WarmServer`
 (multiprocessing's forkserver, preloaded with :mod:`mlflow_roofline.train.preload`) and
 forks the ranks of every job from it (:class:`WarmJob`): a rank is training within
 milliseconds of being asked for.
 
-A forked rank is the same job as a launched one (:func:`mlflow_roofline.train.job.main`):
+A forked rank is the same job as a launched one (:func:`mlflow_roofline.train.worker.main`):
 
 - it leaves the sweep's process group (``setsid``), so that a Ctrl-C reaches the sweep,
   which then stops the ranks itself and marks the run;
@@ -58,7 +58,7 @@ class WarmServer:
     """
 
     def __init__(self) -> None:
-        self.context: Any = multiprocessing.get_context("forkserver")
+        self.context: multiprocessing.context.ForkServerContext = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload([PRELOAD_MODULE])
 
     def start(self) -> WarmServer:
@@ -84,7 +84,7 @@ class WarmJob:
         base = worker_env(nproc, env)
         if nproc > 1:
             base[RENDEZVOUS_FILE_ENV] = str(job_dir / RENDEZVOUS_FILE)
-        self.ranks: list[Any] = []
+        self.ranks: list[Any] = []  # started processes: their pid and exitcode are set
         try:
             for rank in range(nproc):
                 ids = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc)}
@@ -160,9 +160,9 @@ def run_rank(job_dir: str, rank: int, env: Mapping[str, str]) -> None:
 
         if "OMP_NUM_THREADS" in env:
             torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-        from mlflow_roofline.train import job
+        from mlflow_roofline.train import worker  # imports torch and the workload: the forked rank pays, not the server
 
-        code = job.main([job_dir])
+        code = worker.main([job_dir])
     except BaseException:
         traceback.print_exc()
     finally:

@@ -51,7 +51,7 @@ _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def bert_config(config: TrainConfig) -> BertConfig:
     """The ``BertConfig`` of a train configuration: L, d, h, ff as given, dropout off."""
-    from transformers import BertConfig
+    from transformers import BertConfig  # transformers is slow to load: only when a model is built
 
     # num_labels and attn_implementation go to PreTrainedConfig through **kwargs.
     return BertConfig(  # type: ignore[call-arg]
@@ -76,7 +76,7 @@ def build_model(
     The same ``seed`` gives bit-identical weights on every rank, which is what lets the
     parallel strategies start from the single-device model.
     """
-    from transformers import BertForSequenceClassification
+    from transformers import BertForSequenceClassification  # transformers is slow to load: only when a model is built
 
     torch.manual_seed(seed)
     with torch.device(device):
@@ -144,7 +144,7 @@ class GradScaler(torch.amp.GradScaler):
     def _unscale_grads_(
         self, optimizer: torch.optim.Optimizer, inv_scale: torch.Tensor, found_inf: torch.Tensor, allow_fp16: bool
     ) -> dict[torch.device, torch.Tensor]:
-        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor import DTensor  # loads the tensor-parallel machinery: only when unscaling
 
         groups: dict[tuple[torch.device, torch.dtype, bool], list[torch.Tensor]] = {}
         for param_group in optimizer.param_groups:
@@ -178,7 +178,7 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch
     the DTensor part's norm is reduced over its mesh (``full_tensor``), the plain part is
     already whole on every rank, and the two are combined.
     """
-    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import DTensor  # loads the tensor-parallel machinery: only when clipping
 
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:

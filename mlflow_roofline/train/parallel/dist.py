@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch.distributed.device_mesh loads the mesh machinery: only FSDP2 and TP use it
     from torch.distributed.device_mesh import DeviceMesh
 
 RENDEZVOUS_FILE_ENV = "ROOFLINE_RENDEZVOUS_FILE"
@@ -56,7 +56,7 @@ class DistEnv:
 
     def mesh(self) -> DeviceMesh:
         """A 1-D device mesh over all ranks (for FSDP2 and tensor parallel)."""
-        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.device_mesh import init_device_mesh  # slow to load: only FSDP2 and TP need it
 
         return init_device_mesh(self.device.type, (self.world_size,))
 

@@ -22,7 +22,7 @@ import pytest
 
 from mlflow_roofline.train.launch import torchrun_command, worker_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOSS_TOL = 1e-5
 NORM_RTOL = 1e-4
 WEIGHT_TOL = 1e-5

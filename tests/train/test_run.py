@@ -20,7 +20,7 @@ import mlflow_roofline.train.run as train_run
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, TAG_ERROR
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GOOD = {
     "num-layers": "2",
     "hidden-size": "32",
@@ -171,3 +171,19 @@ def test_bad_input_through_mlflow_run(tracking_uri: str, tmp_path: Path) -> None
     assert run.info.status == "FAILED"
     assert run.data.tags[TAG_ERROR] == "batch_size: must be divisible by num_devices under ddp (6 % 4 != 0)"
     assert run.data.params["batch_size"] == "6"  # logged by `mlflow run` itself
+
+
+def test_run_name_even_for_a_config_that_breaks_a_rule() -> None:
+    options = {
+        "num_layers": "2",
+        "hidden_size": "30",
+        "num_heads": "4",
+        "ffn_size": "64",
+        "seq_len": "8",
+        "batch_size": "4",
+        "strategy": "tp",
+        "num_devices": "2",
+        "device": "cuda",
+    }
+    assert train_run._run_name(options) == "L2-d30-h4-ff64-S8-B4-tp-x2"
+    assert train_run._run_name({**options, "num_layers": "two"}) is None

@@ -40,7 +40,7 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.train.device import hardware_name
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = "train-e2e"
 SHAPE = {"num_layers": 2, "hidden_size": 32, "num_heads": 2, "ffn_size": 64, "seq_len": 16, "batch_size": 4}
 STEPS, WARMUP = 3, 1

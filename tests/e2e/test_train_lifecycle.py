@@ -102,7 +102,7 @@ def test_out_of_memory_in_training_fails_the_run(tracking_uri: str, tmp_path: Pa
 
 
 def _job_processes(parent: psutil.Process) -> list[psutil.Process]:
-    return [p for p in parent.children(recursive=True) if "mlflow_roofline.train.job" in " ".join(p.cmdline())]
+    return [p for p in parent.children(recursive=True) if "mlflow_roofline.train.worker" in " ".join(p.cmdline())]
 
 
 def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what: str = ""):

@@ -1,8 +1,9 @@
-"""MLflow side of a train run: open or join the run, log what is known, end it with a status.
+"""The MLflow run of one train job: open or join it, log what is known, end it with a status.
 
-Client API only (no fluent active run): nothing process-wide is left behind, so train
-runs can follow each other in one process, and joining the run ``MLFLOW_RUN_ID`` names
-(``mlflow run``, the sweep) does not depend on a fluent experiment set earlier.
+Through :class:`~mlflow_roofline.tracking.client.TrackingClient` only (no fluent active
+run): nothing process-wide is left behind, so train runs can follow each other in one
+process, and joining the run ``MLFLOW_RUN_ID`` names (``mlflow run``, the sweep) does not
+depend on a fluent experiment set earlier.
 """
 
 from __future__ import annotations
@@ -11,13 +12,9 @@ import contextlib
 import logging
 import os
 import tempfile
-import time
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.config import TrainConfig
@@ -54,7 +51,7 @@ from mlflow_roofline.core.schema import (
     TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.energy.base import Measurement
-from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
@@ -64,13 +61,11 @@ from mlflow_roofline.train.job_io import JobResult
 logger = logging.getLogger(__name__)
 
 ERROR_ARTIFACT = "error.txt"
-LOG_BATCH_METRICS = 1000
-"""Metric points per ``log_batch`` call (MLflow's limit)."""
 ERROR_TAIL_LINES = 25
 
 
 @contextlib.contextmanager
-def tracked_run(experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None) -> Iterator[str]:
+def train_run(experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None) -> Iterator[str]:
     """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
 
     The run is the one ``MLFLOW_RUN_ID`` names, else a new one in ``experiment`` (else
@@ -78,34 +73,29 @@ def tracked_run(experiment: str | None, run_name: str | None, params: Mapping[st
     first checked against ``params`` (:func:`~mlflow_roofline.tracking.run_ownership.check_joinable`):
     one that may not be joined raises ``RunRefused`` and is left untouched.
     """
-    client = MlflowClient()
+    client = TrackingClient()
     run_id = os.environ.get(RUN_ID_ENV)
     if run_id:
-        check_joinable(TrackingClient(), run_id, "train", params)
-        client.update_run(run_id, status="RUNNING", name=run_name)
+        check_joinable(client, run_id, "train", params)
+        client.join_run(run_id, run_name)
     else:
-        tags = {"mlflow.runName": run_name} if run_name else {}
-        run_id = client.create_run(_experiment_id(client, experiment), run_name=run_name, tags=tags).info.run_id
+        run_id = client.open_run(experiment_id_for(client, experiment), run_name)
     try:
         yield run_id
     except (Interrupted, KeyboardInterrupt) as exc:
         record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
-        client.set_terminated(run_id, "KILLED")
+        client.end_run(run_id, "KILLED")
         raise
     except BaseException as exc:
         detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
         record_failure(client, run_id, str(exc) or type(exc).__name__, detail)
-        client.set_terminated(run_id, "FAILED")
+        client.end_run(run_id, "FAILED")
         raise
     else:
-        client.set_terminated(run_id, "FINISHED")
+        client.end_run(run_id, "FINISHED")
 
 
-def _experiment_id(client: MlflowClient, name: str | None) -> str:
-    return experiment_id_for(TrackingClient(), name)
-
-
-def record_failure(client: MlflowClient, run_id: str, message: str, detail: str) -> None:
+def record_failure(client: TrackingClient, run_id: str, message: str, detail: str) -> None:
     """Tag ``roofline.error`` with the error's last lines; keep the whole text as ``error.txt``."""
     text = f"{detail.rstrip()}\n{message}".strip() if detail and message not in detail else (detail or message)
     tail = "\n".join(text.strip().splitlines()[-ERROR_TAIL_LINES:])[-MAX_TAG_CHARS:]
@@ -128,16 +118,16 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
     Raises:
         ConfigError: a param of the run contradicts the configuration.
     """
-    client = MlflowClient()
+    client = TrackingClient()
     existing = client.get_run(run_id).data.params
-    params = []
+    params = {}
     for name, value in {**config.to_params(), P_METER: meter}.items():
         if name not in existing:
-            params.append(Param(name, value))
+            params[name] = value
         elif not same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
     tags = {**train_tags(config, hardware), TAG_DEVICE: config.device, TAG_SOURCE: SOURCE_TRAIN}
-    client.log_batch(run_id, params=params, tags=_tags(tags), metrics=_metrics(proxy_metrics(config)))
+    client.log(run_id, params=params, metrics=proxy_metrics(config), tags=tags)
 
 
 def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
@@ -175,13 +165,12 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: Carb
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
     tags = {**measurement_tags(window, carbon=carbon), TAG_ENERGY_SCOPE: result.energy_scope}
     extra_metrics, extra_tags = extras_fields(result.extras)
-    now = _now_ms()
-    history = [Metric(M_LOSS, loss, now, step) for step, loss in enumerate(result.losses)]
-    history += [Metric(M_POWER_W, w, int(t * 1000), i) for i, (t, w) in enumerate(result.extras.power_timeline)]
-    client = MlflowClient()
-    client.log_batch(run_id, metrics=_metrics({**metrics, **extra_metrics}), tags=_tags({**tags, **extra_tags}))
-    for start in range(0, len(history), LOG_BATCH_METRICS):  # MLflow takes at most 1000 metrics per batch
-        client.log_batch(run_id, metrics=history[start : start + LOG_BATCH_METRICS])
+    now = now_ms()
+    history = [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]
+    history += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
+    client = TrackingClient()
+    client.log(run_id, metrics={**metrics, **extra_metrics}, tags={**tags, **extra_tags})
+    client.log_history(run_id, history)
     if result.extras.power_timeline:
         log_power_plot(client, run_id, result.extras, result.energy_source)
 
@@ -206,9 +195,9 @@ def extras_fields(extras: JobExtras) -> tuple[dict[str, float], dict[str, str]]:
     )
 
 
-def log_power_plot(client: MlflowClient, run_id: str, extras: JobExtras, source: str) -> None:
+def log_power_plot(client: TrackingClient, run_id: str, extras: JobExtras, source: str) -> None:
     """Log the power timeline as the PNG artifact ``power_timeline.png`` (train window shaded)."""
-    from mlflow_roofline.train.power_plot import save_power_plot
+    from mlflow_roofline.train.power_plot import save_power_plot  # imports matplotlib, heavy: only when plotting
 
     with tempfile.TemporaryDirectory(prefix="roofline-plot-") as tmp:
         path = save_power_plot(
@@ -219,16 +208,3 @@ def log_power_plot(client: MlflowClient, run_id: str, extras: JobExtras, source:
             title=f"power ({source})",
         )
         client.log_artifact(run_id, str(path))
-
-
-def _metrics(values: Mapping[str, float]) -> list[Metric]:
-    now = _now_ms()
-    return [Metric(k, float(v), now, 0) for k, v in values.items()]
-
-
-def _tags(values: Mapping[str, str]) -> list[RunTag]:
-    return [RunTag(k, v) for k, v in values.items()]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

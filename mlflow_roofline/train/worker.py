@@ -1,6 +1,6 @@
 """One measured training job, as each of its processes runs it.
 
-``python -m mlflow_roofline.train.job JOB_DIR`` reads ``JOB_DIR/job.json`` (a
+``python -m mlflow_roofline.train.worker JOB_DIR`` reads ``JOB_DIR/job.json`` (a
 :class:`~mlflow_roofline.train.job_io.JobSpec`), trains, measures, and rank 0 writes
 ``JOB_DIR/result.json`` (a :class:`~mlflow_roofline.train.job_io.JobResult`); a rank that fails
 writes its traceback to ``JOB_DIR/error-rank<i>.txt`` and exits non-zero. A ``single``
@@ -23,7 +23,6 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,23 +42,23 @@ class StepTimer:
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
-        self._marks: list[Any] = []
+        self._events: list[torch.cuda.Event] = []
+        self._times: list[float] = []
 
     def mark(self) -> None:
         """Record a step boundary."""
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
-            self._marks.append(event)
+            self._events.append(event)
         else:
-            self._marks.append(time.perf_counter())
+            self._times.append(time.perf_counter())
 
     def durations_s(self) -> list[float]:
         """Seconds between consecutive marks (call after the device is synchronised)."""
-        pairs = zip(self._marks, self._marks[1:])
         if self.cuda:
-            return [start.elapsed_time(end) / 1e3 for start, end in pairs]
-        return [end - start for start, end in pairs]
+            return [start.elapsed_time(end) / 1e3 for start, end in zip(self._events, self._events[1:])]
+        return [end - start for start, end in zip(self._times, self._times[1:])]
 
 
 def run_job(spec: JobSpec) -> JobResult | None:
@@ -163,7 +162,7 @@ def _report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one torchrun worker: ``python -m mlflow_roofline.train.job JOB_DIR``."""
+    """Entry point of one torchrun worker: ``python -m mlflow_roofline.train.worker JOB_DIR``."""
     args = sys.argv[1:] if argv is None else argv
     job_dir = Path(args[0])
     rank = int(os.environ.get("RANK", "0"))

@@ -11,7 +11,7 @@ import pytest
 from mlflow_roofline.integrations.parallel_probe import probe
 from mlflow_roofline.train.launch import torchrun_command, worker_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
