@@ -24,7 +24,7 @@ from support.services import MlflowServer, RayCluster, start_mlflow_server, star
 from support.sweeps import write_spec
 
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
-from mlflow_roofline.sweep.executors import NODE_METER_RESOURCE
+from mlflow_roofline.sweep.remote.executors import NODE_METER_RESOURCE
 
 pytestmark = pytest.mark.slow
 
