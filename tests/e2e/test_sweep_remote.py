@@ -33,7 +33,7 @@ RAY_HOME = Path(tempfile.gettempdir()) / f"roofline-ray-home-{os.getpid()}"
 """HOME of the Ray cluster, the sweeps and this process's Ray client: a local ``ray.init()`` run
 elsewhere leaves ``~/.ray/auth_token`` behind, and Ray 2.60 then refuses a worker node joining a
 head started without it. A home of their own keeps the test independent of that."""
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

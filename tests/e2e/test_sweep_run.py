@@ -20,7 +20,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID
 from mlflow_roofline.tracking.client import TrackingClient
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
