@@ -74,8 +74,8 @@ def run_child(
     """
     proc: subprocess.Popen[bytes] | None = None
     started = time.monotonic()
-    own_dir = None if log_dir is not None else tempfile.mkdtemp(prefix="roofline-sweep-")
-    log_path = Path(own_dir if own_dir is not None else log_dir) / f"{run_id}.log"  # type: ignore[arg-type]
+    own_dir = tempfile.mkdtemp(prefix="roofline-sweep-") if log_dir is None else None
+    log_path = Path(log_dir or own_dir or ".") / f"{run_id}.log"  # one of the two is set
     try:
         proc = start_train(
             config, meter, run_id, experiment_id, log_path, client.tracking_uri, die_with_parent, extra_args

@@ -99,8 +99,8 @@ def _heading(spec: SweepSpec, plan: Plan) -> str:
 
 
 def _progress(plan: Plan, entries: Sequence[Row]) -> str:
-    ran = [e for e in entries if e.outcome is not None]
-    finished = sum(e.outcome.status == "FINISHED" for e in ran)  # type: ignore[union-attr]
+    ran = [e.outcome for e in entries if e.outcome is not None]
+    finished = sum(outcome.status == "FINISHED" for outcome in ran)
     failed = len(ran) - finished
     done_before = sum(e.status.state == DONE for e in entries)
     not_retried = sum(e.status.state == FAILED and e.action == "skip" for e in entries)
