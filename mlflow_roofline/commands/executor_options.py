@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import click
 
 from mlflow_roofline.core.schema import EXECUTORS, LAUNCHES
 
+Command = TypeVar("Command", bound=Callable[..., object])
 
-def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
+EXECUTOR_OPTION_NAMES: tuple[str, ...] = (
+    "executor",
+    "ray_address",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_time_min",
+    "slurm_cluster",
+    "slurm_folder",
+    "workers_on_this_host",
+)
+"""The options :meth:`~mlflow_roofline.sweep.remote.executors.ExecutorSettings.from_options` reads."""
+
+
+def executor_options(command: Command) -> Command:
     """Add ``--executor`` and the Ray and Slurm options to a click command."""
     options = [
         click.option(
@@ -61,19 +75,3 @@ def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
-
-
-def executor_settings(options: dict[str, Any], spec_slurm: dict[str, Any]) -> Any:
-    """The :class:`~mlflow_roofline.sweep.executors.ExecutorSettings` of the options, the spec filling gaps."""
-    from mlflow_roofline.sweep.executors import ExecutorSettings
-
-    return ExecutorSettings(
-        kind=options["executor"],
-        ray_address=options["ray_address"],
-        slurm_partition=options["slurm_partition"] or spec_slurm.get("partition"),
-        slurm_account=options["slurm_account"] or spec_slurm.get("account"),
-        slurm_time_min=options["slurm_time_min"] or spec_slurm.get("time_min") or 60,
-        slurm_cluster=options["slurm_cluster"],
-        slurm_folder=options["slurm_folder"],
-        workers_on_this_host=options["workers_on_this_host"],
-    )

@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 Command = TypeVar("Command", bound=Callable[..., object])
+OptionValue = TypeVar("OptionValue")
+"""The value type of a click command's keyword arguments (whatever its other options hold)."""
 
 CARBON_OPTION_NAMES: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
 """The keyword names :func:`carbon_options` adds (those of :func:`~mlflow_roofline.core.carbon.resolve_carbon`)."""
@@ -61,7 +63,7 @@ def carbon_options(command: Command) -> Command:
     return command
 
 
-def pop_carbon_options(options: MutableMapping[str, str | None]) -> dict[str, str]:
+def pop_carbon_options(options: MutableMapping[str, OptionValue]) -> dict[str, str]:
     """Remove the carbon options from a click command's keyword arguments; return those given.
 
     An empty value counts as not given (the MLproject passes ``--region ''`` for an unset param).

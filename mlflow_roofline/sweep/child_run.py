@@ -6,11 +6,11 @@ measures it (:func:`run_child`): ``mlflow-roofline train`` starts in a new proce
 with ``MLFLOW_RUN_ID`` set to that run, the caller waits, and the run is sure to end:
 train ends it FINISHED or FAILED itself; if the process died without doing so (SIGKILL,
 OOM killer, timeout), the run is marked FAILED here with the exit code or signal and the
-last lines of its output in ``roofline.error`` (:func:`~mlflow_roofline.sweep.child_outcome.death_reason`).
+last lines of its output in ``roofline.error`` (:func:`~mlflow_roofline.sweep.fresh_child.death_reason`).
 
-This module creates the child run; measuring it in a fresh train process is
+This module creates the child run; measuring and settling it in a fresh train process is
 :mod:`mlflow_roofline.sweep.fresh_child` (:func:`run_child` and :func:`train_command` are
-re-exported here), settling it :mod:`mlflow_roofline.sweep.child_outcome`.
+re-exported here), with ranks forked warm :mod:`mlflow_roofline.sweep.warm_child`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
@@ -31,6 +30,8 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.sweep.fresh_child import run_child, train_command
 from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system.liveness import sweep_process_tags
+from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.train.run_logging import train_tags
 
 __all__ = ["create_child_run", "run_child", "run_configuration", "train_command"]
 
@@ -41,7 +42,7 @@ def create_child_run(
     parent_run_id: str | None,
     *,
     hardware: str,
-    client: Any = None,
+    client: TrackingClient | None = None,
     repeat: int = 0,
     on_created: Callable[[str], None] | None = None,
 ) -> str:
@@ -59,12 +60,7 @@ def create_child_run(
     configuration then logs into this run (``MLFLOW_RUN_ID`` for ``mlflow-roofline train``,
     ``mlflow run -e train --run-id``).
     """
-    from mlflow.entities import Param
-    from mlflow.tracking import MlflowClient
-
-    from mlflow_roofline.train.run_logging import train_tags
-
-    client = client or MlflowClient()
+    client = client or TrackingClient()
     tags = {
         **train_tags(config, hardware),
         TAG_SOURCE: SOURCE_TRAIN,
@@ -74,14 +70,14 @@ def create_child_run(
     if parent_run_id:
         tags[TAG_PARENT_RUN_ID] = parent_run_id
         tags[TAG_SWEEP_RUN_ID] = parent_run_id
-    run_id = client.create_run(experiment_id, run_name=config.run_name, tags=tags).info.run_id
+    run_id = client.open_run(experiment_id, run_name=config.run_name, tags=tags)
     if on_created is not None:
         on_created(run_id)
     try:
-        client.log_batch(run_id, params=[Param(k, v) for k, v in config.to_params().items()])
+        client.log(run_id, params=config.to_params())
     except BaseException:
         with contextlib.suppress(Exception):
-            client.set_terminated(run_id, "FAILED")
+            client.end_run(run_id, "FAILED")
         raise
     return run_id
 
@@ -95,7 +91,7 @@ def run_configuration(
     meter: str = "auto",
     timeout_s: float | None = None,
     log_dir: str | os.PathLike[str] | None = None,
-    client: Any = None,
+    client: TrackingClient | None = None,
 ) -> Outcome:
     """Measure one configuration as a child run of ``parent_run_id``, in its own process.
 
@@ -109,14 +105,12 @@ def run_configuration(
             the run is FAILED.
         log_dir: where the process's output is kept (a temp dir, removed afterwards, if
             None); it is logged as the run's artifact ``sweep/<run id>.log`` on failure.
-        client: an ``MlflowClient`` (a new one if None).
+        client: the tracking store (the current one if None).
 
     Returns:
         the run's final status. Raises :class:`~mlflow_roofline.core.errors.Interrupted` (after marking the run
         KILLED) if SIGINT/SIGTERM arrives while it runs.
     """
-    from mlflow.tracking import MlflowClient
-
-    client = client or MlflowClient()
+    client = client or TrackingClient()
     run_id = create_child_run(config, experiment_id, parent_run_id, hardware=hardware, client=client)
     return run_child(run_id, config, experiment_id, meter=meter, timeout_s=timeout_s, log_dir=log_dir, client=client)

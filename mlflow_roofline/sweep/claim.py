@@ -17,7 +17,7 @@ created later may carry an earlier time, so no "earliest run wins" rule is safe)
 
 The protocol, for one configuration (one ``roofline.config_hash`` and ``roofline.repeat``):
 
-1. Look the configuration up (:func:`~mlflow_roofline.sweep.store.config_status`): done,
+1. Look the configuration up (:func:`~mlflow_roofline.sweep.lookup.config_status`): done,
    failed, or a live run of another process (a RUNNING run whose recorded process lives,
    or that was recorded on another host) means there is nothing to claim now.
 2. Create the child run. It is the claim ticket: it carries the config hash and, in the
@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
 
 from mlflow_roofline.core.schema import TAG_CLAIM, TAG_ERROR
+from mlflow_roofline.sweep.lookup import repeat_runs
 from mlflow_roofline.sweep.status import RUN_STATES
-from mlflow_roofline.sweep.store import repeat_runs
 from mlflow_roofline.system.liveness import liveness
+from mlflow_roofline.tracking.client import TrackingClient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +71,17 @@ class Claim:
 
 
 def check_claim(
-    client: Any, experiment_id: str, config_hash: str, ticket: str, seen: frozenset[str], repeat: int = 0
+    client: TrackingClient,
+    experiment_id: str,
+    config_hash: str,
+    ticket: str,
+    seen: frozenset[str],
+    repeat: int = 0,
 ) -> Claim:
     """Whether ``ticket`` (a RUNNING run just created) wins its configuration's repeat.
 
     Args:
-        client: an ``MlflowClient``.
+        client: the tracking store.
         experiment_id: the experiment of the ticket.
         config_hash: the ticket's ``roofline.config_hash``.
         ticket: the run id of the ticket.
@@ -101,11 +106,11 @@ def check_claim(
     return Claim(True)
 
 
-def withdraw(client: Any, ticket: str, claim: Claim) -> None:
+def withdraw(client: TrackingClient, ticket: str, claim: Claim) -> None:
     """Take back a lost ticket: say why on it, end it KILLED and delete it (it never ran anything)."""
     why = f"lost the claim of its configuration ({claim.reason}); it never ran"
     with contextlib.suppress(Exception):
         client.set_tag(ticket, TAG_CLAIM, why)
         client.set_tag(ticket, TAG_ERROR, why)
-    client.set_terminated(ticket, "KILLED")
+    client.end_run(ticket, "KILLED")
     client.delete_run(ticket)

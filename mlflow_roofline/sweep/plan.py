@@ -4,7 +4,7 @@
 duplicates, ``single`` paired with one device and the other strategies with two or more,
 every workload's ``single`` baseline added, impossible combinations set aside with the
 reason :meth:`TrainConfig.validate` gives, baselines first. Where each configuration
-stands in the store is :mod:`mlflow_roofline.sweep.store`'s business; what the sweep
+stands in the store is :mod:`mlflow_roofline.sweep.lookup`'s business; what the sweep
 does with it, :mod:`mlflow_roofline.sweep.reconcile`'s.
 """
 
@@ -15,11 +15,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import cast
 
 from mlflow_roofline.core.config import TrainConfig, node_problem
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.sweep.spec import SweepSpec
+from mlflow_roofline.sweep.spec import GridValue, SweepSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +27,11 @@ class Skipped:
     """A grid point that cannot run, with the field at fault and the rule it breaks."""
 
     label: str
-    values: tuple[tuple[str, Any], ...]
+    values: tuple[tuple[str, object], ...]
     field: str
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready form (for the plan artifact)."""
         return {"config": self.label, "values": dict(self.values), "field": self.field, "reason": self.reason}
 
@@ -141,7 +141,7 @@ def expand(
 
 
 def _place(
-    point: dict[str, Any],
+    point: dict[str, GridValue],
     device: str,
     cuda_devices: int | None,
     cpu_cores: int | None,
@@ -167,7 +167,7 @@ def _place(
             runnable[candidate] = None
 
 
-def _points(spec: SweepSpec) -> Iterator[dict[str, Any] | None]:
+def _points(spec: SweepSpec) -> Iterator[dict[str, GridValue] | None]:
     """Every grid point of every grid, ``single`` on one device; None for another strategy on one device.
 
     A ``ddp``/``fsdp``/``tp`` point on one device is not a configuration of its own: it is
@@ -179,20 +179,21 @@ def _points(spec: SweepSpec) -> Iterator[dict[str, Any] | None]:
             point = dict(zip(keys, combo))
             if point["strategy"] == "single":
                 point["num_devices"] = 1  # single always runs on one device
-            elif point["num_devices"] < 2:
+            elif cast(int, point["num_devices"]) < 2:
                 yield None
                 continue
             yield point
 
 
-def _config(point: Mapping[str, Any], device: str) -> TrainConfig:
+def _config(point: Mapping[str, GridValue], device: str) -> TrainConfig:
     """A TrainConfig from a grid point, turning head_size and ffn_ratio into counts."""
     values = {k: v for k, v in point.items() if k not in ("head_size", "ffn_ratio")}
-    hidden = point["hidden_size"]
+    hidden = cast(int, point["hidden_size"])  # the spec checked every count
     if "head_size" in point:
-        if hidden % point["head_size"]:
-            raise ConfigError("hidden_size", f"must be divisible by head_size ({hidden} % {point['head_size']} != 0)")
-        values["num_heads"] = hidden // point["head_size"]
+        head_size = cast(int, point["head_size"])
+        if hidden % head_size:
+            raise ConfigError("hidden_size", f"must be divisible by head_size ({hidden} % {head_size} != 0)")
+        values["num_heads"] = hidden // head_size
     if "ffn_ratio" in point:
         ffn = Fraction(str(point["ffn_ratio"])) * hidden
         if ffn.denominator != 1:
@@ -212,12 +213,12 @@ def _problem(config: TrainConfig, cuda_devices: int | None, cpu_cores: int | Non
     return node_problem(config, cuda_devices, cpu_cores)
 
 
-def _skip(point: Mapping[str, Any], error: ConfigError) -> Skipped:
+def _skip(point: Mapping[str, object], error: ConfigError) -> Skipped:
     values = tuple(sorted((k, v) for k, v in point.items() if k != "device"))
     return Skipped(label=point_label(point), values=values, field=error.field, reason=str(error))
 
 
-def point_label(point: Mapping[str, Any]) -> str:
+def point_label(point: Mapping[str, object]) -> str:
     """A run-name-like label of a grid point, even one that is not a valid config."""
     heads = point.get("num_heads", f"{point.get('hidden_size')}/{point.get('head_size')}")
     ffn = point.get("ffn_size", f"{point.get('ffn_ratio')}d")

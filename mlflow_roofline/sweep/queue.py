@@ -1,32 +1,46 @@
 """The sweep's queue: settle every planned unit, once, in this process or by waiting for another.
 
 :func:`run_entries` works through the units to run or wait for, baselines first: each is
-looked up again just before it runs (:func:`~mlflow_roofline.sweep.store.config_status`)
-and claimed and measured (:func:`~mlflow_roofline.sweep.claim_and_run.claim_and_run`); one
-held by a live run of another process is put back in the queue and, when nothing else is
-left, waited for. With a remote executor, claimed units are submitted while it has room and
-their outcomes recorded as they come back; a unit whose node died is claimed and run once more.
+looked up again just before it runs (:func:`~mlflow_roofline.sweep.lookup.config_status`)
+and claimed and measured (:func:`claim_and_run`); one held by a live run of another
+process is put back in the queue and, when nothing else is left, waited for. With a remote
+executor, claimed units are submitted while it has room and their outcomes recorded as
+they come back; a unit whose node died is claimed and run once more.
+
+:func:`claim_and_run` is what every step shares: it creates the child run
+(:func:`~mlflow_roofline.sweep.child_run.create_child_run`), claims the unit with it
+(:mod:`mlflow_roofline.sweep.claim`) and, if the claim is won, measures it: with its ranks
+forked from the sweep's warm server (:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`,
+``launch="warm"``), in an ``mlflow-roofline train`` process of its own
+(:func:`~mlflow_roofline.sweep.fresh_child.run_child`, ``launch="fresh"``), or handed to a
+remote executor (:func:`~mlflow_roofline.sweep.remote.dispatch.submit_claimed`).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import random
 import time
 from collections.abc import Callable
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.sweep.claim_and_run import SweepContext, claim_and_run
-from mlflow_roofline.sweep.description import update_description
-from mlflow_roofline.sweep.parent_run import mark_killed
-from mlflow_roofline.sweep.progress import Progress
+from mlflow_roofline.sweep.child_run import create_child_run
+from mlflow_roofline.sweep.claim import check_claim, withdraw
+from mlflow_roofline.sweep.context import SweepContext
+from mlflow_roofline.sweep.fresh_child import run_child
+from mlflow_roofline.sweep.lookup import config_status
+from mlflow_roofline.sweep.parent_description import update_description
+from mlflow_roofline.sweep.parent_run import Progress, mark_killed
 from mlflow_roofline.sweep.reconcile import Entry, plan_counts
-from mlflow_roofline.sweep.remote_results import abandon_in_flight, collect_one
+from mlflow_roofline.sweep.remote.dispatch import abandon_in_flight, collect_one, submit_claimed
+from mlflow_roofline.sweep.remote.executors import Executor
 from mlflow_roofline.sweep.status import ALIVE, DONE, ELSEWHERE, FAILED, RUN_STATES, Outcome, Status
-from mlflow_roofline.sweep.store import config_status
+from mlflow_roofline.sweep.warm_child import run_child_warm
 from mlflow_roofline.system.liveness import liveness
+from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 
 POLL_S = 0.5
 """Seconds between two looks at a run another process is measuring."""
@@ -39,6 +53,9 @@ CLAIM_BACKOFF_S = 0.5
 
 DEFER = "defer"
 """What :func:`_settle` returns for a configuration held by another process right now."""
+
+SUBMITTED = "submitted"
+"""What :func:`claim_and_run` returns, with the run id, for a unit claimed here and handed to a remote executor."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +77,7 @@ def run_entries(sweep: SweepContext, entries: list[Entry], echo: Callable[[str],
     When every entry left was put back since the last one settled, the sweep waits for
     the run that holds the first of them instead of looking again at once. With a remote
     executor, claimed entries are submitted while it has room, and outcomes are recorded
-    as they come back (:mod:`mlflow_roofline.sweep.remote_results`).
+    as they come back (:mod:`mlflow_roofline.sweep.remote.dispatch`).
     """
     queue = collections.deque(e for e in entries if e.action in ("run", "wait"))
     results: list[Result] = []
@@ -77,8 +94,8 @@ def run_entries(sweep: SweepContext, entries: list[Entry], echo: Callable[[str],
     deferred = 0
     try:
         while queue or in_flight:
-            if in_flight and (not queue or not _has_room(sweep.executor)):
-                entry, outcome, node_lost = collect_one(sweep, in_flight)
+            if sweep.executor is not None and in_flight and (not queue or not _has_room(sweep.executor)):
+                entry, outcome, node_lost = collect_one(sweep.client, sweep.executor, in_flight)
                 if node_lost and entry.key not in rerun and outcome.status != "FINISHED":
                     rerun.add(entry.key)  # once: its node died under it; a new claim runs it elsewhere
                     progress.write(f"{entry.name}: {outcome.summary}; rerunning it (run {outcome.run_id} FAILED)")
@@ -104,7 +121,7 @@ def run_entries(sweep: SweepContext, entries: list[Entry], echo: Callable[[str],
             _record(results, progress, entry, settled)
     finally:
         if sweep.executor is not None:
-            abandon_in_flight(sweep, in_flight)
+            abandon_in_flight(sweep.client, sweep.executor, in_flight)
         progress.close()
     return results
 
@@ -116,7 +133,7 @@ def _reclaim(sweep: SweepContext, entry: Entry) -> Outcome | tuple[str, str] | N
     return claim_and_run(sweep, entry, config_hash, status)
 
 
-def _has_room(executor: Any) -> bool:
+def _has_room(executor: Executor | None) -> bool:
     return executor is not None and (executor.max_in_flight is None or executor.in_flight < executor.max_in_flight)
 
 
@@ -168,7 +185,7 @@ def _settled_elsewhere(entry: Entry, status: Status, retry_failed: bool, waited_
     return None
 
 
-def _wait_for_live(client: Any, run_id: str, entry: Entry, write: Callable[[str], None]) -> float:
+def _wait_for_live(client: TrackingClient, run_id: str, entry: Entry, write: Callable[[str], None]) -> float:
     """Wait until run ``run_id``, measured by another process here, ends or its process dies; seconds waited."""
     write(f"waiting for {entry.name}: run {run_id} is still running here")
     started = time.monotonic()
@@ -177,3 +194,62 @@ def _wait_for_live(client: Any, run_id: str, entry: Entry, write: Callable[[str]
         if run.info.status not in RUN_STATES or liveness(run.data.tags, run_id) != "alive":
             return time.monotonic() - started
         time.sleep(POLL_S)
+
+
+def claim_and_run(
+    sweep: SweepContext, entry: Entry, config_hash: str, status: Status
+) -> Outcome | tuple[str, str] | None:
+    """Create the child run, claim the (configuration, repeat) with it, and run it if the claim is won (else None).
+
+    With a remote executor the won claim is submitted instead: ``(SUBMITTED, run id)``.
+    """
+    client, config = sweep.client, entry.config
+    watchdog = sweep.watchdog
+    run_id = create_child_run(
+        config,
+        sweep.experiment_id,
+        sweep.parent_id,
+        hardware=sweep.plan.hardware or "",
+        client=client,
+        repeat=entry.repeat,
+        # from its creation on, a run this sweep holds ends KILLED if the sweep is killed outright
+        on_created=None if watchdog is None else lambda rid: watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(rid)),
+    )
+    try:
+        claim = check_claim(client, sweep.experiment_id, config_hash, run_id, status.run_ids, entry.repeat)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.end_run(run_id, "KILLED")
+        raise
+    if not claim.won:
+        withdraw(client, run_id, claim)
+        return None
+    if sweep.warm is None and watchdog is not None:
+        # a remote worker or a fresh train process ends the run itself from now on (a fresh
+        # one outlives a killed sweep, and has a watchdog of its own)
+        watchdog.cancel(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
+    if sweep.executor is not None:
+        submit_claimed(sweep, sweep.executor, run_id, config)
+        return SUBMITTED, run_id
+    if sweep.warm is not None:
+        return run_child_warm(
+            run_id,
+            config,
+            server=sweep.warm,
+            hardware=sweep.plan.hardware or "",
+            client=client,
+            meter=sweep.spec.meter,
+            timeout_s=sweep.spec.timeout_s,
+            carbon=sweep.spec.carbon,
+            job_root=sweep.log_dir,
+        )
+    return run_child(
+        run_id,
+        config,
+        sweep.experiment_id,
+        meter=sweep.spec.meter,
+        timeout_s=sweep.spec.timeout_s,
+        log_dir=sweep.log_dir,
+        client=client,
+        extra_args=sweep.spec.carbon_args,
+    )

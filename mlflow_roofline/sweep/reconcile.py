@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.sweep.plan import Plan
@@ -67,9 +66,9 @@ class Entry:
             return f"in progress elsewhere ({s.detail}, run {s.run_id}); left alone"
         return "to run"
 
-    def to_dict(self, hardware: str | None, outcome: Outcome | None = None) -> dict[str, Any]:
+    def to_dict(self, hardware: str | None, outcome: Outcome | None = None) -> dict[str, object]:
         """JSON-ready form for the plan artifact, with ``outcome`` for the results artifact."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "config": self.config.run_name,
             "config_hash": self.config.config_hash(hardware) if hardware else None,
             "params": self.config.to_params(),

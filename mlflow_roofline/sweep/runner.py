@@ -13,9 +13,8 @@ worker does the same with a server of its own), or in an
 ``mlflow-roofline train`` process of its own (:func:`~mlflow_roofline.sweep.fresh_child.run_child`,
 ``launch="fresh"``, what Slurm jobs always do).
 
-This module is the sweep's entry (:func:`run_sweep`: the parent run, signals, the results);
-the queue loop is :mod:`mlflow_roofline.sweep.queue`, claiming and measuring one unit
-:mod:`mlflow_roofline.sweep.claim_and_run`.
+This module runs a planned sweep (:func:`run_sweep`: the parent run, signals, the results);
+the queue loop, and claiming and measuring one unit, are :mod:`mlflow_roofline.sweep.queue`.
 
 The sweep never holds results only in memory: every finished configuration is a FINISHED
 run the moment its process ends, so a sweep killed at any moment loses none. SIGINT and
@@ -32,19 +31,20 @@ import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
-from typing import Any
 
 from mlflow_roofline.core.errors import Interrupted
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
-from mlflow_roofline.sweep.claim_and_run import SweepContext
+from mlflow_roofline.sweep.context import SweepContext
+from mlflow_roofline.sweep.lookup import store_statuses
 from mlflow_roofline.sweep.parent_run import log_plan, mark_stale_sweeps, open_parent
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.queue import Result, run_entries
 from mlflow_roofline.sweep.reconcile import Entry, reconcile
+from mlflow_roofline.sweep.remote.executors import Executor
 from mlflow_roofline.sweep.spec import SweepSpec
-from mlflow_roofline.sweep.store import store_statuses
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.train.warm import WarmServer
 
@@ -70,15 +70,15 @@ def run_sweep(
     experiment_id: str,
     *,
     retry_failed: bool = False,
-    client: Any = None,
+    client: TrackingClient | None = None,
     echo: Callable[[str], None] = print,
     progress: bool = True,
-    executor: Any = None,
+    executor: Executor | None = None,
     launch: str = "warm",
 ) -> SweepResult:
     """Run every configuration of ``plan`` not yet done in ``experiment_id``.
 
-    ``executor``: a remote executor (:mod:`mlflow_roofline.sweep.executors`) the claimed
+    ``executor``: a remote executor (:mod:`mlflow_roofline.sweep.remote.executors`) the claimed
     configurations are handed to; None runs them here, one after another, each ``launch``
     (:data:`~mlflow_roofline.core.schema.LAUNCHES`): ``warm``, its ranks forked from a
     server that imported torch once for the whole sweep; ``fresh``, an ``mlflow-roofline
@@ -89,9 +89,7 @@ def run_sweep(
     (tags ``roofline.sweep_run_id`` / ``roofline.launcher_run_id``). The exit code is 0,
     1 if a configuration failed in this sweep, 128 + signal when interrupted.
     """
-    from mlflow.tracking import MlflowClient
-
-    client = client or MlflowClient()
+    client = client or TrackingClient()
     parent_id = open_parent(client, spec, experiment_id, plan, echo)
     # SIGKILL (the OOM killer) runs no except below: the watchdog then ends the parent and
     # the in-flight warm run KILLED and removes the sweep's temp folder.
@@ -116,19 +114,19 @@ def run_sweep(
         except Interrupted as exc:
             ignore_stop_signals()
             client.set_tag(parent_id, TAG_ERROR, exc.reason)
-            client.set_terminated(parent_id, "KILLED")
+            client.end_run(parent_id, "KILLED")
             echo(f"Sweep {exc.reason}: in-flight run and sweep run {parent_id} marked KILLED.")
             return SweepResult(parent_id, [], [], [], 128 + exc.signum)
         except BaseException as exc:
             ignore_stop_signals()
             with contextlib.suppress(Exception):
                 client.set_tag(parent_id, TAG_ERROR, f"{type(exc).__name__}: {exc}"[:MAX_TAG_CHARS])
-                client.set_terminated(parent_id, "FAILED")
+                client.end_run(parent_id, "FAILED")
             raise
 
 
 def _sweep(
-    client: Any,
+    client: TrackingClient,
     spec: SweepSpec,
     plan: Plan,
     experiment_id: str,
@@ -136,7 +134,7 @@ def _sweep(
     retry_failed: bool,
     echo: Callable[[str], None],
     progress: bool,
-    executor: Any,
+    executor: Executor | None,
     warm: WarmServer | None,
     launch: str,
     watchdog: Watchdog,
@@ -160,5 +158,5 @@ def _sweep(
     failed = [r for r in results if r.outcome.status != "FINISHED" and not r.outcome.elsewhere]
     if failed:
         client.set_tag(parent_id, TAG_ERROR, f"{len(failed)} configuration(s) failed")
-    client.set_terminated(parent_id, "FAILED" if failed else "FINISHED")
+    client.end_run(parent_id, "FAILED" if failed else "FINISHED")
     return SweepResult(parent_id, entries, results, failed, 1 if failed else 0)

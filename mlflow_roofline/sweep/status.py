@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-# Store states of a configuration (see mlflow_roofline.sweep.store.store_status).
+# Store states of a configuration (see mlflow_roofline.sweep.lookup.store_status).
 NEW = "to run"
 DONE = "already done"
 FAILED = "failed"

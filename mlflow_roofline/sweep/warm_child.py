@@ -16,7 +16,7 @@ metrics, tags and one-line reasons:
 
 ``--launch fresh`` measures each configuration in an ``mlflow-roofline train`` process of
 its own instead (:mod:`mlflow_roofline.sweep.fresh_child`), as Slurm jobs always do. A
-Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_roofline.sweep.remote`).
+Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_roofline.sweep.remote.worker`).
 """
 
 from __future__ import annotations
@@ -26,19 +26,17 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import RooflineError
-from mlflow_roofline.sweep.child_outcome import LOG_ARTIFACT_DIR
-from mlflow_roofline.sweep.fresh_child import log_tags, mark_abandoned
+from mlflow_roofline.sweep.fresh_child import LOG_ARTIFACT_DIR, mark_abandoned
+from mlflow_roofline.sweep.spec import CarbonKeys, resolved_carbon
 from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals
 from mlflow_roofline.tracking import system_metrics_monitor as sysm
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.train.job_failure import TrainingFailed
 from mlflow_roofline.train.job_io import JobSpec
 from mlflow_roofline.train.run import check_meter, parse_config, read_result
@@ -52,10 +50,10 @@ def run_child_warm(
     *,
     server: WarmServer,
     hardware: str,
-    client: Any,
+    client: TrackingClient,
     meter: str = "auto",
     timeout_s: float | None = None,
-    carbon: Mapping[str, Any] | None = None,
+    carbon: CarbonKeys | None = None,
     seed: int = 0,
     job_root: str | None = None,
 ) -> Outcome:
@@ -74,12 +72,12 @@ def run_child_warm(
     returncode: int | None = None
     try:
         try:
-            settings = resolve_carbon(**(carbon or {}))
+            settings = resolved_carbon(carbon or {})
             checked = parse_config(config.to_params())  # train's own checks: devices, precision
             check_meter(meter, checked.device)
             JobSpec(checked.to_params(), meter=meter, seed=seed).write(job_dir)
             job = WarmJob(server, checked.num_devices, job_dir)
-            log_tags(client, run_id, process_tags(job.pid))
+            client.log(run_id, tags=process_tags(job.pid))
             log_setup(run_id, checked, meter, hardware)
             with sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)):
                 launched = job.wait(timeout_s)
@@ -91,7 +89,7 @@ def run_child_warm(
             log_result(run_id, checked, result, settings)
         except Exception as exc:  # this configuration failed; the sweep goes on
             return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)
-        client.set_terminated(run_id, "FINISHED")
+        client.end_run(run_id, "FINISHED")
         return Outcome(run_id, "FINISHED", "", time.monotonic() - started, returncode)
     except BaseException as exc:
         ignore_stop_signals()  # a second Ctrl-C must not cut the bookkeeping short
@@ -106,7 +104,7 @@ def run_child_warm(
 
 
 def _failed(
-    client: Any,
+    client: TrackingClient,
     run_id: str,
     exc: Exception,
     job: WarmJob | None,
@@ -123,6 +121,6 @@ def _failed(
         log.write_text(job.output_tail() + "\n")
         with contextlib.suppress(Exception):  # the run must still be ended; its error tag says what happened
             client.log_artifact(run_id, str(log), artifact_path=LOG_ARTIFACT_DIR)
-    client.set_terminated(run_id, "FAILED")
+    client.end_run(run_id, "FAILED")
     reason = f"{summary}\n{detail}".strip() if detail else summary
     return Outcome(run_id, "FAILED", reason, wall_s, returncode, summary)

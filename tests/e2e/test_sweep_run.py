@@ -18,8 +18,9 @@ from support.sweeps import CLI, init_store, runs_of, unsplittable_tp_config, wai
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID
+from mlflow_roofline.tracking.client import TrackingClient
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -165,7 +166,7 @@ def test_a_failing_configuration_is_a_failed_child_and_the_others_finish(trackin
     )
     client = MlflowClient()
     exp = client.create_experiment("failing")
-    result = run_sweep(spec, plan, exp, client=client, progress=False, echo=lambda _: None)
+    result = run_sweep(spec, plan, exp, client=TrackingClient(), progress=False, echo=lambda _: None)
     assert result.exit_code == 1
     assert [e.config for e in result.failed] == [bad]
     by_name = {r.info.run_name: r for r in runs_of("failing", "train")}
@@ -199,7 +200,9 @@ def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tr
     outcome = {}
     worker = threading.Thread(
         target=lambda: outcome.update(
-            result=run_configuration(config, exp, None, hardware=hardware_name("cpu"), meter="estimate", client=client)
+            result=run_configuration(
+                config, exp, None, hardware=hardware_name("cpu"), meter="estimate", client=TrackingClient()
+            )
         )
     )
     worker.start()

@@ -24,7 +24,7 @@ from support.services import MlflowServer, RayCluster, start_mlflow_server, star
 from support.sweeps import write_spec
 
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
-from mlflow_roofline.sweep.executors import NODE_METER_RESOURCE
+from mlflow_roofline.sweep.remote.executors import NODE_METER_RESOURCE
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ RAY_HOME = Path(tempfile.gettempdir()) / f"roofline-ray-home-{os.getpid()}"
 """HOME of the Ray cluster, the sweeps and this process's Ray client: a local ``ray.init()`` run
 elsewhere leaves ``~/.ray/auth_token`` behind, and Ray 2.60 then refuses a worker node joining a
 head started without it. A home of their own keeps the test independent of that."""
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, STRATEGIES
@@ -19,6 +18,7 @@ from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.reconcile import Entry
 from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import DONE, FAILED, Outcome, Status
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.notes import md_table, set_description
 
 MAX_LISTED = 12
@@ -58,7 +58,7 @@ def sweep_markdown(
 
 
 def update_description(
-    client: Any,
+    client: TrackingClient,
     parent_id: str,
     spec: SweepSpec,
     plan: Plan,
@@ -99,8 +99,8 @@ def _heading(spec: SweepSpec, plan: Plan) -> str:
 
 
 def _progress(plan: Plan, entries: Sequence[Row]) -> str:
-    ran = [e for e in entries if e.outcome is not None]
-    finished = sum(e.outcome.status == "FINISHED" for e in ran)  # type: ignore[union-attr]
+    ran = [e.outcome for e in entries if e.outcome is not None]
+    finished = sum(outcome.status == "FINISHED" for outcome in ran)
     failed = len(ran) - finished
     done_before = sum(e.status.state == DONE for e in entries)
     not_retried = sum(e.status.state == FAILED and e.action == "skip" for e in entries)

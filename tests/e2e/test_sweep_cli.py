@@ -1,26 +1,41 @@
-"""Specs the sweep must refuse in one line before anything starts: non-finite numbers, files that are
-not text, sizes past their bounds, grids too large to plan."""
+"""`mlflow-roofline sweep` on the command line: specs refused in one line before anything starts
+(bad keys, non-finite numbers, files that are not text, grids too large to plan), and dry runs."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlflow_roofline.core.config import (
-    INT64_MAX,
     MAX_CPU_PROCESSES_PER_CORE,
     TrainConfig,
     node_problem,
 )
-from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.sweep.plan import PROGRESS_EVERY, expand, grid_points
-from mlflow_roofline.sweep.spec import parse_spec
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
+
+BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
+
 TOP = "device: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
+
+HW = "cpu:test"
+
+
+def spec_with(**changes: object) -> dict:
+    data: dict = {"device": "cpu", "grid": dict(BASE)}
+    for key, value in changes.items():
+        if key.startswith("grid_"):
+            data["grid"][key[5:]] = value
+        else:
+            data[key] = value
+    return data
 
 
 def sweep_cli(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -34,24 +49,36 @@ def one_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize(
-    ("yaml_text", "key"),
-    [
-        (TOP + "timeout_s: .nan\ngrid: {num_layers: 1, hidden_size: 16}\n", "timeout_s"),
-        (TOP + "timeout_s: .inf\ngrid: {num_layers: 1, hidden_size: 16}\n", "timeout_s"),
-        (TOP.replace("ffn_size: 32", "ffn_ratio: .nan") + "grid: {num_layers: 1, hidden_size: 16}\n", "ffn_ratio"),
-        (TOP.replace("ffn_size: 32", "ffn_ratio: -.inf") + "grid: {num_layers: 1, hidden_size: 16}\n", "ffn_ratio"),
-        (TOP + "grid: {num_layers: 1, hidden_size: 16, num_steps: .inf}\n", "grid.num_steps"),
-        (TOP + "grid: {num_layers: [1, .nan], hidden_size: 16}\n", "grid.num_layers[1]"),
-        (TOP + f"grid: {{num_layers: 1, hidden_size: 16, num_steps: {INT64_MAX + 1}}}\n", "grid.num_steps"),
-    ],
-)
-def test_non_finite_and_out_of_range_numbers_name_the_key(yaml_text: str, key: str) -> None:
-    import yaml
+def _run(client, experiment_id: str, config: TrainConfig, status: str | None, extra: dict | None = None) -> str:
+    tags = {TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: config.config_hash(HW), **(extra or {})}
+    run = client.create_run(experiment_id, run_name=config.run_name, tags=tags)
+    if status:
+        client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
 
-    with pytest.raises(ConfigError) as info:
-        parse_spec(yaml.safe_load(yaml_text))
-    assert info.value.field == key
+
+def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_uri: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(spec_with(grid_strategy=["single", "zero3"])))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "grid.strategy[1]" in lines[0] and "zero3" in lines[0] and "single, ddp, fsdp, tp" in lines[0]
+    assert not (tmp_path / "mlflow.db").exists()  # nothing ran, not even the store
+
+
+def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "smoke", "--retry-failed", "maybe", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr
 
 
 @pytest.mark.parametrize("args", [(), ("--dry-run",)])
@@ -90,32 +117,6 @@ def test_a_grid_too_large_to_plan_is_refused_with_its_size_before_it_is_expanded
     assert sweep_cli(small, "--dry-run", "--max-configs", "3").returncode == 0
 
 
-def test_planning_reports_progress_over_every_grid_point() -> None:
-    spec = parse_spec(
-        {
-            "device": "cpu",
-            "num_heads": 2,
-            "ffn_ratio": 2,
-            "seq_len": 8,
-            "batch_size": 4,
-            "grid": {
-                "num_layers": list(range(1, 51)),
-                "hidden_size": list(range(2, 102, 2)),
-                "strategy": ["single", "ddp"],
-                "num_devices": [1, 2],
-            },
-        }
-    )
-    size = grid_points(spec)
-    assert size == 50 * 50 * 2 * 2
-    calls: list[int] = []
-    plan = expand(spec, "cpu", None, progress=calls.append)
-    assert sum(calls) == size and len(calls) == -(-size // PROGRESS_EVERY)
-    assert len(plan.configs) == 2 * 50 * 50  # single x1 and ddp x2 per workload
-    with pytest.raises(ConfigError, match="has 10,000 grid points, more than the limit of 9,999"):
-        expand(spec, "cpu", None, max_points=9999)
-
-
 def test_planning_a_large_grid_shows_a_progress_bar(tracking_uri: str, tmp_path: Path) -> None:
     spec = tmp_path / "large.yaml"
     spec.write_text(
@@ -131,7 +132,6 @@ def test_planning_a_large_grid_shows_a_progress_bar(tracking_uri: str, tmp_path:
 def test_more_processes_than_the_node_hosts_are_refused_and_more_than_its_cores_warned(
     tracking_uri: str, tmp_path: Path
 ) -> None:
-    import os
 
     cores = os.cpu_count() or 1
     limit = MAX_CPU_PROCESSES_PER_CORE * cores
@@ -180,10 +180,30 @@ def test_more_processes_than_the_node_hosts_are_refused_and_more_than_its_cores_
     assert f"Warning: 1 configuration(s) run more processes than the {cores} core(s) here" in proc.stderr
 
 
-def test_num_steps_past_int64_is_refused_by_the_one_rule() -> None:
-    config = TrainConfig(
-        num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4, num_steps=INT64_MAX + 1
+def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.train.device import hardware_name
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(
+        "experiment: dry\ndevice: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
+        "strategy: [single, ddp]\nnum_devices: 2\ngrid: {num_layers: [1, 2], hidden_size: 16}\n"
     )
-    with pytest.raises(ConfigError, match="num_steps: must be at most 9223372036854775807"):
-        config.validate()
-    TrainConfig.from_mapping({**config.to_params(), "num_steps": str(INT64_MAX)}).validate()
+    client = MlflowClient()
+    exp = client.create_experiment("dry")
+    done = TrainConfig(num_layers=2, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
+    hw = hardware_name("cpu")
+    run = client.create_run(exp, tags={TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: done.config_hash(hw)})
+    client.set_terminated(run.info.run_id, "FINISHED")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(spec), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"L2-d16-h2-ff32-S8-B4-single-x1  already done (run {run.info.run_id})" in proc.stdout
+    assert "4 configurations: 3 to run, 1 already done" in proc.stdout
+    assert len(client.search_runs([exp])) == 1  # a dry run runs nothing
+    assert dataclasses.replace(done, num_layers=1).run_name in proc.stdout

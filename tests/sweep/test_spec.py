@@ -1,19 +1,24 @@
-"""Sweep specs: the shipped ones meet their promises; bad specs fail early, naming the key."""
+"""Sweep specs: the shipped ones meet their promises; bad specs fail early, naming the key
+(non-finite numbers, sizes past their bounds)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from mlflow_roofline.core.config import (
+    INT64_MAX,
+    TrainConfig,
+)
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.spec import load_spec, parse_spec, shipped_specs
 
 BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
+
+TOP = "device: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
 
 
 def spec_with(**changes: object) -> dict:
@@ -140,30 +145,6 @@ def test_unknown_spec_name_lists_the_shipped_ones(tmp_path: Path) -> None:
         load_spec(str(broken))
 
 
-def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_uri: str, tmp_path: Path) -> None:
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(spec_with(grid_strategy=["single", "zero3"])))
-    proc = subprocess.run(
-        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(bad)], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "grid.strategy[1]" in lines[0] and "zero3" in lines[0] and "single, ddp, fsdp, tp" in lines[0]
-    assert not (tmp_path / "mlflow.db").exists()  # nothing ran, not even the store
-
-
-def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "smoke", "--retry-failed", "maybe", "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
-    assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr
-
-
 def test_repeats_default_to_one_and_multiply_the_units_of_the_plan() -> None:
     once = parse_spec(spec_with())
     thrice = parse_spec(spec_with(repeats=3))
@@ -173,3 +154,31 @@ def test_repeats_default_to_one_and_multiply_the_units_of_the_plan() -> None:
     assert plan.repeats == 3
     assert plan.units == [(config, r) for config in plan.configs for r in range(3)]
     assert len(expand(once, "cpu", "cpu:test").units) == len(plan.configs)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key"),
+    [
+        (TOP + "timeout_s: .nan\ngrid: {num_layers: 1, hidden_size: 16}\n", "timeout_s"),
+        (TOP + "timeout_s: .inf\ngrid: {num_layers: 1, hidden_size: 16}\n", "timeout_s"),
+        (TOP.replace("ffn_size: 32", "ffn_ratio: .nan") + "grid: {num_layers: 1, hidden_size: 16}\n", "ffn_ratio"),
+        (TOP.replace("ffn_size: 32", "ffn_ratio: -.inf") + "grid: {num_layers: 1, hidden_size: 16}\n", "ffn_ratio"),
+        (TOP + "grid: {num_layers: 1, hidden_size: 16, num_steps: .inf}\n", "grid.num_steps"),
+        (TOP + "grid: {num_layers: [1, .nan], hidden_size: 16}\n", "grid.num_layers[1]"),
+        (TOP + f"grid: {{num_layers: 1, hidden_size: 16, num_steps: {INT64_MAX + 1}}}\n", "grid.num_steps"),
+    ],
+)
+def test_non_finite_and_out_of_range_numbers_name_the_key(yaml_text: str, key: str) -> None:
+
+    with pytest.raises(ConfigError) as info:
+        parse_spec(yaml.safe_load(yaml_text))
+    assert info.value.field == key
+
+
+def test_num_steps_past_int64_is_refused_by_the_one_rule() -> None:
+    config = TrainConfig(
+        num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4, num_steps=INT64_MAX + 1
+    )
+    with pytest.raises(ConfigError, match="num_steps: must be at most 9223372036854775807"):
+        config.validate()
+    TrainConfig.from_mapping({**config.to_params(), "num_steps": str(INT64_MAX)}).validate()

@@ -13,13 +13,14 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CLAIM, TAG_CONFIG_HASH, TAG_RUN_TYPE
 from mlflow_roofline.sweep.child_run import create_child_run
 from mlflow_roofline.sweep.claim import check_claim, withdraw
-from mlflow_roofline.sweep.store import config_status, train_runs
+from mlflow_roofline.sweep.lookup import config_status, train_runs
 from mlflow_roofline.system.liveness import (
     TAG_HOST,
     liveness,
     process_tags,
     sweep_process_tags,
 )
+from mlflow_roofline.tracking.client import TrackingClient
 
 HW = "cpu:test"
 CONFIG = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
@@ -44,27 +45,27 @@ def ticket(client, exp: str, tags: dict[str, str]) -> str:
 
 def test_a_lone_ticket_wins_and_a_second_live_one_loses(store) -> None:
     client, exp = store
-    seen = config_status(client, exp, HASH).run_ids
-    mine = create_child_run(CONFIG, exp, None, hardware=HW, client=client)
-    assert check_claim(client, exp, HASH, mine, seen).won
+    seen = config_status(TrackingClient(), exp, HASH).run_ids
+    mine = create_child_run(CONFIG, exp, None, hardware=HW, client=TrackingClient())
+    assert check_claim(TrackingClient(), exp, HASH, mine, seen).won
     # another sweep, alive on this host, created its ticket for the same config: neither may run it now
     other = subprocess.Popen(SLEEP)
     try:
         rival = ticket(client, exp, sweep_process_tags(other.pid))
-        mine_again = check_claim(client, exp, HASH, mine, seen)
-        theirs = check_claim(client, exp, HASH, rival, seen)
+        mine_again = check_claim(TrackingClient(), exp, HASH, mine, seen)
+        theirs = check_claim(TrackingClient(), exp, HASH, rival, seen)
         assert not mine_again.won and mine_again.rival == rival
         assert not theirs.won and theirs.rival == mine
-        withdraw(client, rival, theirs)
+        withdraw(TrackingClient(), rival, theirs)
     finally:
         other.kill()
         other.wait()
     # the withdrawn ticket is gone from the experiment, ended and tagged with why
-    assert [r.info.run_id for r in train_runs(client, exp, HASH)] == [mine]
+    assert [r.info.run_id for r in train_runs(TrackingClient(), exp, HASH)] == [mine]
     gone = client.get_run(rival)
     assert gone.info.lifecycle_stage == "deleted" and gone.info.status == "KILLED"
     assert f"claimed by run {mine}" in gone.data.tags[TAG_CLAIM]
-    assert check_claim(client, exp, HASH, mine, seen).won
+    assert check_claim(TrackingClient(), exp, HASH, mine, seen).won
 
 
 def test_dead_tickets_block_nothing_but_other_hosts_and_finished_runs_do(store) -> None:
@@ -74,16 +75,18 @@ def test_dead_tickets_block_nothing_but_other_hosts_and_finished_runs_do(store) 
     ticket(client, exp, sweep_process_tags(gone.pid))  # a sweep that died after creating its ticket
     ticket(client, exp, {})  # an old run with no process recorded
     mine = ticket(client, exp, sweep_process_tags(os.getpid()))
-    assert check_claim(client, exp, HASH, mine, frozenset()).won
+    assert check_claim(TrackingClient(), exp, HASH, mine, frozenset()).won
 
     remote = ticket(client, exp, {TAG_HOST: "node-17", "roofline.sweep_pid": "4242"})
-    assert check_claim(client, exp, HASH, mine, frozenset()).rival == remote  # cannot be checked: counts as live
+    assert (
+        check_claim(TrackingClient(), exp, HASH, mine, frozenset()).rival == remote
+    )  # cannot be checked: counts as live
     client.set_terminated(remote, "KILLED")
-    assert check_claim(client, exp, HASH, mine, frozenset()).won
+    assert check_claim(TrackingClient(), exp, HASH, mine, frozenset()).won
 
     done = ticket(client, exp, {})
     client.set_terminated(done, "FINISHED")
-    verdict = check_claim(client, exp, HASH, mine, frozenset())
+    verdict = check_claim(TrackingClient(), exp, HASH, mine, frozenset())
     assert not verdict.won and "finished meanwhile" in verdict.reason
 
 
@@ -91,12 +94,12 @@ def test_a_failure_the_claimant_did_not_see_loses_the_claim(store) -> None:
     client, exp = store
     earlier = ticket(client, exp, {})
     client.set_terminated(earlier, "FAILED")
-    seen = config_status(client, exp, HASH).run_ids  # a retry of the failure it saw
+    seen = config_status(TrackingClient(), exp, HASH).run_ids  # a retry of the failure it saw
     mine = ticket(client, exp, sweep_process_tags(os.getpid()))
-    assert check_claim(client, exp, HASH, mine, seen).won
+    assert check_claim(TrackingClient(), exp, HASH, mine, seen).won
     meanwhile = ticket(client, exp, {})
     client.set_terminated(meanwhile, "FAILED")  # another sweep ran and failed it meanwhile
-    verdict = check_claim(client, exp, HASH, mine, seen)
+    verdict = check_claim(TrackingClient(), exp, HASH, mine, seen)
     assert not verdict.won and verdict.rival == meanwhile
 
 
@@ -118,13 +121,13 @@ def test_liveness_tests_the_recorded_process_itself_not_a_group_it_does_not_lead
 # One claimant: waits for the start signal, then claims each config hash in turn, as a sweep does.
 CLAIMANT = """
 import os, sys, time
-from mlflow.tracking import MlflowClient
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.sweep.child_run import create_child_run
 from mlflow_roofline.sweep.claim import check_claim, withdraw
-from mlflow_roofline.sweep.store import config_status
+from mlflow_roofline.sweep.lookup import config_status
 exp, go, hw = sys.argv[1], sys.argv[2], sys.argv[3]
-client = MlflowClient()
+client = TrackingClient()
 configs = [TrainConfig(num_layers=n, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
            for n in range(1, 6)]
 while not os.path.exists(go):
@@ -145,7 +148,7 @@ time.sleep(5)  # stay alive while the others look at this process's tickets
 def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> None:
     from collections import Counter
 
-    client, exp = store
+    _, exp = store
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
@@ -171,7 +174,7 @@ def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> N
     wins = Counter(key for key, verdict in verdicts if verdict == "won")
     assert all(n == 1 for n in wins.values()), wins  # never two winners of one configuration
     # the store agrees: one live ticket per won configuration, every lost one withdrawn
-    runs = train_runs(client, exp)
+    runs = train_runs(TrackingClient(), exp)
     assert Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs) == wins
 
 
@@ -180,20 +183,20 @@ def test_each_repeat_is_claimed_on_its_own(store) -> None:
     from mlflow_roofline.sweep.status import DONE
 
     client, exp = store
-    first = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=0)
+    first = create_child_run(CONFIG, exp, None, hardware=HW, client=TrackingClient(), repeat=0)
     assert client.get_run(first).data.tags[TAG_REPEAT] == "0"
-    assert check_claim(client, exp, HASH, first, frozenset(), 0).won
+    assert check_claim(TrackingClient(), exp, HASH, first, frozenset(), 0).won
     # repeat 1 of the same configuration does not compete with repeat 0's live ticket
-    second = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=1)
-    assert check_claim(client, exp, HASH, second, frozenset(), 1).won
+    second = create_child_run(CONFIG, exp, None, hardware=HW, client=TrackingClient(), repeat=1)
+    assert check_claim(TrackingClient(), exp, HASH, second, frozenset(), 1).won
     # a second ticket for repeat 1 loses to the first one
-    again = create_child_run(CONFIG, exp, None, hardware=HW, client=client, repeat=1)
-    verdict = check_claim(client, exp, HASH, again, frozenset(), 1)
+    again = create_child_run(CONFIG, exp, None, hardware=HW, client=TrackingClient(), repeat=1)
+    verdict = check_claim(TrackingClient(), exp, HASH, again, frozenset(), 1)
     assert not verdict.won and verdict.rival == second
     client.set_terminated(first, "FINISHED")
-    assert config_status(client, exp, HASH, 0).state == DONE
-    assert config_status(client, exp, HASH, 1).state != DONE
+    assert config_status(TrackingClient(), exp, HASH, 0).state == DONE
+    assert config_status(TrackingClient(), exp, HASH, 1).state != DONE
     # a run logged before repeats existed (no tag) is repeat 0
     legacy = ticket(client, exp, {})
-    assert legacy in config_status(client, exp, HASH, 0).run_ids
-    assert legacy not in config_status(client, exp, HASH, 1).run_ids
+    assert legacy in config_status(TrackingClient(), exp, HASH, 0).run_ids
+    assert legacy not in config_status(TrackingClient(), exp, HASH, 1).run_ids

@@ -23,18 +23,25 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import TAG_EXECUTOR, TAG_HEARTBEAT, TAG_NODE
+from mlflow_roofline.sweep.fresh_child import run_child
+from mlflow_roofline.sweep.spec import carbon_args
+from mlflow_roofline.sweep.status import Outcome
+from mlflow_roofline.tracking.client import TrackingClient
+
+if TYPE_CHECKING:  # the warm server imports torch: only a warm worker loads it
+    from mlflow_roofline.train.warm import WarmServer
 
 HEARTBEAT_S = 20.0
 """Seconds between two heartbeats of a remote worker."""
 WARM_EXECUTORS: tuple[str, ...] = ("ray",)
 """Executors whose workers outlive a task, so that a warm server pays off."""
 
-_worker_server: Any = None
+_worker_server: WarmServer | None = None
 """This worker's warm server, started at its first warm task."""
 
 
@@ -64,7 +71,7 @@ class RemoteTask:
     meter: str = "auto"
     timeout_s: float | None = None
     hardware: str = ""
-    carbon: tuple[tuple[str, Any], ...] = ()
+    carbon: tuple[tuple[str, float | str], ...] = ()
     warm: bool = False
 
 
@@ -75,26 +82,21 @@ class WorkerUnreachable(RooflineError):
 def node_name() -> str:
     """This worker's node: Ray's node id when inside Ray, else the Slurm node, else the host name."""
     with contextlib.suppress(Exception):
-        import ray
+        import ray  # optional (the cluster extra): present on a Ray worker only
 
         if ray.is_initialized():
             return f"ray:{ray.get_runtime_context().get_node_id()}"
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def measure_claimed(task: RemoteTask) -> Any:
+def measure_claimed(task: RemoteTask) -> Outcome:
     """Measure ``task`` into its claimed run on this node; the :class:`Outcome`.
 
     Raises:
         WorkerUnreachable: the tracking server cannot be reached from this node.
     """
-    from mlflow.tracking import MlflowClient
-
-    from mlflow_roofline.sweep.fresh_child import run_child
-    from mlflow_roofline.sweep.spec import carbon_args
-
     os.environ["MLFLOW_TRACKING_URI"] = task.tracking_uri
-    client = MlflowClient(tracking_uri=task.tracking_uri)
+    client = TrackingClient(task.tracking_uri)
     node = node_name()
     try:
         client.set_tag(task.run_id, TAG_NODE, node)
@@ -105,6 +107,7 @@ def measure_claimed(task: RemoteTask) -> Any:
         ) from None
     with heartbeat(client, task.run_id):
         if task.warm:
+            # forking ranks warm imports torch; a fresh (Slurm) worker never loads it
             from mlflow_roofline.sweep.warm_child import run_child_warm
 
             return run_child_warm(
@@ -129,18 +132,18 @@ def measure_claimed(task: RemoteTask) -> Any:
         )
 
 
-def worker_server() -> Any:
+def worker_server() -> WarmServer:
     """This worker's warm server (started at the first call)."""
     global _worker_server
     if _worker_server is None:
-        from mlflow_roofline.train.warm import WarmServer
+        from mlflow_roofline.train.warm import WarmServer  # imports torch: a warm worker's first task loads it
 
         _worker_server = WarmServer().start()
     return _worker_server
 
 
 @contextlib.contextmanager
-def heartbeat(client: Any, run_id: str, period_s: float = HEARTBEAT_S) -> Iterator[None]:
+def heartbeat(client: TrackingClient, run_id: str, period_s: float = HEARTBEAT_S) -> Iterator[None]:
     """Set tag ``roofline.heartbeat`` (epoch seconds) on ``run_id`` every ``period_s`` while inside."""
     stop = threading.Event()
 

@@ -1,9 +1,10 @@
 """Where a sweep's configurations run: here one after another, on a Ray cluster, or as Slurm jobs.
 
 Planning, claiming (creating each child run) and resume stay on the submitting host; an
-executor only carries :class:`~mlflow_roofline.sweep.remote.RemoteTask` objects to workers,
-which call :func:`~mlflow_roofline.sweep.remote.measure_claimed`, and hands back each
-outcome, or the failure of the worker itself (:class:`WorkerFailure`), as it completes.
+executor (:class:`Executor`) only carries :class:`~mlflow_roofline.sweep.remote.worker.RemoteTask`
+objects to workers, which call :func:`~mlflow_roofline.sweep.remote.worker.measure_claimed`, and
+hands back each outcome, or the failure of the worker itself (:class:`WorkerFailure`), as it
+completes.
 
 - ``ray``: one task per configuration, ``max_retries=0`` (a lost node is the sweep's to
   handle: it ends the claimed run FAILED with the reason and resubmits once, as a new
@@ -22,13 +23,17 @@ Workers find the tracking server through ``MLFLOW_TRACKING_URI``, which the task
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
+import types
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.sweep.remote import RemoteTask, measure_claimed
+from mlflow_roofline.sweep.remote.worker import RemoteTask, measure_claimed
+from mlflow_roofline.sweep.status import Outcome
 
 NODE_METER_RESOURCE = "roofline_meter_slot"
 """Ray custom resource, 1 per node: one measured CPU configuration per node at a time."""
@@ -60,6 +65,24 @@ class ExecutorSettings:
     slurm_folder: str = "roofline-slurm"
     workers_on_this_host: bool = False
 
+    @classmethod
+    def from_options(cls, options: Mapping[str, object], spec_slurm: Mapping[str, str | int]) -> ExecutorSettings:
+        """The settings of the sweep command's executor options, the spec's ``slurm`` section filling gaps.
+
+        ``options``: the values of ``--executor``, ``--ray-address``, ``--slurm-*`` and
+        ``--workers-on-this-host``, by their click names (``slurm_partition``).
+        """
+        return cls(
+            kind=str(options["executor"]),
+            ray_address=_text(options["ray_address"]),
+            slurm_partition=_text(options["slurm_partition"] or spec_slurm.get("partition")),
+            slurm_account=_text(options["slurm_account"] or spec_slurm.get("account")),
+            slurm_time_min=int(str(options["slurm_time_min"] or spec_slurm.get("time_min") or 60)),
+            slurm_cluster=str(options["slurm_cluster"]),
+            slurm_folder=str(options["slurm_folder"]),
+            workers_on_this_host=bool(options["workers_on_this_host"]),
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class WorkerFailure:
@@ -72,6 +95,35 @@ class WorkerFailure:
 
     reason: str
     node_lost: bool
+
+
+class Executor(Protocol):
+    """What the sweep asks of a remote executor (:class:`RayExecutor`, :class:`SlurmExecutor`).
+
+    Attributes:
+        name: ``ray`` or ``slurm`` (tag ``roofline.executor``).
+        max_in_flight: most tasks out at once (None: as many as the cluster takes).
+    """
+
+    name: str
+    max_in_flight: int | None
+
+    @property
+    def in_flight(self) -> int:
+        """Tasks submitted and not yet handed back."""
+        ...
+
+    def submit(self, task: RemoteTask) -> None:
+        """Send ``task`` to a worker."""
+        ...
+
+    def next_done(self) -> tuple[RemoteTask, Outcome | WorkerFailure]:
+        """Block until a task completes; it and its Outcome, or a :class:`WorkerFailure`."""
+        ...
+
+    def close(self) -> None:
+        """Cancel what is still out and let the cluster go."""
+        ...
 
 
 def check_tracking_uri(settings: ExecutorSettings, uri: str) -> None:
@@ -96,18 +148,22 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, settings: ExecutorSettings, device: str) -> None:
-        import ray
+        import ray  # optional (the cluster extra), and heavy: only a Ray sweep imports it
 
         address = settings.ray_address or os.environ.get("RAY_ADDRESS")
-        init: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False, "ignore_reinit_error": True}
         if address:
-            ray.init(address=address, **init)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, ignore_reinit_error=True)
         else:
-            ray.init(resources={NODE_METER_RESOURCE: 1}, **init)
-        self._ray = ray
+            ray.init(
+                resources={NODE_METER_RESOURCE: 1},
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+                ignore_reinit_error=True,
+            )
+        self._ray: types.ModuleType = ray
         self._device = device
         self._remote = ray.remote(max_retries=0)(measure_claimed)
-        self._pending: dict[Any, RemoteTask] = {}
+        self._pending: dict[ray.ObjectRef[Outcome], RemoteTask] = {}
         if device == "cpu" and NODE_METER_RESOURCE not in ray.cluster_resources():
             raise ConfigError(
                 "ray_address",
@@ -119,16 +175,16 @@ class RayExecutor:
     def submit(self, task: RemoteTask) -> None:
         """Send ``task`` to the cluster with the resources its configuration needs."""
         if self._device == "cuda":
-            options: dict[str, Any] = {"num_cpus": 1, "num_gpus": task.config.num_devices}
+            remote = self._remote.options(num_cpus=1, num_gpus=task.config.num_devices)
         else:
-            options = {"num_cpus": 0, "resources": {NODE_METER_RESOURCE: 1}}
-        self._pending[self._remote.options(**options).remote(task)] = task
+            remote = self._remote.options(num_cpus=0, resources={NODE_METER_RESOURCE: 1})
+        self._pending[remote.remote(task)] = task
 
     @property
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def next_done(self) -> tuple[RemoteTask, Any]:
+    def next_done(self) -> tuple[RemoteTask, Outcome | WorkerFailure]:
         """Block until a task completes; it and its Outcome, or a :class:`WorkerFailure`."""
         ray = self._ray
         (ref,), _ = ray.wait(list(self._pending), num_returns=1)
@@ -151,20 +207,20 @@ class SlurmExecutor:
     name = "slurm"
 
     def __init__(self, settings: ExecutorSettings, device: str) -> None:
-        import submitit
+        import submitit  # optional (the cluster extra): only a Slurm sweep imports it
 
         cluster = None if settings.slurm_cluster == "auto" else settings.slurm_cluster
         self._executor = submitit.AutoExecutor(folder=settings.slurm_folder, cluster=cluster)
         self._settings = settings
         self._device = device
-        self._pending: list[tuple[Any, RemoteTask]] = []
+        self._pending: list[tuple[submitit.Job[Outcome], RemoteTask]] = []
         # submitit's local executor runs every job at once on this node: one at a time keeps
         # node-wide energy windows from overlapping.
         self.max_in_flight: int | None = 1 if self._executor.cluster == "local" else None
 
     def submit(self, task: RemoteTask) -> None:
         """Submit ``task`` as one job on one node with ``num_devices`` GPUs (CUDA) or the node (CPU)."""
-        params: dict[str, Any] = {
+        params: dict[str, object] = {
             "timeout_min": self._settings.slurm_time_min,
             "nodes": 1,
             "tasks_per_node": 1,
@@ -185,7 +241,7 @@ class SlurmExecutor:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def next_done(self) -> tuple[RemoteTask, Any]:
+    def next_done(self) -> tuple[RemoteTask, Outcome | WorkerFailure]:
         """Block until a job completes; its task and Outcome, or a :class:`WorkerFailure`."""
         while True:
             for index, (job, task) in enumerate(self._pending):
@@ -203,7 +259,7 @@ class SlurmExecutor:
             job.cancel(check=False)
 
 
-def make_executor(settings: ExecutorSettings, device: str) -> RayExecutor | SlurmExecutor:
+def make_executor(settings: ExecutorSettings, device: str) -> Executor:
     """The remote executor ``settings.kind`` names (``ray`` or ``slurm``)."""
     if settings.kind == "ray":
         return RayExecutor(settings, device)
@@ -216,3 +272,8 @@ def make_executor(settings: ExecutorSettings, device: str) -> RayExecutor | Slur
 def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:500]
+
+
+def _text(value: object) -> str | None:
+    """An option's text, None when it is not given."""
+    return None if value is None else str(value)

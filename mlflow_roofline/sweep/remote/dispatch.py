@@ -1,7 +1,7 @@
 """The submitting host's side of a remote sweep: hand claimed runs to the executor, take outcomes back.
 
 A claimed configuration (its child run created and the claim won, on this host) goes to
-the executor as a :class:`~mlflow_roofline.sweep.remote.RemoteTask`. When the worker
+the executor as a :class:`~mlflow_roofline.sweep.remote.worker.RemoteTask`. When the worker
 hands back an outcome it is recorded as is; when the worker itself failed (it could not
 reach the tracking server, its node or process was lost), the claimed run is ended FAILED
 here with that reason, unless the train process had already ended it, so no run is left
@@ -11,32 +11,28 @@ RUNNING by a worker that is gone.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_ERROR
-from mlflow_roofline.sweep.executors import WorkerFailure
+from mlflow_roofline.sweep.context import SweepContext
 from mlflow_roofline.sweep.reconcile import Entry
-from mlflow_roofline.sweep.remote import WARM_EXECUTORS, RemoteTask
+from mlflow_roofline.sweep.remote.executors import Executor, WorkerFailure
+from mlflow_roofline.sweep.remote.worker import WARM_EXECUTORS, RemoteTask
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome
+from mlflow_roofline.tracking.client import TrackingClient
 
 
-def tracking_uri() -> str:
-    """The tracking URI this host logs to, which every worker is told to use."""
-    import mlflow
+def submit_claimed(sweep: SweepContext, executor: Executor, run_id: str, config: TrainConfig) -> None:
+    """Hand the claimed run ``run_id`` of ``config`` to the sweep's ``executor``.
 
-    return mlflow.get_tracking_uri()
-
-
-def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
-    """Hand the claimed run ``run_id`` of ``config`` to the sweep's executor."""
-    executor = sweep.executor
+    Every worker is told to log to the tracking URI this host logs to.
+    """
     executor.submit(
         RemoteTask(
             run_id,
             config,
             sweep.experiment_id,
-            tracking_uri(),
+            sweep.client.tracking_uri,
             executor.name,
             sweep.spec.meter,
             sweep.spec.timeout_s,
@@ -47,22 +43,22 @@ def submit_claimed(sweep: Any, run_id: str, config: TrainConfig) -> None:
     )
 
 
-def collect_one(sweep: Any, in_flight: dict[str, Entry]) -> tuple[Entry, Outcome, bool]:
+def collect_one(client: TrackingClient, executor: Executor, in_flight: dict[str, Entry]) -> tuple[Entry, Outcome, bool]:
     """Wait for the next configuration to come back: its entry, outcome, and whether its node was lost."""
-    task, result = sweep.executor.next_done()
+    task, result = executor.next_done()
     entry = in_flight.pop(task.run_id)
     if isinstance(result, WorkerFailure):
-        return entry, fail_claimed(sweep.client, task.run_id, result.reason), result.node_lost
+        return entry, fail_claimed(client, task.run_id, result.reason), result.node_lost
     return entry, result, False
 
 
-def fail_claimed(client: Any, run_id: str, reason: str) -> Outcome:
+def fail_claimed(client: TrackingClient, run_id: str, reason: str) -> Outcome:
     """End the claimed run ``run_id`` FAILED with ``reason`` unless it already ended; its outcome."""
     run = client.get_run(run_id)
     status = run.info.status
     if status in RUN_STATES:
         client.set_tag(run_id, TAG_ERROR, reason)
-        client.set_terminated(run_id, "FAILED")
+        client.end_run(run_id, "FAILED")
         status = "FAILED"
     elif status == "FINISHED":  # measured and logged before the worker went away
         return Outcome(run_id, "FINISHED", "", 0.0, None)
@@ -71,12 +67,12 @@ def fail_claimed(client: Any, run_id: str, reason: str) -> Outcome:
     return Outcome(run_id, status, reason, 0.0, None, reason.splitlines()[-1] if reason else status)
 
 
-def abandon_in_flight(sweep: Any, in_flight: dict[str, Entry]) -> None:
+def abandon_in_flight(client: TrackingClient, executor: Executor, in_flight: dict[str, Entry]) -> None:
     """The sweep is stopping with runs still out: cancel them and end their runs KILLED."""
     with contextlib.suppress(Exception):
-        sweep.executor.close()
+        executor.close()
     for run_id in list(in_flight):
         with contextlib.suppress(Exception):
-            if sweep.client.get_run(run_id).info.status in RUN_STATES:
-                sweep.client.set_tag(run_id, TAG_ERROR, "the sweep stopped while this configuration was out")
-                sweep.client.set_terminated(run_id, "KILLED")
+            if client.get_run(run_id).info.status in RUN_STATES:
+                client.set_tag(run_id, TAG_ERROR, "the sweep stopped while this configuration was out")
+                client.end_run(run_id, "KILLED")

@@ -10,10 +10,11 @@ from support.sweeps import unsplittable_tp_config
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_NOTE
-from mlflow_roofline.sweep.description import Row, sweep_markdown
+from mlflow_roofline.sweep.parent_description import Row, sweep_markdown
 from mlflow_roofline.sweep.plan import Plan, Skipped
 from mlflow_roofline.sweep.spec import parse_spec
 from mlflow_roofline.sweep.status import DONE, FAILED, NEW, Outcome, Status
+from mlflow_roofline.tracking.client import TrackingClient
 
 SPEC = parse_spec(
     {
@@ -100,7 +101,7 @@ def test_a_real_sweep_describes_its_children_on_the_parent(tracking_uri: str) ->
     plan = Plan(configs=(good, bad), skipped=(), hardware=hardware_name("cpu"), device="cpu")
     client = MlflowClient()
     result = run_sweep(
-        SPEC, plan, client.create_experiment("described"), client=client, progress=False, echo=lambda _: None
+        SPEC, plan, client.create_experiment("described"), client=TrackingClient(), progress=False, echo=lambda _: None
     )
     note = client.get_run(result.parent_run_id).data.tags[TAG_NOTE]
     child = client.get_run(next(r.outcome.run_id for r in result.results if r.config == good))

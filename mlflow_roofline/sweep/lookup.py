@@ -1,4 +1,4 @@
-"""Where each planned (configuration, repeat) stands in the tracking store.
+"""Look each planned (configuration, repeat) up among the experiment's train runs: where it stands.
 
 A configuration is found by ``roofline.config_hash`` among the active train runs of the
 experiment, and one repeat of it by ``roofline.repeat`` (a run without that tag is repeat
@@ -11,7 +11,6 @@ A configuration measured ``k`` times is done when each of its ``k`` repeats is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_REPEAT, TAG_RUN_TYPE
@@ -27,7 +26,7 @@ from mlflow_roofline.sweep.status import (
     Status,
 )
 from mlflow_roofline.system.liveness import TAG_HOST, liveness
-from mlflow_roofline.tracking.runs import search_all_runs
+from mlflow_roofline.tracking.client import Run, TrackingClient
 
 PAGE_SIZE = 1000
 
@@ -36,21 +35,21 @@ Unit = tuple[TrainConfig, int]
 """What a sweep claims, runs and resumes: one configuration and one repeat index."""
 
 
-def repeat_of(run: Any) -> int:
+def repeat_of(run: Run) -> int:
     """The run's ``roofline.repeat`` (0 when absent or not an integer)."""
     value = run.data.tags.get(TAG_REPEAT, "0")
     return int(value) if value.isdigit() else 0
 
 
-def store_status(plan: Plan, runs: Iterable[Any]) -> dict[Unit, Status]:
+def store_status(plan: Plan, runs: Iterable[Run]) -> dict[Unit, Status]:
     """Each planned (configuration, repeat)'s state, from the train runs of the experiment.
 
-    ``runs`` are MLflow ``Run`` objects (``client.search_runs`` results). Per config
+    ``runs`` are stored runs (:meth:`TrackingClient.search_runs` results). Per config
     hash and repeat: any FINISHED run -> DONE; else a RUNNING run whose process lives ->
     ALIVE (or ELSEWHERE when recorded on another host), RUNNING runs whose process is
     gone -> STALE; else the latest FAILED run -> FAILED; else (none, or only KILLED) -> NEW.
     """
-    by_key: dict[tuple[str, int], list[Any]] = {}
+    by_key: dict[tuple[str, int], list[Run]] = {}
     for run in runs:
         tags = run.data.tags
         if tags.get(TAG_RUN_TYPE) == "train" and TAG_CONFIG_HASH in tags:
@@ -62,7 +61,7 @@ def store_status(plan: Plan, runs: Iterable[Any]) -> dict[Unit, Status]:
     return statuses
 
 
-def status_of(runs: list[Any]) -> Status:
+def status_of(runs: list[Run]) -> Status:
     """The state of one configuration from its runs (all of one config hash)."""
     seen = frozenset(r.info.run_id for r in runs)
     finished = [r for r in runs if r.info.status == "FINISHED"]
@@ -87,28 +86,28 @@ def status_of(runs: list[Any]) -> Status:
     return Status(NEW, run_ids=seen)
 
 
-def _started(run: Any) -> int:
+def _started(run: Run) -> int:
     return run.info.start_time or 0
 
 
-def store_statuses(client: Any, plan: Plan, experiment_id: str) -> dict[Unit, Status]:
+def store_statuses(client: TrackingClient, plan: Plan, experiment_id: str) -> dict[Unit, Status]:
     """Each planned (configuration, repeat)'s status among the experiment's train runs."""
     return store_status(plan, train_runs(client, experiment_id))
 
 
-def train_runs(client: Any, experiment_id: str, config_hash: str | None = None) -> list[Any]:
+def train_runs(client: TrackingClient, experiment_id: str, config_hash: str | None = None) -> list[Run]:
     """Every active train run of the experiment (of one config hash if given), all pages."""
     query = f"tags.`{TAG_RUN_TYPE}` = 'train'"
     if config_hash is not None:
         query += f" and tags.`{TAG_CONFIG_HASH}` = '{config_hash}'"
-    return search_all_runs(client, [experiment_id], query, page_size=PAGE_SIZE)
+    return list(client.iter_runs([experiment_id], query, page_size=PAGE_SIZE))
 
 
-def repeat_runs(client: Any, experiment_id: str, config_hash: str, repeat: int) -> list[Any]:
+def repeat_runs(client: TrackingClient, experiment_id: str, config_hash: str, repeat: int) -> list[Run]:
     """Every active train run of one (config hash, repeat), all pages."""
     return [run for run in train_runs(client, experiment_id, config_hash) if repeat_of(run) == repeat]
 
 
-def config_status(client: Any, experiment_id: str, config_hash: str, repeat: int = 0) -> Status:
+def config_status(client: TrackingClient, experiment_id: str, config_hash: str, repeat: int = 0) -> Status:
     """The state of one (configuration, repeat), looked up now."""
     return status_of(repeat_runs(client, experiment_id, config_hash, repeat))
