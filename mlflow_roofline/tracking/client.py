@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
+    import pandas as pd
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -316,3 +317,9 @@ class TrackingClient:
 
     def delete_alias(self, name: str, alias: str) -> None:
         self._client.delete_registered_model_alias(name, alias)
+
+    # -- added for fit --
+    def log_table(self, run_id: str, table: pd.DataFrame, artifact_file: str) -> None:
+        """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
+        which the MLflow UI's artifact view shows and filters)."""
+        self._client.log_table(run_id, table, artifact_file)
