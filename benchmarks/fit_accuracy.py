@@ -32,7 +32,7 @@ import numpy as np
 
 
 def _fits(generator: str, workloads: int, seed: int):
-    from mlflow_roofline.fit.hardware import fit_hardware
+    from mlflow_roofline.fit.hardware_fit import fit_hardware
     from mlflow_roofline.testing.roofline_generator import TIME_BOUND_GPU, generate_roofline_runs
     from mlflow_roofline.testing.synthetic import generate_synthetic_runs
 
@@ -78,7 +78,7 @@ def _pooled(workloads: int, seeds: int) -> None:
     from pathlib import Path
 
     from mlflow_roofline.core.gpu_datasheets import load_hardware_table
-    from mlflow_roofline.fit.hardware import fit_hardware
+    from mlflow_roofline.fit.hardware_fit import fit_hardware
     from mlflow_roofline.fit.pooled import fit_pooled
     from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
     from mlflow_roofline.testing.roofline_generator import generate_roofline_runs

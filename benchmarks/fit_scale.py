@@ -47,16 +47,17 @@ def main() -> int:
     import mlflow
     from mlflow import MlflowClient
 
-    from mlflow_roofline.fit.job import run_fit
-    from mlflow_roofline.fit.run_data import load_train_runs
+    from mlflow_roofline.fit.pipeline import run_fit
+    from mlflow_roofline.fit.runs.run_data import load_train_runs
     from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
+    from mlflow_roofline.tracking.client import TrackingClient
 
     mlflow.set_tracking_uri(uri)
     client = MlflowClient()
     experiment = client.get_experiment_by_name("roofline-bench")
     if experiment is not None:  # a kept store: reuse its runs
         experiment_id = experiment.experiment_id
-        n_runs = len(load_train_runs(client, [experiment_id]).frame)
+        n_runs = len(load_train_runs(TrackingClient(client.tracking_uri), [experiment_id]).frame)
         print(f"reusing {n_runs} train runs in {uri}", flush=True)
     else:
         experiment_id = client.create_experiment("roofline-bench")

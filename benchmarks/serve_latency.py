@@ -93,7 +93,7 @@ def setup_store(root: Path) -> str:
     """Fit and register the roofline model and the trivial one in a fresh store; returns its URI."""
     import mlflow
 
-    from mlflow_roofline.fit.job import run_fit
+    from mlflow_roofline.fit.pipeline import run_fit
     from mlflow_roofline.serve.pyfunc_model import EXAMPLE_QUERY, model_signature
     from mlflow_roofline.testing.synthetic import log_synthetic_runs
 

@@ -74,7 +74,8 @@ def fit_command(
     hardware_table: str | None,
 ) -> None:
     """Fit the efficiency-aware energy law (and its baseline) and register it as a pyfunc model."""
-    from mlflow_roofline.fit.job import run_fit
+    # deferred: the fit stage pulls in pandas, scipy, statsmodels and matplotlib; `--help` should not
+    from mlflow_roofline.fit.pipeline import run_fit
 
     names = [name.strip() for item in experiments for name in item.split(",") if name.strip()]
     run_fit(

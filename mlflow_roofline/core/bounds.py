@@ -3,7 +3,7 @@
 A run's ``time_s`` (seconds of the measured window) and ``energy_j`` (joules over the
 window and all devices) are measurements only inside these bounds; a value outside them is
 a unit mistake, a broken meter or a stored infinity, never a training job. The fit drops
-such runs (``fit.run_data`` counts them by reason) and ``import`` refuses such rows (the
+such runs (``fit.runs.run_data`` counts them by reason) and ``import`` refuses such rows (the
 message names the field and the bound); both read :data:`PHYSICAL_BOUNDS`.
 
 ``energy_j`` is bounded through the average power per device it implies

@@ -1,14 +1,21 @@
-"""Fit the scaling laws on finished train runs: pulling and validating runs (run_data,
-validity), measured speedup and speedup fits, the form table (forms), OLS forms (ols), the
-additive roofline (roofline), the roofline-shaped forms' shared least-squares machinery
-(nonlinear), the roofline x efficiency form (roofline_eff), the smooth roofline in time
-(roofline_smooth), the time law,
-grouped CV (cv), the size-extrapolation check (extrapolation), sanity properties (sanity),
-the choice of form (selection), diagnostics, every law of one hardware (energy_laws,
-hardware), the pooled forms over several hardware (pooled) and their result
-(pooled_result), the fit run's metrics, report, files and plots, registration and how a
-failing fit ends (failure); job only orchestrates, fit_runs logs the fit runs and registers
-their models.
+"""Fit the scaling laws on finished train runs, log the fit runs and register the model.
+
+- :mod:`fit.runs`: pulling and validating train runs (run_data, validity), measured
+  speedup and efficiency, the repeat-to-repeat noise, the law features of the runs.
+- :mod:`fit.speedup_fit`: the speedup laws per strategy.
+- :mod:`fit.forms`: the energy forms (the catalog; OLS forms, the additive decomposition,
+  the roofline-shaped forms and their least-squares machinery, the time law), each scored
+  by grouped CV, the size-extrapolation check and the sanity checks, and the choice
+  among them (selection); :mod:`fit.forms.energy_laws` fits every form of one hardware.
+- :mod:`fit.hardware_fit`: one hardware's fit (:class:`HardwareFit`), its metrics and text report.
+- :mod:`fit.pooled`: the pooled forms over several hardware, their checks and result.
+- :mod:`fit.report`: what a fit run shows besides its metrics: files, plots, the
+  measured-vs-predicted table, the Markdown description.
+- :mod:`fit.fit_runs`: logging the fit run(s) through the TrackingClient;
+  :mod:`fit.registration`: the registry's naming rules and the ledger that registers
+  (and can undo) models; :mod:`fit.failure`: how a failing fit ends.
+- :mod:`fit.pipeline`: :func:`run_fit`, the whole stage; the command calls it.
 
 May import core, law, serve (to log the model), system and tracking; never train or sweep.
+Talks to MLflow only through :class:`~mlflow_roofline.tracking.client.TrackingClient`.
 """

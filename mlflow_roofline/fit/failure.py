@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
-
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR
+from mlflow_roofline.tracking.client import TrackingClient, TrackingError
 
 
 def failure_line(exc: BaseException, rollback_problems: Sequence[str] = ()) -> str:
@@ -32,14 +30,14 @@ def failure_line(exc: BaseException, rollback_problems: Sequence[str] = ()) -> s
     return text[:MAX_TAG_CHARS]
 
 
-def _mark_run(client: MlflowClient, run_id: str, message: str) -> None:
+def _mark_run(client: TrackingClient, run_id: str, message: str) -> None:
     """Tag ``run_id`` with ``message`` and end it FAILED unless it finished."""
     run = client.get_run(run_id)
     if run.info.status == "FINISHED":
         return
     client.set_tag(run_id, TAG_ERROR, message)
     if run.info.status == "RUNNING":
-        client.set_terminated(run_id, status="FAILED")
+        client.end_run(run_id, "FAILED")
 
 
 def record_failure(
@@ -50,10 +48,10 @@ def record_failure(
     to_mark = list(dict.fromkeys([*run_ids, *([env_run] if env_run else [])]))
     if not to_mark:
         return RooflineError(message)  # no run was started: the store is not even opened
-    client = MlflowClient()
+    client = TrackingClient()
     for run_id in to_mark:
         try:
             _mark_run(client, run_id, message)
-        except MlflowException:
+        except TrackingError:
             continue  # the store itself is what failed: the message still reaches the user
     return RooflineError(message)

@@ -4,34 +4,59 @@ One hardware: one fit run. Several: a parent fit run with the pooled comparison 
 pooled law as the model when it wins), one nested fit run per hardware, then every
 model registered with its aliases (``alias``, ``alias-<hardware>``). What the job
 produced is a :class:`FitOutcome`.
+
+Each fit run (``roofline.run_type=fit``) gets the metrics of :func:`fit.hardware_fit.fit_metrics`,
+the params, the files, figures, table and description of :mod:`fit.report.run_page`, and
+the chosen law as a pyfunc model. Runs are opened and ended through the
+:class:`~mlflow_roofline.tracking.client.TrackingClient` with explicit run ids: FINISHED
+when their block completes, FAILED when it raises. Registration is left to
+:class:`~fit.registration.RegistryLedger`, once every fit run of the job is logged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
-from collections.abc import Sequence
-from typing import Any
-
-import mlflow
+from collections.abc import Iterator, Sequence
 
 from mlflow_roofline.core.schema import (
+    FIT_PARAM_FORM,
+    FIT_PARAM_FORMULA,
+    FIT_PARAM_HARDWARE,
     M_N_HARDWARE,
     M_N_HARDWARE_SKIPPED,
     M_N_RUNS,
+    M_N_RUNS_DROPPED_PULL,
+    M_N_RUNS_FOUND,
+    TAG_ENERGY_SOURCE,
     TAG_FORM,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
 )
-from mlflow_roofline.fit.hardware import HardwareFit
+from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
-from mlflow_roofline.fit.registration import RegistryLedger, log_fit_run
-from mlflow_roofline.fit.run_data import RunData
+from mlflow_roofline.fit.registration import RegistryLedger
+from mlflow_roofline.fit.report.run_page import log_run_page
+from mlflow_roofline.fit.runs.run_data import RunData
+from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.serve.pyfunc_model import log_law_model
+from mlflow_roofline.tracking.client import TrackingClient
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStart:
+    """Where the fit's (outer) run comes from: the ``mlflow run`` project run, or a new run."""
+
+    experiment_id: str
+    run_id: str | None = None
+    """The project run to join (``MLFLOW_RUN_ID``); None opens a run named ``fit``."""
+    run_name: str = "fit"
 
 
 @dataclasses.dataclass
 class FitOutcome:
-    """The result of :func:`~mlflow_roofline.fit.job.run_fit`: the pull and one fit per hardware."""
+    """The result of :func:`~mlflow_roofline.fit.pipeline.run_fit`: the pull and one fit per hardware."""
 
     run_data: RunData
     fits: list[HardwareFit]
@@ -52,6 +77,69 @@ class FitOutcome:
         return [r for r in [self.parent_run_id, *(f.run_id for f in self.fits)] if r]
 
 
+@contextlib.contextmanager
+def _fit_run(
+    client: TrackingClient,
+    start: RunStart | None = None,
+    *,
+    experiment_id: str = "",
+    run_name: str | None = None,
+    parent_run_id: str | None = None,
+) -> Iterator[str]:
+    """Open (or join, for ``start.run_id``) a run for the block; end it FINISHED, or FAILED if the block raises."""
+    if start is not None and start.run_id:
+        run_id = start.run_id
+        client.join_run(run_id)
+    elif start is not None:
+        run_id = client.open_run(start.experiment_id, run_name=start.run_name)
+    else:
+        run_id = client.open_run(experiment_id, run_name=run_name, parent_run_id=parent_run_id)
+    try:
+        yield run_id
+    except BaseException:
+        client.end_run(run_id, "FAILED")
+        raise
+    client.end_run(run_id, "FINISHED")
+
+
+def _log_model(client: TrackingClient, run_id: str, law: FittedLaw) -> str:
+    """Log ``law`` as the run's pyfunc model (MLflow logs models only into the active run); its model URI."""
+    with client.active(run_id):
+        return str(log_law_model(law, name="model").model_uri)
+
+
+def log_fit_run(
+    client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData, params: dict[str, str]
+) -> str:
+    """Log tags, params, metrics, the run page and the model of one hardware's fit into ``run_id``; the model URI.
+
+    Registration is left to :class:`RegistryLedger`, once every fit run of the job is logged.
+    """
+    fit.run_id = run_id
+    client.log(
+        run_id,
+        tags={
+            TAG_RUN_TYPE: "fit",
+            TAG_HARDWARE: fit.hardware,
+            TAG_ENERGY_SOURCE: fit.energy_source,
+            TAG_FORM: fit.energy.chosen,
+        },
+        params={
+            **params,
+            FIT_PARAM_HARDWARE: fit.hardware,
+            FIT_PARAM_FORM: fit.energy.chosen,
+            FIT_PARAM_FORMULA: fit.energy.forms[fit.energy.chosen].formula,
+        },
+        metrics={
+            **{k: float(v) for k, v in fit.metrics().items()},
+            M_N_RUNS_FOUND: float(run_data.n_found),
+            M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
+        },
+    )
+    log_run_page(client, run_id, fit, run_data)  # files, plots, the measured-vs-predicted table, the description
+    return _log_model(client, run_id, fit.law)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "hardware"
 
@@ -68,77 +156,90 @@ def aliases_of(fits: Sequence[HardwareFit], alias: str, pooled_wins: bool = Fals
 def _register_all(
     ledger: RegistryLedger | None,
     fits: Sequence[HardwareFit],
-    infos: Sequence[Any],
+    model_uris: Sequence[str],
     alias: str,
-    pooled: tuple[PooledFit, Any] | None = None,
+    pooled: tuple[PooledFit, str] | None = None,
 ) -> None:
     """Register every fit's model with its aliases, and the pooled law's with ``alias`` (nothing without a ledger)."""
     if ledger is None:
         return
     if pooled is not None:
-        ledger.register(pooled[0], pooled[1].model_uri, [alias])  # type: ignore[arg-type]
-    for fit, info, aliases in zip(fits, infos, aliases_of(fits, alias, pooled is not None)):
-        ledger.register(fit, info.model_uri, aliases)
+        ledger.register(pooled[0], pooled[1], [alias])  # type: ignore[arg-type]
+    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, pooled is not None)):
+        ledger.register(fit, model_uri, aliases)
+
+
+def _log_pooled(client: TrackingClient, parent_id: str, pooled: PooledFit) -> tuple[PooledFit, str] | None:
+    """The pooled comparison's report and figure in the parent run; the pooled law as its model when it wins."""
+    client.log_text(parent_id, pooled.report() + "\n", "pooled_report.txt")
+    figure = pooled.extrapolation_figure()
+    if figure is not None:
+        client.log_figure(parent_id, figure, "plots/pooled_extrapolation.png")
+    if pooled.law is None:
+        return None
+    pooled.run_id = parent_id
+    client.set_tag(parent_id, TAG_FORM, pooled.chosen)
+    client.log_text(parent_id, pooled.law.to_json(), "fitted_law.json")
+    return pooled, _log_model(client, parent_id, pooled.law)
 
 
 def _log_parent_and_children(
-    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
+    client: TrackingClient,
+    outcome: FitOutcome,
+    start: RunStart,
+    params: dict[str, str],
+    ledger: RegistryLedger | None,
+    alias: str,
 ) -> None:
     """Several hardware: a parent fit run with the pooled comparison, one nested fit run each, then registration."""
     fits = outcome.fits
-    infos = []
-    with mlflow.start_run(**start) as parent:
-        outcome.parent_run_id = parent.info.run_id
-        mlflow.set_tags({TAG_RUN_TYPE: "fit", TAG_HARDWARE: ",".join(f.hardware for f in fits)})
-        mlflow.log_params(params)
-        if outcome.skipped:
-            mlflow.log_dict(outcome.skipped, "skipped_hardware.json")
+    model_uris = []
+    with _fit_run(client, start) as parent_id:
+        outcome.parent_run_id = parent_id
         pooled = outcome.pooled
-        mlflow.log_metrics(
-            {
+        client.log(
+            parent_id,
+            tags={TAG_RUN_TYPE: "fit", TAG_HARDWARE: ",".join(f.hardware for f in fits)},
+            params=params,
+        )
+        if outcome.skipped:
+            client.log_dict(parent_id, dict(outcome.skipped), "skipped_hardware.json")
+        client.log(
+            parent_id,
+            metrics={
                 M_N_RUNS: float(sum(len(f.frame) for f in fits)),
                 M_N_HARDWARE: float(len(fits)),
                 M_N_HARDWARE_SKIPPED: float(len(outcome.skipped)),
                 **(pooled.metrics() if pooled else {}),
-            }
+            },
         )
-        pooled_info = None
-        if pooled is not None:
-            mlflow.log_text(pooled.report() + "\n", "pooled_report.txt")
-            figure = pooled.extrapolation_figure()
-            if figure is not None:
-                mlflow.log_figure(figure, "plots/pooled_extrapolation.png")
-            if pooled.law is not None:
-                from mlflow_roofline.serve.pyfunc_model import log_law_model
-
-                pooled.run_id = parent.info.run_id
-                mlflow.set_tag(TAG_FORM, pooled.chosen)
-                mlflow.log_text(pooled.law.to_json(), "fitted_law.json")
-                pooled_info = (pooled, log_law_model(pooled.law, name="model"))
+        pooled_model = _log_pooled(client, parent_id, pooled) if pooled is not None else None
+        experiment_id = client.get_run(parent_id).info.experiment_id
         for fit in fits:
             run_name = f"fit-{_slug(fit.hardware)}"
-            with mlflow.start_run(experiment_id=parent.info.experiment_id, run_name=run_name, nested=True):
-                infos.append(log_fit_run(fit, outcome.run_data, params))
-        _register_all(ledger, fits, infos, alias, pooled_info)
+            with _fit_run(client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id) as run_id:
+                model_uris.append(log_fit_run(client, run_id, fit, outcome.run_data, params))
+        _register_all(ledger, fits, model_uris, alias, pooled_model)
 
 
 def log_and_register(
-    outcome: FitOutcome, start: dict[str, Any], params: dict[str, str], ledger: RegistryLedger | None, alias: str
+    outcome: FitOutcome, start: RunStart, params: dict[str, str], ledger: RegistryLedger | None, alias: str
 ) -> None:
     """Log the fit run(s), then register every model inside the outer run.
 
     A failure undoes the registrations (problems kept in ``outcome.rollback_problems``) and is re-raised.
     """
+    client = TrackingClient()
     fits = outcome.fits
     try:
         if len(fits) == 1 and not outcome.skipped:
-            with mlflow.start_run(**start):
-                infos = [log_fit_run(fits[0], outcome.run_data, params)]
-                _register_all(ledger, fits, infos, alias)
+            with _fit_run(client, start) as run_id:
+                model_uris = [log_fit_run(client, run_id, fits[0], outcome.run_data, params)]
+                _register_all(ledger, fits, model_uris, alias)
         else:
             if outcome.pooled is not None:
                 outcome.hardware_comparison = {name: form.cv_mape for name, form in outcome.pooled.forms.items()}
-            _log_parent_and_children(outcome, start, params, ledger, alias)
+            _log_parent_and_children(client, outcome, start, params, ledger, alias)
     except Exception:
         if ledger is not None:
             outcome.rollback_problems = ledger.rollback()

@@ -2,7 +2,7 @@
 
 With runs of two or more hardware, the fit pools them (each hardware's runs as its own
 fit prepared them: speedup, eta, features) and compares, by grouped CV over workloads
-with the 1-SE rule (:func:`fit.selection.choose_form`):
+with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
 
 - ``hardware_slopes``     ``log_E ~ (log_C + log_M + log_eta) * hardware + strategy``: a
   separate paper law per hardware (what registering one law per hardware amounts to);
@@ -21,32 +21,68 @@ leave-one-hardware-out MAPE (every hardware held out in turn, fitted on the othe
 ``loho_mape``. When a pooled form (not ``hardware_slopes``) wins, :attr:`PooledFit.law`
 is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
 
-Every pooled form also passes the checks of a per-hardware form (:mod:`fit.pooled_checks`):
+Every pooled form also passes the checks of a per-hardware form (below):
 the size-extrapolation check sets its ``extrap_mape``, and the choice is the same rule
 (the worse of CV and extrapolation error, 1-SE) among the forms that pass the sanity
 checks on every hardware (``hardware_slopes`` always eligible). The covariate form used
 for GPUs no run measured is the sane one with the smallest leave-one-hardware-out error.
 
-The result, :class:`PooledFit` with its metrics and report, is :mod:`fit.pooled_result`
-(re-exported here with the form names).
+The result is :class:`PooledFit`, with its metrics and report.
+
+The checks a per-hardware form passes, run on the pooled forms:
+
+- Size extrapolation (:func:`fit.forms.extrapolation.check_extrapolation`): every pooled form
+  is refitted on the pooled runs with ``L*d^2`` at or below the 75th percentile and
+  scored by ``extrap_mape`` (%) on the larger rest, so the pooled choice uses the same
+  rule as the per-hardware one (the worse of CV and extrapolation error, 1-SE).
+- Sanity (:func:`fit.forms.sanity.sanity_problems`): each pooled form is evaluated on every
+  hardware it pools, with that hardware's name and table covariates as inputs, its own
+  speedup laws and its own fitted ranges (what serving a row of that hardware uses).
+  Energy must be finite and positive, never decrease with size and double with the steps.
+
+:func:`extrapolation_figure` draws the held-out larger models against what the
+separate-slopes, the chosen and the covariate form predicted from the smaller ones
+(``plots/pooled_extrapolation.png`` of the parent fit run).
+
+A pooled form that breaks a sanity property is not registered; ``hardware_slopes``
+(registering one law per hardware, each already sanity-checked by its own fit) stays
+eligible, so the choice falls back to it when no pooled form is sane.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from mlflow_roofline.core.gpu_datasheets import HardwareTable
-from mlflow_roofline.core.schema import present_strategies
-from mlflow_roofline.fit.cv import cv_mape, grouped_cv_mape
-from mlflow_roofline.fit.forms import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
-from mlflow_roofline.fit.hardware import HardwareFit
-from mlflow_roofline.fit.ols import FormFit, fit_ols
-from mlflow_roofline.fit.pooled_checks import pooled_extrapolation, pooled_sanity
-from mlflow_roofline.fit.pooled_result import COVARIATE_FORMS, HARDWARE_COVARIATES, HARDWARE_OFFSET, PooledFit
-from mlflow_roofline.fit.selection import choose_form
+from mlflow_roofline.core.schema import (
+    M_CV_MAPE_POOLED_PREFIX,
+    M_CV_MAPE_SE_POOLED_PREFIX,
+    M_EXTRAP_HELD_OUT,
+    M_EXTRAP_MAPE,
+    M_EXTRAP_MAPE_POOLED_PREFIX,
+    M_EXTRAP_MAPE_SE_POOLED_PREFIX,
+    M_EXTRAP_SIZE_BOUND,
+    M_LOHO_MAPE,
+    M_LOHO_MAPE_FORM_PREFIX,
+    M_LOHO_MAPE_SE_FORM_PREFIX,
+    M_POOLED_REGISTERED,
+    M_POOLED_SANE_PREFIX,
+    form_metric,
+    present_strategies,
+)
+from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
+from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape
+from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
+from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
+from mlflow_roofline.fit.forms.sanity import sanity_problems
+from mlflow_roofline.fit.forms.selection import choose_form
+from mlflow_roofline.fit.hardware_fit import HardwareFit
+from mlflow_roofline.fit.report import plots
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
 
@@ -63,6 +99,188 @@ __all__ = [
     "pooled_data",
     "pooled_law",
 ]
+
+HARDWARE_COLUMN = "hardware"
+
+
+@dataclasses.dataclass(frozen=True)
+class OnHardware:
+    """A pooled energy law seen as the law of one hardware: its name and covariates added to every input."""
+
+    law: LinearLaw
+    hardware: str
+    covariates: Mapping[str, float]
+
+    def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Mean log E (log joules) of the rows of ``features`` on this hardware."""
+        n = len(np.asarray(features["log_C"]))
+        extra: dict[str, np.ndarray] = {HARDWARE_COLUMN: np.full(n, self.hardware, dtype=object)}
+        extra.update({name: np.full(n, float(value)) for name, value in self.covariates.items()})
+        return np.asarray(self.law.mean({**features, **extra}), dtype=float)
+
+
+def pooled_sanity(
+    forms: Mapping[str, FormFit], fits: Sequence[HardwareFit], covariates: Mapping[str, Mapping[str, float]]
+) -> dict[str, list[str]]:
+    """Form -> what it gets wrong on some hardware (``"<hardware>: <problem>"``); forms without problems absent."""
+    insane: dict[str, list[str]] = {}
+    for name, form in forms.items():
+        problems: list[str] = []
+        for fit in fits:
+            on = OnHardware(form.law, fit.hardware, covariates.get(fit.hardware, {}))
+            found = sanity_problems(on, fit.law.speedup_laws, fit.law.ranges)
+            problems += [f"{fit.hardware}: {p}" for p in found]
+        if problems:
+            insane[name] = problems
+    return insane
+
+
+def pooled_extrapolation(forms: Mapping[str, FormFit], data: pd.DataFrame) -> tuple[Extrapolation | None, list[str]]:
+    """Set ``extrap_mape`` and ``extrap_se`` (%) on every pooled form; the check and its notes.
+
+    The pooled runs of every hardware are split on one ``L*d^2`` bound; a workload is
+    its hash, which differs per hardware, so each hardware's runs of it are one group.
+    """
+    return check_extrapolation(forms, data)
+
+
+def extrapolation_figure(
+    forms: Mapping[str, FormFit], data: pd.DataFrame, check: Extrapolation, shown: Sequence[str]
+) -> Figure:
+    """Measured vs predicted energy (joules) of the held-out larger models, one panel per form in ``shown``."""
+    predicted = {
+        f"{name}: extrap_mape {forms[name].extrap_mape:.1f}%": check.predicted[name] for name in dict.fromkeys(shown)
+    }
+    return plots.measured_vs_predicted(data[check.held_out], predicted)
+
+
+HARDWARE_OFFSET = "hardware_offset"
+HARDWARE_COVARIATES = "hardware_covariates"
+COVARIATE_FORMS: tuple[str, ...] = (HARDWARE_OFFSET, HARDWARE_COVARIATES)
+
+
+@dataclasses.dataclass
+class _Chosen:
+    chosen: str
+
+
+@dataclasses.dataclass
+class PooledFit:
+    """The pooled forms over several hardware (see :mod:`fit.pooled`).
+
+    Attributes:
+        forms: each evaluated pooled form by name.
+        chosen: the form the 1-SE rule picks (``hardware_slopes``: keep one law per hardware).
+        loho: leave-one-hardware-out (MAPE %, its standard error) of each covariate form.
+        covariates: per hardware, its covariates (only hardware the table knows).
+        missing: hardware the table does not know (then no covariate form is tried).
+        law: the pooled law when a pooled form wins, else None.
+        extrapolation: the size-extrapolation check over the pooled runs (None where it could not run).
+        insane: forms that broke a sanity property on some hardware, with what they broke.
+        notes: what the checks found, in words.
+        data: the pooled runs' law features (:func:`pooled_data`).
+        run_id, model_version, aliases: set when logged and registered.
+    """
+
+    forms: dict[str, FormFit]
+    chosen: str
+    loho: dict[str, tuple[float, float]]
+    covariates: dict[str, dict[str, float]]
+    missing: list[str]
+    law: FittedLaw | None = None
+    extrapolation: Extrapolation | None = None
+    insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    data: pd.DataFrame | None = None
+    run_id: str = ""
+    model_version: str | None = None
+    aliases: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def hardware(self) -> str:
+        return ", ".join(self.covariates) if self.law is None else self.law.hardware
+
+    @property
+    def energy_source(self) -> str:
+        return self.law.energy_source if self.law is not None else ""
+
+    @property
+    def energy(self) -> _Chosen:
+        """What registration reads the chosen form from (as from a per-hardware fit)."""
+        return _Chosen(self.chosen)
+
+    @property
+    def covariate_form(self) -> str:
+        """The sane covariate form with the smallest leave-one-hardware-out error ("" without one)."""
+        scored = {n: v for n, v in self.loho.items() if np.isfinite(v[0]) and n not in self.insane}
+        return min(scored, key=lambda n: scored[n][0]) if scored else ""
+
+    def metrics(self) -> dict[str, float]:
+        """Per form ``cv_mape_pooled_<form>``, ``extrap_mape_pooled_<form>`` and their ``_se_`` (%),
+        ``pooled_sane_<form>`` (1 or 0); ``extrap_mape`` (the chosen form's), ``extrap_n_held_out``,
+        ``extrap_size_bound`` (L*d^2), ``loho_mape`` and
+        ``loho_mape_<form>`` (%), ``pooled_registered``."""
+        out: dict[str, float] = {M_POOLED_REGISTERED: float(self.law is not None)}
+        for name, form in self.forms.items():
+            out[form_metric(M_CV_MAPE_POOLED_PREFIX, name)] = form.cv_mape
+            out[form_metric(M_CV_MAPE_SE_POOLED_PREFIX, name)] = form.cv_se
+            out[form_metric(M_POOLED_SANE_PREFIX, name)] = float(name not in self.insane)
+            if self.extrapolation is not None:
+                out[form_metric(M_EXTRAP_MAPE_POOLED_PREFIX, name)] = form.extrap_mape
+                out[form_metric(M_EXTRAP_MAPE_SE_POOLED_PREFIX, name)] = form.extrap_se
+        if self.extrapolation is not None:
+            out[M_EXTRAP_MAPE] = self.forms[self.chosen].extrap_mape
+            out[M_EXTRAP_HELD_OUT] = float(self.extrapolation.held_out.sum())
+            out[M_EXTRAP_SIZE_BOUND] = self.extrapolation.threshold
+        for name, (mape, se) in self.loho.items():
+            out[form_metric(M_LOHO_MAPE_FORM_PREFIX, name)] = mape
+            out[form_metric(M_LOHO_MAPE_SE_FORM_PREFIX, name)] = se
+        if self.covariate_form:
+            out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
+        return out
+
+    def extrapolation_figure(self) -> Figure | None:
+        """The held-out larger models against the pooled forms' predictions (None without the check)."""
+        if self.extrapolation is None or self.data is None:
+            return None
+        shown = [HARDWARE_SLOPES, self.chosen, *([self.covariate_form] if self.covariate_form else [])]
+        return extrapolation_figure(self.forms, self.data, self.extrapolation, shown)
+
+    def report(self) -> str:
+        """The pooled comparison in words, one line per form, then the checks' notes."""
+        check = self.extrapolation
+        where = (
+            f"; extrapolation: fitted on L*d^2 <= {check.threshold:.3g}, "
+            f"{int(check.held_out.sum())} larger runs predicted"
+            if check is not None
+            else ""
+        )
+        lines = [
+            f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
+            f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload{where}):"
+        ]
+        for name, form in self.forms.items():
+            extrap = f"  extrap_mape {form.extrap_mape:.3g}% (se {form.extrap_se:.2g})" if check is not None else ""
+            loho = f"  loho_mape {self.loho[name][0]:.3g}%" if name in self.loho else ""
+            mark = "  <- chosen" if name == self.chosen else ""
+            lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{loho}{mark}")
+        lines += [f"note: {note}" for note in self.notes]
+        if self.missing:
+            lines.append(
+                f"no hardware covariates: the hardware table lacks {', '.join(self.missing)} "
+                "(extend it with ROOFLINE_HARDWARE_TABLE)"
+            )
+        lines.append(
+            "chosen: the simplest form within one standard error of the best on the worse of cv_mape and "
+            "extrap_mape, among forms that pass the sanity checks on every hardware"
+        )
+        lines.append(
+            "registered: the pooled law"
+            if self.law is not None
+            else "registered: one law per hardware (separate slopes fit best)"
+        )
+        return "\n".join(lines)
+
 
 OFFSET = "log_jpf"
 

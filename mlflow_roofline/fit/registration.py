@@ -1,71 +1,61 @@
-"""Log one hardware's fit into the active MLflow run and register its model.
+"""The model registry side of a fit: its naming rules and the ledger that registers (and can unregister) models.
 
-The fit run (``roofline.run_type=fit``) gets the metrics of :mod:`fit.metrics`, the
-params, the report as its note, the files of :mod:`fit.artifacts` and the chosen law
-as a pyfunc model (:func:`log_fit_run`). Once every fit run of the job is logged, each
-model is registered under ``model_name``, tagged with its fit run and ``cv_mape``,
-described and given its aliases (:class:`RegistryLedger`), which can undo all of it.
+Naming rules. The MLflow model registry refuses, at registration time:
+
+- a model name that is blank, contains ``/`` or ``:``, is not its own normalised path
+  (``a/../b``, a leading ``/``, ``.``), or is longer than :data:`MAX_MODEL_NAME_CHARS`;
+- an alias that is empty, holds characters other than letters, digits, ``_`` and ``-``,
+  is longer than :data:`MAX_ALIAS_CHARS`, or is reserved: ``latest`` (any case) and
+  ``v<digits>`` / ``V<digits>`` (they name versions).
+
+A fit that would register under such a name stops with one line naming the field
+(exit 2 on the command line) before it pulls a run.
+
+Once every fit run of the job is logged (:mod:`fit.fit_runs`), each model is registered
+under ``model_name``, tagged with its fit run and ``cv_mape``, described and given its
+aliases (:class:`RegistryLedger`), which can undo all of it.
 """
 
 from __future__ import annotations
 
-import tempfile
+import posixpath
+import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
-import mlflow
-from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import TAG_CV_MAPE, TAG_ENERGY_SOURCE, TAG_FIT_RUN_ID, TAG_FORM, TAG_HARDWARE
+from mlflow_roofline.fit.hardware_fit import HardwareFit
+from mlflow_roofline.tracking.client import TrackingClient, TrackingError
 
-from mlflow_roofline.core.schema import (
-    FIT_PARAM_FORM,
-    FIT_PARAM_FORMULA,
-    FIT_PARAM_HARDWARE,
-    M_N_RUNS_DROPPED_PULL,
-    M_N_RUNS_FOUND,
-    TAG_CV_MAPE,
-    TAG_ENERGY_SOURCE,
-    TAG_FIT_RUN_ID,
-    TAG_FORM,
-    TAG_HARDWARE,
-    TAG_RUN_TYPE,
-)
-from mlflow_roofline.fit.artifacts import write_artifacts
-from mlflow_roofline.fit.hardware import HardwareFit
-from mlflow_roofline.fit.run_data import RunData
-from mlflow_roofline.fit.run_page import log_run_page
+MAX_MODEL_NAME_CHARS = 256
+MAX_ALIAS_CHARS = 255
+_ALIAS_CHARS = re.compile(r"^[\w\-]+$")
+_VERSION_ALIAS = re.compile(r"^[vV]\d+$")
 
 
-def _log_run_contents(fit: HardwareFit, run_data: RunData, params: dict[str, str]) -> None:
-    """Tags, params, metrics and files of the active fit run."""
-    mlflow.set_tags(
-        {
-            TAG_RUN_TYPE: "fit",
-            TAG_HARDWARE: fit.hardware,
-            TAG_ENERGY_SOURCE: fit.energy_source,
-            TAG_FORM: fit.energy.chosen,
-        }
-    )
-    mlflow.log_params(
-        {
-            **params,
-            FIT_PARAM_HARDWARE: fit.hardware,
-            FIT_PARAM_FORM: fit.energy.chosen,
-            FIT_PARAM_FORMULA: fit.energy.forms[fit.energy.chosen].formula,
-        }
-    )
-    mlflow.log_metrics(
-        {
-            **{k: float(v) for k, v in fit.metrics().items()},
-            M_N_RUNS_FOUND: float(run_data.n_found),
-            M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
-        }
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        write_artifacts(fit, Path(tmp), run_data)
-        mlflow.log_artifacts(tmp)
-    log_run_page(fit, run_data.n_found)  # plots as figures, the measured-vs-predicted table, the description
+def check_model_name(name: str, field: str = "model_name") -> None:
+    """Raise :class:`ConfigError` naming ``field`` unless the registry accepts ``name`` as a model name."""
+    if not name or not name.strip():
+        raise ConfigError(field, "must not be empty")
+    if "/" in name or ":" in name:
+        raise ConfigError(field, f"must not contain '/' or ':' (the registry refuses them), got {name!r}")
+    norm = posixpath.normpath(name)
+    if norm != name or norm == "." or norm.startswith(".."):
+        raise ConfigError(field, f"must be a plain name, not a path the registry would normalise, got {name!r}")
+    if len(name) > MAX_MODEL_NAME_CHARS:
+        raise ConfigError(field, f"must be at most {MAX_MODEL_NAME_CHARS} characters, got {len(name)}")
+
+
+def check_alias(alias: str, field: str = "alias") -> None:
+    """Raise :class:`ConfigError` naming ``field`` unless the registry accepts ``alias``."""
+    if not alias:
+        raise ConfigError(field, "must not be empty")
+    if not _ALIAS_CHARS.match(alias):
+        raise ConfigError(field, f"may hold only letters, digits, '_' and '-', got {alias!r}")
+    if len(alias) > MAX_ALIAS_CHARS:
+        raise ConfigError(field, f"must be at most {MAX_ALIAS_CHARS} characters, got {len(alias)}")
+    if alias.lower() == "latest" or _VERSION_ALIAS.match(alias):
+        raise ConfigError(field, f"{alias!r} is reserved by the registry ('latest' and v<digits> name versions)")
 
 
 class RegistryLedger:
@@ -78,7 +68,7 @@ class RegistryLedger:
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.client = MlflowClient()
+        self.client = TrackingClient()
         self.created_model = False
         self.versions: list[str] = []
         self.previous_aliases: dict[str, str | None] = {}
@@ -86,17 +76,13 @@ class RegistryLedger:
     def _ensure_model(self) -> None:
         if self.created_model or self.versions:
             return
-        try:
-            self.client.get_registered_model(self.model_name)
-        except MlflowException:
+        if not self.client.registered_model_exists(self.model_name):
             self.client.create_registered_model(self.model_name)
             self.created_model = True
 
     def _previous_version(self, alias: str) -> str | None:
-        try:
-            return str(self.client.get_model_version_by_alias(self.model_name, alias).version)
-        except MlflowException:
-            return None
+        version = self.client.version_by_alias(self.model_name, alias)
+        return None if version is None else str(version.version)
 
     def register(self, fit: HardwareFit, model_uri: str, aliases: Sequence[str]) -> None:
         """Register ``model_uri`` with the fit's tags, a description and ``aliases``."""
@@ -108,20 +94,20 @@ class RegistryLedger:
             TAG_ENERGY_SOURCE: fit.energy_source,
             TAG_FORM: fit.energy.chosen,
         }
-        version = mlflow.register_model(model_uri, self.model_name, tags=tags)
-        self.versions.append(str(version.version))
-        fit.model_version = str(version.version)
-        self.client.update_model_version(
+        version = self.client.register_model(model_uri, self.model_name, tags=tags)
+        self.versions.append(version)
+        fit.model_version = version
+        self.client.describe_model_version(
             self.model_name,
-            version.version,
-            description=(
+            version,
+            (
                 f"Energy law '{fit.energy.chosen}' for {fit.hardware} ({fit.energy_source} energy), "
                 f"{fit.law.n_runs} runs, grouped-CV MAPE {fit.law.cv_mape:.2f}%. Fit run {fit.run_id}."
             ),
         )
         for alias in aliases:
             self.previous_aliases.setdefault(alias, self._previous_version(alias))
-            self.client.set_registered_model_alias(self.model_name, alias, version.version)
+            self.client.set_alias(self.model_name, alias, version)
         fit.aliases = list(aliases)
 
     def rollback(self) -> list[str]:
@@ -134,39 +120,21 @@ class RegistryLedger:
         for what, step, arg in steps:
             try:
                 step(arg)
-            except MlflowException as exc:
+            except TrackingError as exc:
                 problems.append(f"{self.model_name} {what}: {exc.message}")
         if self.created_model and not problems:
             try:
                 self.client.delete_registered_model(self.model_name)
-            except MlflowException as exc:
+            except TrackingError as exc:
                 problems.append(f"{self.model_name}: {exc.message}")
         return problems
 
     def _restore_alias(self, alias: str) -> None:
         previous = self.previous_aliases[alias]
         if previous is not None and previous not in self.versions:
-            self.client.set_registered_model_alias(self.model_name, alias, previous)
+            self.client.set_alias(self.model_name, alias, previous)
         elif self._previous_version(alias) is not None:
-            self.client.delete_registered_model_alias(self.model_name, alias)
+            self.client.delete_alias(self.model_name, alias)
 
     def _delete_version(self, version: str) -> None:
         self.client.delete_model_version(self.model_name, version)
-
-
-def log_fit_run(
-    fit: HardwareFit,
-    run_data: RunData,
-    params: dict[str, str],
-) -> Any:
-    """Log metrics, params, tags, artifacts and the model into the active run; returns the model's info.
-
-    Registration is left to :class:`RegistryLedger`, once every fit run of the job is logged.
-    """
-    from mlflow_roofline.serve.pyfunc_model import log_law_model
-
-    run = mlflow.active_run()
-    assert run is not None
-    fit.run_id = run.info.run_id
-    _log_run_contents(fit, run_data, params)
-    return log_law_model(fit.law, name="model")

@@ -136,7 +136,7 @@ def fit_speedup_laws(frame: pd.DataFrame) -> dict[str, SpeedupFit]:
     """Fit one law per strategy of ``frame`` on its runs with a measured speedup.
 
     ``frame`` needs ``strategy``, ``num_devices``, ``speedup`` and ``eta_source``
-    (:func:`mlflow_roofline.fit.measured_speedup.measure_speedup`); only ``single`` and
+    (:func:`mlflow_roofline.fit.runs.measured_speedup.measure_speedup`); only ``single`` and
     ``measured`` rows are used. A parallel strategy without any measured point gets no law.
     """
     fits: dict[str, SpeedupFit] = {}

@@ -5,7 +5,7 @@
 >>> trainer.train()
 
 The run's configuration comes from what the job is: the shape from ``model.config``
-(:mod:`~mlflow_roofline.integrations.model_shape`), the padded sequence length of the
+(:mod:`~mlflow_roofline.integrations.job_facts`), the padded sequence length of the
 training batches the model really received (a forward pre-hook), the global batch
 (per-device batch x processes x gradient accumulation; one process's batch under tensor
 parallel, where every rank sees the same rows), the planned steps

@@ -18,13 +18,16 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import requests
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.testing.scoring_server import LOOPBACK, free_port
+
+if TYPE_CHECKING:  # playwright is optional and heavy: only the browser tests install and start it
+    from playwright.sync_api import Page
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS: tuple[str, ...] = (
@@ -96,9 +99,9 @@ def _wait_healthy(base: str, process: subprocess.Popen[bytes], log: Path, timeou
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1600, height: int = 1000, timeout_s: float = 90.0) -> Iterator[Any]:
+def chromium_page(width: int = 1600, height: int = 1000, timeout_s: float = 90.0) -> Iterator[Page]:
     """A Playwright page in Debian's headless Chromium with a fresh profile (see the module docstring)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright  # deferred: optional, only the browser tests need it
 
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(

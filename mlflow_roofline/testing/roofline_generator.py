@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +38,7 @@ import pandas as pd
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import M_AVG_POWER_W, M_ENERGY_J, M_SAMPLES_PER_S, M_STEP_TIME_S, M_TIME_S
-from mlflow_roofline.fit.measured_speedup import measure_speedup
+from mlflow_roofline.fit.runs.measured_speedup import measure_speedup
 from mlflow_roofline.testing.synthetic import draw_workloads
 
 
@@ -81,7 +80,7 @@ TIME_BOUND_GPU = RooflineHardware(name="Time-bound GPU", idle_w=250.0, dynamic_w
 """Nearly flat power (250 W busy floor of 320 W): energy follows the step time's max(compute, memory)."""
 
 
-def _run_row(hw: RooflineHardware, config: TrainConfig, rng: np.random.Generator) -> dict[str, Any]:
+def _run_row(hw: RooflineHardware, config: TrainConfig, rng: np.random.Generator) -> dict[str, object]:
     """One run's params, hashes, proxies (logs), time and energy."""
     args = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size)
     flops, traffic = float(proxy_flops(*args, 1)), float(proxy_mem_traffic(*args, 1))
@@ -121,7 +120,7 @@ def generate_roofline_runs(
     """
     rng = np.random.default_rng(seed)
     workloads = draw_workloads(rng, n_workloads)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for hw in hardware:
         for w_index, workload in enumerate(workloads):
             plan = [("single", 1)] * (repeats if "single" in strategies else 0)

@@ -16,7 +16,6 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import requests
 
@@ -108,7 +107,7 @@ class ScoringServer:
             f"mlflow models serve did not answer /ping in {self.startup_timeout_s:.0f} s:\n{self.log_tail()}"
         )
 
-    def invocations(self, payload: Mapping[str, Any], timeout_s: float = 60.0) -> requests.Response:
+    def invocations(self, payload: Mapping[str, object], timeout_s: float = 60.0) -> requests.Response:
         """POST ``payload`` as JSON to ``/invocations``."""
         return self.session.post(f"{self.url}/invocations", json=payload, timeout=timeout_s)
 

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
+from mlflow import MlflowClient
 
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
@@ -49,7 +49,7 @@ from mlflow_roofline.core.schema import (
     M_STEP_TIME_S,
     M_TIME_S,
 )
-from mlflow_roofline.fit.measured_speedup import measure_speedup
+from mlflow_roofline.fit.runs.measured_speedup import measure_speedup
 from mlflow_roofline.testing.ground_truth import DEFAULT_HARDWARE, GroundTruth, default_speedup_laws
 from mlflow_roofline.testing.synthetic_log import log_runs
 
@@ -148,7 +148,7 @@ def generate_synthetic_runs(
     truth = truth or GroundTruth()
     rng = np.random.default_rng(seed)
     labels = {"hardware": hardware, "energy_source": energy_source}
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for w_index, workload in enumerate(draw_workloads(rng, n_workloads)):
         plan: list[tuple[str, int]] = []
         if "single" in strategies:
@@ -176,7 +176,7 @@ def generate_synthetic_runs(
 
 def _run_row(
     config: TrainConfig, truth: GroundTruth, jitter: float, rng: np.random.Generator, hardware: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One run's params, hashes on ``hardware``, proxies (logs), true speedup and measured time (seconds)."""
     proxies = proxy_metrics(config)
     log_c = float(np.log(proxies[M_PROXY_FLOPS]))
@@ -215,7 +215,7 @@ def _with_energy(frame: pd.DataFrame, truth: GroundTruth, rng: np.random.Generat
 
 
 def log_synthetic_runs(
-    client: Any,
+    client: MlflowClient,
     experiment_id: str,
     n_workloads: int,
     *,

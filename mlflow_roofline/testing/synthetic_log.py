@@ -10,9 +10,10 @@ logged: nothing was counted.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
@@ -32,7 +33,7 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.testing.ground_truth import DEFAULT_HARDWARE
 
 
-def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
+def log_runs(client: MlflowClient, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
     """Log one MLflow train run per row of ``frame``.
 
     ``frame`` is as :func:`~mlflow_roofline.testing.synthetic.generate_synthetic_runs` makes it.
@@ -43,8 +44,6 @@ def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: st
     Returns:
         the run ids, in row order.
     """
-    from mlflow.entities import Metric, Param
-
     metric_names = (M_ENERGY_J, M_TIME_S, M_STEP_TIME_S, M_SAMPLES_PER_S, M_AVG_POWER_W)  # proxies: below
     run_ids: list[str] = []
     now_ms = int(time.time() * 1000)
@@ -72,7 +71,7 @@ def log_runs(client: Any, experiment_id: str, frame: pd.DataFrame, *, status: st
     return run_ids
 
 
-def _loggable(name: str, value: Any) -> bool:
+def _loggable(name: str, value: object) -> bool:
     """Metrics with a value are logged; a NaN only for energy_j (a test of bad energy), never for others."""
     if value is None:
         return False

@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_roofline.core.schema import TAG_PARENT_RUN_ID
 
 if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
+    import pandas as pd
     from matplotlib.figure import Figure
     from mlflow.pyfunc import PyFuncModel  # mlflow.pyfunc is heavy: imported when a model is loaded
 
@@ -362,6 +363,12 @@ class TrackingClient:
             return mlflow.pyfunc.load_model(model_uri)
         finally:
             mlflow.set_tracking_uri(previous_uri)
+
+    # -- added for fit --
+    def log_table(self, run_id: str, table: pd.DataFrame, artifact_file: str) -> None:
+        """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
+        which the MLflow UI's artifact view shows and filters)."""
+        self._client.log_table(run_id, table, artifact_file)
 
 
 class PendingWrite(Protocol):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mlflow_roofline.core import schema
-from mlflow_roofline.fit.hardware import fit_hardware
+from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.placement_search import PARETO_OUTPUT_COLUMNS, RECOMMEND_OUTPUT_COLUMNS
@@ -69,7 +69,7 @@ def docstring_nodes(tree: ast.Module) -> set[int]:
     return found
 
 
-SAME_WORD_ELSEWHERE = {("law/roofline_efficiency.py", "alpha_eta"), ("fit/time_law.py", "time_per_work")}
+SAME_WORD_ELSEWHERE = {("law/roofline_efficiency.py", "alpha_eta"), ("fit/forms/time_law.py", "time_per_work")}
 """(module, word) where a logged name's word names something else that is never logged: a
 coefficient of the roofline law, the name of a time-law form."""
 

@@ -25,7 +25,8 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
     TAG_SOURCE,
 )
-from mlflow_roofline.fit.run_data import load_train_runs
+from mlflow_roofline.fit.runs.run_data import load_train_runs
+from mlflow_roofline.tracking.client import TrackingClient
 
 GPU = "NVIDIA A100-SXM4-80GB"
 # The law's inputs, num_layers as `layers` (the mapping renames it), then the rest of a measurement.
@@ -180,7 +181,7 @@ def test_imported_runs_enter_the_fit_even_where_this_launcher_would_refuse(track
     data = write_csv(tmp_path / "runs.csv", ROWS)
     (tmp_path / "map.yaml").write_text(MAPPING)
     assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 0
-    runs = load_train_runs(MlflowClient(), ["imported"])
+    runs = load_train_runs(TrackingClient(), ["imported"])
     assert runs.dropped == {}
     assert sorted(runs.frame["strategy"]) == ["ddp", "single", "tp"]  # tp with 12 heads on 8 devices kept
 

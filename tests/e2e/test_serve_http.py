@@ -13,7 +13,7 @@ from law_factory import query, valid_configs
 
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.fit.job import run_fit
+from mlflow_roofline.fit.pipeline import run_fit
 from mlflow_roofline.testing.scoring_server import ScoringServer
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE
-from mlflow_roofline.fit.job import run_fit
+from mlflow_roofline.fit.pipeline import run_fit
 from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 from mlflow_roofline.testing.scoring_server import ScoringServer

@@ -121,7 +121,7 @@ def test_ray_sweep_on_two_nodes_logs_every_config_once_and_the_fit_reads_them(
     assert len(parents) == 1
     assert len({r.data.tags[TAG_NODE] for r in runs}) == 2, "configs were not spread over both nodes"
 
-    from mlflow_roofline.fit.job import run_fit
+    from mlflow_roofline.fit.pipeline import run_fit
 
     fitted = run_fit(
         ["ray-sweep"], model_name="roofline-energy-ray", alias="champion", allow_estimate=True, echo=lambda *_: None

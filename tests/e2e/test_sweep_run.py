@@ -275,8 +275,8 @@ def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: 
         by_hash.setdefault(child.data.tags[TAG_CONFIG_HASH], []).append(child.data.tags[TAG_REPEAT])
     assert {h: sorted(r) for h, r in by_hash.items()} == {h: ["0", "1"] for h in by_hash} and len(by_hash) == 2
     assert len({c.data.tags[TAG_WORKLOAD_HASH] for c in children}) == 2  # repeats share their workload
-    from mlflow_roofline.fit.noise import repeat_spread
-    from mlflow_roofline.fit.run_data import runs_to_frame
+    from mlflow_roofline.fit.runs.noise import repeat_spread
+    from mlflow_roofline.fit.runs.run_data import runs_to_frame
 
     assert repeat_spread(runs_to_frame(children).frame).n_configs == 2  # the fit sees both repeats of each
     # one repeat's run is deleted: resuming measures that repeat only

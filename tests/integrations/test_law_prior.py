@@ -6,7 +6,7 @@ from __future__ import annotations
 from integration_jobs import run_trainer, tiny_bert
 from mlflow import MlflowClient
 
-from mlflow_roofline.fit.job import run_fit
+from mlflow_roofline.fit.pipeline import run_fit
 from mlflow_roofline.integrations.transformers import RooflineCallback
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
 from mlflow_roofline.train.device import hardware_name

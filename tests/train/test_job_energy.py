@@ -16,8 +16,9 @@ from fakes.fake_rapl import zone
 from mlflow import MlflowClient
 
 from mlflow_roofline.energy.timeline import downsample, sum_aligned
-from mlflow_roofline.fit import run_data
+from mlflow_roofline.fit.runs import run_data
 from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.train.job_energy import (
     JOB,
     TRAIN,
@@ -198,8 +199,10 @@ def test_fit_reads_node_energy_when_asked(tracking_uri: str) -> None:
     for run_id, gpu_j in zip(ids[:-1], frame["energy_j"]):
         node_j[run_id] = 1.5 * float(gpu_j)  # the node draws more than its accelerators
         client.log_metric(run_id, "energy_node_j", node_j[run_id])
-    gpu = run_data.load_train_runs(client, ["roofline-bert"])
-    node = run_data.load_train_runs(client, ["roofline-bert"], energy_metric="energy_node_j")
+    gpu = run_data.load_train_runs(TrackingClient(client.tracking_uri), ["roofline-bert"])
+    node = run_data.load_train_runs(
+        TrackingClient(client.tracking_uri), ["roofline-bert"], energy_metric="energy_node_j"
+    )
     assert sorted(gpu.frame["energy_j"]) == sorted(frame["energy_j"])
     assert sorted(node.frame["energy_j"]) == pytest.approx(sorted(node_j.values()))
     assert node.dropped == {"without metric energy_node_j": 1}

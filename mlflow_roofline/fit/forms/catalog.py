@@ -1,0 +1,90 @@
+"""The table of energy-law forms: their names, statsmodels formulas and which to evaluate.
+
+Forms (responses ``log_E``: log joules; ``log_t1``: log seconds on one device):
+
+- ``baseline``        ``log_E ~ log_C + log_M + strategy``
+- ``paper``           ``log_E ~ log_C + log_M + log_eta + strategy`` (the efficiency-aware law)
+- ``paper_log_n``     ``+ log_N``: a device-count cost beyond what eta explains
+- ``eta_by_strategy`` ``+ strategy:log_eta``: an efficiency exponent per strategy
+- ``paper_per_work``  the paper's form with alpha_c + alpha_m = 1, i.e. energy
+  proportional to the work at a given per-step mix (twice the steps, twice the joules):
+  ``I(log_E - log_M) ~ I(log_C - log_M) + log_eta + strategy``, stored as the
+  equivalent law in log_C and log_M
+- ``paper_per_step``  the paper's law for one optimizer step, times the steps: energy
+  per step a power law of the FLOPs and traffic per step, so twice the steps are twice
+  the joules while the size exponents stay free:
+  ``I(log_E - log_steps) ~ I(log_C - log_steps) + I(log_M - log_steps) + log_eta + strategy``,
+  stored as the equivalent law in log_C, log_M and log_steps
+
+Roofline-shaped forms (non-linear, :data:`ROOFLINE_FORMS`, each refitted on every CV fold
+and in the extrapolation check):
+
+- ``roofline_eff``    ``E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * Psi`` (:mod:`fit.forms.roofline_eff`)
+- ``roofline_smooth`` ``E = (((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e0*T) * eta^alpha_eta * Psi``,
+  the smooth roofline in time with fitted sharpness ``k >= 1`` (:mod:`fit.forms.roofline_smooth`)
+
+``strategy`` is a categorical with ``single`` as reference (so ``log_kappa`` is the
+single-device intercept and the dummies read ``strategy[T.fsdp]``); with one strategy
+only, the dummy is dropped. The OLS fit of a form is :mod:`fit.forms.ols`; the additive
+roofline :mod:`fit.forms.additive`; the time law :mod:`fit.forms.time_law`; choosing among forms
+:mod:`fit.forms.selection`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
+from mlflow_roofline.fit.forms.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
+from mlflow_roofline.fit.forms.roofline_smooth import ROOFLINE_SMOOTH, fit_roofline_smooth
+
+BASELINE = "baseline"
+PAPER = "paper"
+PAPER_LOG_N = "paper_log_n"
+ETA_BY_STRATEGY = "eta_by_strategy"
+HARDWARE_SLOPES = "hardware_slopes"
+HARDWARE_INTERCEPTS = "hardware_intercepts"
+PER_WORK = "paper_per_work"
+PER_WORK_TERM = "I(log_C - log_M)"
+PER_STEP = "paper_per_step"
+
+FORM_TERMS: dict[str, str] = {
+    BASELINE: "log_C + log_M",
+    PAPER: "log_C + log_M + log_eta",
+    PAPER_LOG_N: "log_C + log_M + log_eta + log_N",
+    ETA_BY_STRATEGY: "log_C + log_M + log_eta",
+    PER_WORK: f"{PER_WORK_TERM} + log_eta",
+    PER_STEP: "I(log_C - log_steps) + I(log_M - log_steps) + log_eta",
+}
+RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps"}
+"""The feature a form's response is taken relative to (``I(log_E - log_M) ~ ...``)."""
+
+ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
+    ROOFLINE_EFF: fit_roofline_eff,
+    ROOFLINE_SMOOTH: fit_roofline_smooth,
+}
+"""Every roofline-shaped form by name: its fit on a frame of features (evaluated in this order, after the OLS forms)."""
+
+
+def formula_of(form: str, data: pd.DataFrame, response: str = "log_E") -> str:
+    """The statsmodels formula of ``form`` on ``data`` (no strategy dummy with one strategy)."""
+    rhs = FORM_TERMS[form]
+    if data["strategy"].nunique() > 1:
+        rhs += " + strategy"
+        if form == ETA_BY_STRATEGY:
+            rhs += " + strategy:log_eta"
+    lhs = f"I({response} - {RESPONSE_OFFSET[form]})" if form in RESPONSE_OFFSET else response
+    return f"{lhs} ~ {rhs}"
+
+
+def candidate_forms(data: pd.DataFrame) -> list[str]:
+    """The forms worth evaluating on ``data``: baseline, paper and per-work always, richer ones when identifiable."""
+    forms = [BASELINE, PAPER, PER_WORK, PER_STEP]
+    parallel = data[data["strategy"] != "single"]
+    if parallel["log_N"].nunique() > 1:
+        forms.append(PAPER_LOG_N)
+    if parallel["strategy"].nunique() > 1:
+        forms.append(ETA_BY_STRATEGY)
+    return forms

@@ -1,0 +1,199 @@
+"""What the roofline-shaped forms share: scaled design, multi-start ``least_squares`` on log residuals, covariance.
+
+A roofline-shaped form is ``log E = log(cost(theta_cost; C, M, T)) + alpha_eta*log_eta +
+psi[strategy]``. Its fit works in scaled units (each proxy divided by its median, energy
+by its median) so that every cost coefficient is of order one; it runs
+``scipy.optimize.least_squares`` (trf, bounded) from every start of the form and keeps
+the best optimum. With more than :data:`START_ROWS` runs the starts are tried on an
+evenly spaced subset of that many and the best of them is polished on every run.
+``alpha_eta`` is estimated only where eta varies within a strategy (elsewhere the
+strategy dummies absorb it), a ``psi`` only for the strategies present beyond the first.
+
+The covariance of the coefficients is ``s^2 (J'J)^+`` at the optimum (J the Jacobian of
+the log residuals, ``s^2`` their variance on ``n - p`` degrees of freedom), mapped back
+to physical units; a coefficient on its bound keeps the covariance of the unconstrained
+problem there (the interval is then slightly conservative).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import OptimizeResult, least_squares
+
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
+
+START_ROWS = 1000
+"""Runs (rows) above which the starts are first tried on an evenly strided subset of at most this many."""
+
+CostModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``cost(theta_cost, scaled_costs)``: the scaled cost part of each row and its gradient (rows x cost params)."""
+
+_Vector = Callable[[np.ndarray], np.ndarray]
+"""A function of the parameter vector: the residuals, or their Jacobian."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class RooflineFormFit(FittedForm):
+    """A roofline-shaped law fitted on all runs, with its held-out errors (:class:`fit.forms.fitted_form.FittedForm`).
+
+    Attributes:
+        law: the law as plain data.
+        fitted: in-sample log E of each run (log joules).
+        actual: measured log E of each run (log joules).
+    """
+
+    law: RooflineLaw
+    fitted: np.ndarray
+    actual: np.ndarray
+
+    @property
+    def n_params(self) -> int:
+        return len(self.law.terms)
+
+    @property
+    def fitted_log(self) -> np.ndarray:
+        return self.fitted
+
+    @property
+    def rmse_log(self) -> float:
+        return float(np.sqrt(np.mean((self.actual - self.fitted) ** 2)))
+
+    @property
+    def adj_r2(self) -> float:
+        n = len(self.actual)
+        ssr = float(np.sum((self.actual - self.fitted) ** 2))
+        sst = float(np.sum((self.actual - self.actual.mean()) ** 2))
+        return 1.0 - (ssr / max(n - self.n_params, 1)) / (sst / (n - 1)) if sst > 0 else float("nan")
+
+    def coefficient_table(self) -> pd.DataFrame:
+        """Estimate, standard error (Jacobian covariance) and normal 95 % interval of each coefficient."""
+        est = np.asarray(self.law.coef)
+        se = np.sqrt(np.maximum(np.diag(np.asarray(self.law.cov)), 0.0))
+        return pd.DataFrame(
+            {
+                "form": self.name,
+                "term": self.law.terms,
+                "estimate": est,
+                "std_error_jacobian": se,
+                "ci95_lower": est - 1.96 * se,
+                "ci95_upper": est + 1.96 * se,
+            }
+        )
+
+    def summary_text(self) -> str:
+        lines = [f"{self.formula}", f"runs {len(self.actual)}, rmse_log {self.rmse_log:.4f}, adj_R2 {self.adj_r2:.4f}"]
+        lines += [
+            f"{row.term:22s} {row.estimate: .6g} (se {row.std_error_jacobian:.3g})"
+            for row in self.coefficient_table().itertuples()
+        ]
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledDesign:
+    """The runs as the solver sees them.
+
+    Attributes:
+        costs: C, M and T of each run divided by their medians (rows x 3).
+        cost_scales: those medians (FLOPs, elements, tokens).
+        extra_terms: ``alpha_eta`` and the strategy dummies estimated.
+        extra: their columns (rows x extra terms).
+        target: log E minus log of the median energy.
+        e_scale: the median energy (joules).
+        y: log E (log joules).
+    """
+
+    costs: np.ndarray
+    cost_scales: np.ndarray
+    extra_terms: list[str]
+    extra: np.ndarray
+    target: np.ndarray
+    e_scale: float
+    y: np.ndarray
+
+
+def scaled_design(data: pd.DataFrame) -> ScaledDesign:
+    """The scaled design of ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
+    raw = np.column_stack([np.exp(data[COST_FEATURES[t]].to_numpy(dtype=float)) for t in COST_TERMS])
+    scales = np.median(raw, axis=0)
+    log_eta = data["log_eta"].to_numpy(dtype=float)
+    strategy = data["strategy"].astype(str).to_numpy()
+    # With eta constant within every strategy, the strategy dummies absorb any alpha_eta
+    # (e.g. a CV fold left with one run per parallel strategy): leave it out, as OLS drops
+    # a collinear column, rather than let the solver wander along it.
+    varies = any(np.ptp(log_eta[strategy == level]) > 1e-12 for level in set(strategy))
+    terms: list[str] = [ALPHA_ETA] if varies else []
+    columns = [log_eta] if terms else []
+    present = set(strategy)
+    if isinstance(data["strategy"].dtype, pd.CategoricalDtype):
+        ordered = [str(c) for c in data["strategy"].cat.categories if str(c) in present]
+    else:
+        ordered = sorted(present)
+    for level in ordered[1:]:
+        terms.append(f"{STRATEGY_PREFIX}{level}]")
+        columns.append((strategy == level).astype(float))
+    extra = np.column_stack(columns) if columns else np.empty((len(data), 0))
+    y = data["log_E"].to_numpy(dtype=float)
+    e_scale = float(np.exp(np.median(y)))
+    return ScaledDesign(raw / scales, scales, terms, extra, y - np.log(e_scale), e_scale, y)
+
+
+def _solve(
+    residuals: _Vector, jacobian: _Vector, starts: Sequence[np.ndarray], bounds: tuple[np.ndarray, np.ndarray]
+) -> OptimizeResult:
+    """The best optimum of bounded least squares from each start."""
+    best = None
+    for x0 in starts:
+        result = least_squares(residuals, x0, jac=jacobian, bounds=bounds, method="trf", x_scale="jac")
+        if best is None or result.cost < best.cost:
+            best = result
+    assert best is not None
+    return best
+
+
+def fit_log_least_squares(
+    design: ScaledDesign,
+    cost: CostModel,
+    cost_starts: Sequence[Sequence[float]],
+    cost_bounds: tuple[Sequence[float], Sequence[float]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The optimum ``theta`` (scaled cost coefficients, then the extra terms), its Jacobian and residuals."""
+    k = len(cost_bounds[0])
+    n_extra = design.extra.shape[1]
+
+    def problem(rows: np.ndarray) -> tuple[_Vector, _Vector]:
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            total, _ = cost(theta[:k], design.costs[rows])
+            return np.log(np.maximum(total, 1e-300)) + design.extra[rows] @ theta[k:] - design.target[rows]
+
+        def jacobian(theta: np.ndarray) -> np.ndarray:
+            total, grad = cost(theta[:k], design.costs[rows])
+            return np.column_stack([grad / np.maximum(total, 1e-300)[:, None], design.extra[rows]])
+
+        return residuals, jacobian
+
+    lower = np.r_[np.asarray(cost_bounds[0], dtype=float), np.full(n_extra, -np.inf)]
+    upper = np.r_[np.asarray(cost_bounds[1], dtype=float), np.full(n_extra, np.inf)]
+    starts = [np.r_[np.asarray(s, dtype=float), np.zeros(n_extra)] for s in cost_starts]
+    every = np.arange(len(design.y))
+    if len(every) > START_ROWS:
+        starts = [_solve(*problem(every[:: len(every) // START_ROWS + 1]), starts, (lower, upper)).x]
+    residuals, jacobian = problem(every)
+    theta = np.asarray(_solve(residuals, jacobian, starts, (lower, upper)).x)
+    return theta, jacobian(theta), residuals(theta)
+
+
+def physical_covariance(
+    theta: np.ndarray, jac: np.ndarray, resid: np.ndarray, to_physical: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Coefficients and their covariance in physical units (``theta * to_physical``), residual variance, df."""
+    n, p = jac.shape
+    df_resid = max(n - p, 1)
+    resid_var = float(np.sum(resid**2) / df_resid)
+    cov_scaled = resid_var * np.linalg.pinv(jac.T @ jac)
+    return theta * to_physical, cov_scaled * np.outer(to_physical, to_physical), resid_var, float(df_resid)

@@ -1,0 +1,46 @@
+"""The roofline x efficiency form, fitted with ``scipy.optimize.least_squares`` on log residuals.
+
+``log E = log(eps_c*C + eps_m*M + e_0*T) + alpha_eta*log_eta + psi[strategy]`` with
+``eps_c, eps_m, e_0 >= 0`` (bounds of the solver; see :mod:`law.roofline_efficiency`). Scaling,
+the multi-start solve and the Jacobian covariance are those of :mod:`fit.forms.nonlinear`;
+the starts are balanced, compute-, memory- and token-dominated. Cross-validation folds
+and the extrapolation check refit the form from these same starts (no information from
+the held-out runs enters a start).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.fit.forms.nonlinear import (
+    START_ROWS,
+    RooflineFormFit,
+    fit_log_least_squares,
+    physical_covariance,
+    scaled_design,
+)
+from mlflow_roofline.law.roofline_efficiency import COST_TERMS, RooflineLaw
+
+__all__ = ["FORMULA", "ROOFLINE_EFF", "STARTS", "START_ROWS", "RooflineFormFit", "fit_roofline_eff"]
+
+ROOFLINE_EFF = "roofline_eff"
+FORMULA = "E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * exp(psi[strategy])"
+STARTS = ((1 / 3, 1 / 3, 1 / 3), (0.9, 0.05, 0.05), (0.05, 0.9, 0.05), (0.05, 0.05, 0.9))
+
+
+def _additive_cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``eps_c*C + eps_m*M + e0*T`` in scaled units and its gradient (the scaled costs themselves)."""
+    return costs @ theta, costs
+
+
+def fit_roofline_eff(data: pd.DataFrame, name: str = ROOFLINE_EFF) -> RooflineFormFit:
+    """Fit the roofline x efficiency law on ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
+    design = scaled_design(data)
+    n_cost = len(COST_TERMS)
+    theta, jac, resid = fit_log_least_squares(design, _additive_cost, STARTS, ([0.0] * n_cost, [np.inf] * n_cost))
+    to_physical = np.r_[design.e_scale / design.cost_scales, np.ones(len(design.extra_terms))]
+    coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
+    terms = [*COST_TERMS, *design.extra_terms]
+    law = RooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
+    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y)

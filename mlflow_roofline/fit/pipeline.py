@@ -1,0 +1,178 @@
+"""The ``fit`` job: pull train runs, fit every law per hardware, log a fit run, register the model.
+
+Steps (one pass per ``roofline.hardware``):
+
+1. :func:`fit.runs.run_data.load_train_runs` pulls the FINISHED train runs (dropped runs are
+   counted with their reasons);
+2. :func:`fit.hardware_fit.fit_hardware` fits speedup laws, efficiency, the energy forms,
+   the additive roofline and the time law of each hardware (no MLflow);
+3. :func:`fit.fit_runs.log_fit_run` logs a fit run (``roofline.run_type=fit``) with
+   the metrics of :mod:`fit.hardware_fit`, summaries, the coefficient table, the law as JSON
+   and the plots; the chosen form is logged as the pyfunc model, registered under
+   ``model_name``, aliased and tagged with the fit run and its ``cv_mape``. The chosen
+   form is the param ``form`` and the tag ``roofline.form``; the fit run also carries
+   ``n_runs_found`` and ``n_runs_dropped_pull``.
+
+With several hardware, each gets a nested fit run under one parent, which also fits the
+pooled forms over all hardware (:mod:`fit.pooled`: hardware intercepts, hardware
+covariates from the hardware table, separate slopes), checks them for size extrapolation
+and sanity on every hardware, and logs their grouped-CV,
+extrapolation and leave-one-hardware-out errors. When a pooled form wins, the pooled law is logged in the
+parent and registered as the model with ``alias``; otherwise the hardware with the most
+runs gets ``alias``. Every hardware gets ``alias-<hardware>``.
+Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
+
+The fit runs are logged and the models registered by :mod:`fit.fit_runs`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+
+from mlflow_roofline.core.errors import ConfigError, RooflineError
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
+from mlflow_roofline.fit.failure import record_failure
+from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, log_and_register
+from mlflow_roofline.fit.forms.cv import CV_FOLDS
+from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
+from mlflow_roofline.fit.pooled import fit_pooled
+from mlflow_roofline.fit.registration import RegistryLedger, check_alias, check_model_name
+from mlflow_roofline.fit.runs.run_data import RunData, load_train_runs
+from mlflow_roofline.tracking.client import TrackingClient
+
+__all__ = ["FitOutcome", "run_fit"]
+
+
+def _check_arguments(experiments: Sequence[str], model_name: str, alias: str, register: bool) -> None:
+    """Refuse, with the field named, arguments the job cannot start with."""
+    if not experiments:
+        raise ConfigError("experiment", "at least one experiment name is needed")
+    if register:
+        check_model_name(model_name)
+        check_alias(alias)
+
+
+def _fit_every_hardware(
+    run_data: RunData, allow_estimate: bool, missing_baseline: str, seed: int, echo: Callable[[str], object]
+) -> tuple[list[HardwareFit], dict[str, str]]:
+    """One fit per hardware, most runs first; with several hardware a failing one is skipped with its reason."""
+    if run_data.frame.empty:
+        raise RooflineError(f"runs: no usable train runs: {run_data.summary()}; fix or rerun those runs")
+    fits: list[HardwareFit] = []
+    skipped: dict[str, str] = {}
+    groups = list(run_data.frame.groupby("hardware", sort=True))
+    for hw, rows in groups:
+        try:
+            fits.append(
+                fit_hardware(
+                    rows.copy(), str(hw), allow_estimate=allow_estimate, missing_baseline=missing_baseline, seed=seed
+                )
+            )
+        except RooflineError as exc:
+            if len(groups) == 1:
+                raise
+            skipped[str(hw)] = str(exc)
+            echo(f"hardware {hw!r} skipped: {exc}")
+    if not fits:
+        raise RooflineError(
+            "runs: no hardware could be fitted: " + "; ".join(f"{hw}: {why}" for hw, why in skipped.items())
+        )
+    fits.sort(key=lambda f: -len(f.frame))
+    return fits, skipped
+
+
+def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], object]) -> None:
+    for fit in outcome.fits:
+        echo(fit.report())
+        where = (
+            f"registered {model_name} version {fit.model_version} as @{', @'.join(fit.aliases)}"
+            if fit.model_version
+            else "not registered"
+        )
+        echo(f"fit run {fit.run_id}: {where}")
+    if outcome.pooled is not None:
+        echo(outcome.pooled.report())
+        pooled = outcome.pooled
+        if pooled.model_version:
+            echo(f"pooled law: registered {model_name} version {pooled.model_version} as @{', @'.join(pooled.aliases)}")
+
+
+def run_fit(
+    experiments: Sequence[str],
+    *,
+    model_name: str,
+    alias: str,
+    allow_estimate: bool = False,
+    hardware: str | None = None,
+    missing_baseline: str = "law",
+    register: bool = True,
+    seed: int = 0,
+    echo: Callable[[str], object] = print,
+    energy: str = "gpu",
+    hardware_table: str | None = None,
+) -> FitOutcome:
+    """Run the whole fit job (see the module docstring); returns what was fitted and logged.
+
+    ``hardware_table``: a CSV extending the shipped hardware table (default: the file
+    named by ``ROOFLINE_HARDWARE_TABLE``, if any).
+
+    Raises:
+        RooflineError: with one line saying what is wrong and what to do; a fit that
+            fails after it started a run has that line as ``roofline.error`` on the run.
+    """
+    env_run = os.environ.get("MLFLOW_RUN_ID")
+    outcome: FitOutcome | None = None
+    try:
+        _check_arguments(experiments, model_name, alias, register)
+        clock = time.perf_counter()
+        if energy not in FIT_ENERGY_METRICS:
+            raise ConfigError("energy", f"must be one of {', '.join(FIT_ENERGY_METRICS)}, got {energy!r}")
+        run_data = load_train_runs(TrackingClient(), experiments, hardware, FIT_ENERGY_METRICS[energy])
+        timings = {"pull": time.perf_counter() - clock}
+        echo(run_data.summary())
+        clock = time.perf_counter()
+        fits, skipped = _fit_every_hardware(run_data, allow_estimate, missing_baseline, seed, echo)
+        pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
+        if register:
+            for fit_aliases in aliases_of(fits, alias, pooled is not None and pooled.law is not None):
+                for name in fit_aliases:
+                    check_alias(name)
+        timings["fit"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled)
+        params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
+        start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
+        log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
+        timings["log"] = time.perf_counter() - clock
+    except Exception as exc:
+        raise record_failure(
+            exc, outcome.run_ids if outcome else [], env_run, outcome.rollback_problems if outcome else []
+        ) from exc
+    _echo_outcome(outcome, model_name, echo)
+    return outcome
+
+
+def _params(
+    experiments: Sequence[str],
+    allow_estimate: bool,
+    missing_baseline: str,
+    model_name: str,
+    alias: str,
+    register: bool,
+    seed: int,
+    energy: str,
+) -> dict[str, str]:
+    """The fit run's params."""
+    return {
+        "experiments": ",".join(experiments),
+        "allow_estimate": str(bool(allow_estimate)).lower(),
+        "missing_baseline": missing_baseline,
+        "energy": energy,
+        "model_name": model_name if register else "",
+        "alias": alias if register else "",
+        "cv_folds": str(CV_FOLDS),
+        "seed": str(seed),
+    }
