@@ -40,7 +40,7 @@ bench: install
 # a small real sweep and a fit in a fresh store, mlflow server on loopback, Debian's chromium.
 screenshots: install
 	ROOFLINE_SCREENSHOT_DIR="$(CURDIR)/docs/img" PATH="$(CURDIR)/$(BIN):$$PATH" \
-		$(BIN)/python -m pytest tests/test_ui_browser.py -p no:cacheprovider
+		$(BIN)/python -m pytest tests/e2e/test_ui_browser.py -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -91,9 +91,9 @@ def _fit_run(
         run_id = start.run_id
         client.join_run(run_id)
     elif start is not None:
-        run_id = client.open_run(start.experiment_id, run_name=start.run_name)
+        run_id = client.open_run(start.experiment_id, run_name=start.run_name, context_tags=True)
     else:
-        run_id = client.open_run(experiment_id, run_name=run_name, parent_run_id=parent_run_id)
+        run_id = client.open_run(experiment_id, run_name=run_name, parent_run_id=parent_run_id, context_tags=True)
     try:
         yield run_id
     except BaseException:

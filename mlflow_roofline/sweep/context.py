@@ -2,7 +2,7 @@
 
 Built once by the runner (:func:`~mlflow_roofline.sweep.runner.run_sweep`) and handed to
 the queue (:mod:`mlflow_roofline.sweep.queue`) and to the remote side
-(:mod:`mlflow_roofline.sweep.remote.dispatch`).
+(:mod:`mlflow_roofline.sweep.remote_dispatch`).
 """
 
 from __future__ import annotations

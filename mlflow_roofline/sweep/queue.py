@@ -13,7 +13,7 @@ they come back; a unit whose node died is claimed and run once more.
 forked from the sweep's warm server (:func:`~mlflow_roofline.sweep.warm_child.run_child_warm`,
 ``launch="warm"``), in an ``mlflow-roofline train`` process of its own
 (:func:`~mlflow_roofline.sweep.fresh_child.run_child`, ``launch="fresh"``), or handed to a
-remote executor (:func:`~mlflow_roofline.sweep.remote.dispatch.submit_claimed`).
+remote executor (:func:`~mlflow_roofline.sweep.remote_dispatch.submit_claimed`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from mlflow_roofline.sweep.lookup import config_status
 from mlflow_roofline.sweep.parent_description import update_description
 from mlflow_roofline.sweep.parent_run import Progress, mark_killed
 from mlflow_roofline.sweep.reconcile import Entry, plan_counts
-from mlflow_roofline.sweep.remote.dispatch import abandon_in_flight, collect_one, submit_claimed
 from mlflow_roofline.sweep.remote.executors import Executor
+from mlflow_roofline.sweep.remote_dispatch import abandon_in_flight, collect_one, submit_claimed
 from mlflow_roofline.sweep.status import ALIVE, DONE, ELSEWHERE, FAILED, RUN_STATES, Outcome, Status
 from mlflow_roofline.sweep.warm_child import run_child_warm
 from mlflow_roofline.system.liveness import liveness
@@ -77,7 +77,7 @@ def run_entries(sweep: SweepContext, entries: list[Entry], echo: Callable[[str],
     When every entry left was put back since the last one settled, the sweep waits for
     the run that holds the first of them instead of looking again at once. With a remote
     executor, claimed entries are submitted while it has room, and outcomes are recorded
-    as they come back (:mod:`mlflow_roofline.sweep.remote.dispatch`).
+    as they come back (:mod:`mlflow_roofline.sweep.remote_dispatch`).
     """
     queue = collections.deque(e for e in entries if e.action in ("run", "wait"))
     results: list[Result] = []

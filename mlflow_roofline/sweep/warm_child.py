@@ -16,7 +16,7 @@ metrics, tags and one-line reasons:
 
 ``--launch fresh`` measures each configuration in an ``mlflow-roofline train`` process of
 its own instead (:mod:`mlflow_roofline.sweep.fresh_child`), as Slurm jobs always do. A
-Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_roofline.sweep.remote.worker`).
+Ray worker calls :func:`run_child_warm` with a server of its own (:mod:`mlflow_roofline.sweep.remote.claimed_task`).
 """
 
 from __future__ import annotations

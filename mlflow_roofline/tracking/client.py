@@ -24,6 +24,7 @@ from mlflow.entities import Experiment, Metric, Param, Run, RunTag, ViewType
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.tracking.context.registry import resolve_tags
 
 from mlflow_roofline.core.schema import TAG_PARENT_RUN_ID
 
@@ -118,12 +119,17 @@ class TrackingClient:
         run_name: str | None = None,
         tags: Mapping[str, str] | None = None,
         parent_run_id: str | None = None,
+        context_tags: bool = False,
     ) -> str:
         """Create a RUNNING run in ``experiment_id``; returns its id.
 
         ``parent_run_id`` nests it (the tag ``mlflow.parentRunId``, as the fluent API sets it).
+        ``context_tags`` adds what ``mlflow.start_run`` adds (``mlflow.user``, ``mlflow.source.*``,
+        the git commit, installed run context providers) under the given tags.
         """
         all_tags = dict(tags or {})
+        if context_tags:
+            all_tags = resolve_tags(all_tags)
         if run_name:
             all_tags.setdefault("mlflow.runName", run_name)
         if parent_run_id:

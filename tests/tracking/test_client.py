@@ -63,3 +63,13 @@ def test_registry_lookups_answer_none_for_what_is_missing(tracking_uri: str) -> 
     client.create_registered_model("m")
     assert client.registered_model_exists("m")
     assert client.version_by_alias("m", "champion") is None
+
+
+def test_context_tags_are_those_the_fluent_api_adds(tracking_uri: str) -> None:
+    client = TrackingClient()
+    experiment_id = client.create_experiment("context")
+    plain = client.get_run(client.open_run(experiment_id, "plain")).data.tags
+    with_context = client.get_run(client.open_run(experiment_id, "with", tags={"k": "v"}, context_tags=True)).data.tags
+    assert "mlflow.user" not in plain and "mlflow.source.name" not in plain
+    assert with_context["k"] == "v" and with_context["mlflow.runName"] == "with"
+    assert with_context["mlflow.user"] and with_context["mlflow.source.name"]

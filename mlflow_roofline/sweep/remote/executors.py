@@ -1,8 +1,8 @@
 """Where a sweep's configurations run: here one after another, on a Ray cluster, or as Slurm jobs.
 
 Planning, claiming (creating each child run) and resume stay on the submitting host; an
-executor (:class:`Executor`) only carries :class:`~mlflow_roofline.sweep.remote.worker.RemoteTask`
-objects to workers, which call :func:`~mlflow_roofline.sweep.remote.worker.measure_claimed`, and
+executor (:class:`Executor`) only carries :class:`~mlflow_roofline.sweep.remote.claimed_task.RemoteTask`
+objects to workers, which call :func:`~mlflow_roofline.sweep.remote.claimed_task.measure_claimed`, and
 hands back each outcome, or the failure of the worker itself (:class:`WorkerFailure`), as it
 completes.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.sweep.remote.worker import RemoteTask, measure_claimed
+from mlflow_roofline.sweep.remote.claimed_task import RemoteTask, measure_claimed
 from mlflow_roofline.sweep.status import Outcome
 
 NODE_METER_RESOURCE = "roofline_meter_slot"

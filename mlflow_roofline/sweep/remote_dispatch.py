@@ -1,7 +1,7 @@
 """The submitting host's side of a remote sweep: hand claimed runs to the executor, take outcomes back.
 
 A claimed configuration (its child run created and the claim won, on this host) goes to
-the executor as a :class:`~mlflow_roofline.sweep.remote.worker.RemoteTask`. When the worker
+the executor as a :class:`~mlflow_roofline.sweep.remote.claimed_task.RemoteTask`. When the worker
 hands back an outcome it is recorded as is; when the worker itself failed (it could not
 reach the tracking server, its node or process was lost), the claimed run is ended FAILED
 here with that reason, unless the train process had already ended it, so no run is left
@@ -16,8 +16,8 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.sweep.context import SweepContext
 from mlflow_roofline.sweep.reconcile import Entry
+from mlflow_roofline.sweep.remote.claimed_task import WARM_EXECUTORS, RemoteTask
 from mlflow_roofline.sweep.remote.executors import Executor, WorkerFailure
-from mlflow_roofline.sweep.remote.worker import WARM_EXECUTORS, RemoteTask
 from mlflow_roofline.sweep.status import RUN_STATES, Outcome
 from mlflow_roofline.tracking.client import TrackingClient
 
