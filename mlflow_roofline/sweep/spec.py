@@ -219,16 +219,16 @@ def spec_settings(data: Mapping[str, object]) -> SpecSettings:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be text, got {type(description).__name__}")
-    return {
-        "experiment": experiment.strip(),
-        "device": device,
-        "meter": meter,
-        "timeout_s": float(cast(float, timeout_s)) if timeout_s is not None else None,
-        "description": description,
-        "slurm": _slurm(data.get("slurm")),
-        "carbon": _carbon(data),
-        "repeats": repeats,
-    }
+    return SpecSettings(
+        experiment=experiment.strip(),
+        device=device,
+        meter=meter,
+        timeout_s=float(cast(float, timeout_s)) if timeout_s is not None else None,
+        description=description,
+        slurm=_slurm(data.get("slurm")),
+        carbon=_carbon(data),
+        repeats=repeats,
+    )
 
 
 def _carbon(data: Mapping[str, object]) -> dict[str, float | str]:
