@@ -1,20 +1,42 @@
-"""Datasheet figures of GPUs: peak FLOP/s, memory bandwidth and board power, with their source.
+"""Datasheet figures of accelerators: peak FLOP/s, memory, board power and interconnect, with their source.
 
-The table shipped as package data (``mlflow_roofline/data/hardware.csv``) holds common
-NVIDIA data-centre and workstation GPUs. Every row carries the URL of the NVIDIA datasheet
-or architecture whitepaper its figures come from. The tensor figure is DENSE (NVIDIA's
-datasheets print the with-sparsity figure, twice as large, beside it) and, for GeForce
-cards, the rate with FP32 accumulation, which is what mixed-precision training uses.
+The table shipped as package data (``mlflow_roofline/data/hardware.csv``) holds every
+NVIDIA data-centre and workstation GPU since Pascal (P100, V100, V100S, T4, A2, A10, A10G,
+A16, A30, A40, A100, L4, L40, L40S, H100, H200, H20, B100, B200, GB200, RTX A4000-A6000,
+RTX 6000 Ada, Quadro RTX 6000/8000, Titan RTX), the common GeForce cards (RTX 2080 Ti,
+3080, 3090, 4080, 4090, 5090), AMD Instinct MI210, MI250, MI250X and MI300X and Intel
+Gaudi 2 and 3. Every row names its source: the vendor's datasheet or architecture
+whitepaper (a URL), or, for the two parts without a public datasheet (A10G, H20), where
+the figures come from. The tensor figure is DENSE (datasheets print the with-sparsity
+figure, twice as large, beside it) and, for GeForce cards, the rate with FP32
+accumulation, which is what mixed-precision training uses; the note says how each row's
+figure was read.
 
-Columns (units in the names): ``name``; ``pattern``, a regular expression matched against
-the whole ``roofline.hardware`` value (the NVML / ``torch.cuda.get_device_name`` name,
-``NVIDIA A100-SXM4-80GB``), case-insensitive; ``fp16_tensor_flops`` (FLOP/s, FP16/BF16
-tensor, dense); ``fp32_flops`` (FLOP/s, non-tensor); ``mem_bandwidth_bytes_per_s``;
-``board_power_w`` (W); ``source`` (URL); ``note`` (optional).
+Columns (units in the names): ``name``; ``pattern``, the names NVML / amdsmi /
+``torch.cuda.get_device_name`` report for it (the ``roofline.hardware`` value, e.g.
+``Tesla T4``, ``NVIDIA A100-SXM4-80GB``, ``AMD Instinct MI250X``), alternatives separated
+by ``|``, each a literal name or a glob (``*`` any run of characters, ``?`` one), all
+case-insensitive; never a regular expression, so matching cannot backtrack;
+``fp16_tensor_flops`` (FLOP/s, FP16/BF16 tensor or matrix, dense); ``fp32_flops`` (FLOP/s,
+non-tensor); ``mem_bandwidth_bytes_per_s``; ``board_power_w`` (W, TDP / board power);
+``source``; optional: ``memory_bytes`` (the datasheet's GB, which for device memory is
+GiB: 2**30 bytes each), ``interconnect`` (the fastest device-to-device link the part
+supports: NVLink, NVLink bridge, Infinity Fabric, RoCE, PCIe) and
+``interconnect_bytes_per_s`` (its peak peer bandwidth per device, both directions summed,
+as NVIDIA quotes NVLink), ``note``. The shipped table fills every column.
 
-A user file with the same columns extends it (:func:`load_hardware_table`: the argument,
-else the env var ``ROOFLINE_HARDWARE_TABLE``); its rows are looked up first, so a user row
-also overrides a shipped one. No network call is ever made.
+Reading a table checks it (:class:`~core.errors.ConfigError` naming ``<file>:<line>.<column>``):
+every number must lie in :data:`DEVICE_RANGES`, the range a real device can have, which
+is narrower than a factor 1000 around today's parts, so a unit slip of 10^3 to 10^9
+(GB/s written as bytes/s, TFLOP/s as FLOP/s, kW as W) is refused; no two rows may share
+a name or a pattern, nor may one row's pattern match another's name or literal pattern.
+A simulated device (``source`` starting ``simulated:``, the test generator's fleet, whose
+bandwidth is in its memory proxy's units) is only checked to be finite and positive.
+
+A user file with the same columns (the optional ones may be absent) extends it
+(:func:`load_hardware_table`: the argument, else the env var ``ROOFLINE_HARDWARE_TABLE``);
+its rows are looked up first, so a user row also overrides a shipped one. No network call
+is ever made.
 """
 
 from __future__ import annotations
@@ -24,7 +46,6 @@ import dataclasses
 import functools
 import math
 import os
-import re
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -35,11 +56,67 @@ ENV_HARDWARE_TABLE = "ROOFLINE_HARDWARE_TABLE"
 TABLE_RESOURCE = "hardware.csv"
 NUMBER_COLUMNS: tuple[str, ...] = ("fp16_tensor_flops", "fp32_flops", "mem_bandwidth_bytes_per_s", "board_power_w")
 COLUMNS: tuple[str, ...] = ("name", "pattern", *NUMBER_COLUMNS, "source")
+OPTIONAL_NUMBER_COLUMNS: tuple[str, ...] = ("memory_bytes", "interconnect_bytes_per_s")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("memory_bytes", "interconnect", "interconnect_bytes_per_s", "note")
+SIMULATED_SOURCE = "simulated:"
+"""The ``source`` prefix of a simulated device's row (exempt from :data:`DEVICE_RANGES`)."""
+
+DEVICE_RANGES: Mapping[str, tuple[float, float]] = {
+    "fp16_tensor_flops": (4e12, 1e16),
+    "fp32_flops": (2e11, 4e15),
+    "mem_bandwidth_bytes_per_s": (1e10, 1e14),
+    "board_power_w": (10.0, 5000.0),
+    "memory_bytes": (1e9, 4e12),
+    "interconnect_bytes_per_s": (2e9, 2e13),
+}
+"""Per number column, the [low, high] a real device can have: wide enough for a small inference
+card and well beyond today's largest part, yet each shipped value times or over 1000 falls out."""
+
+_UNITS = {
+    "fp16_tensor_flops": "FLOP/s",
+    "fp32_flops": "FLOP/s",
+    "mem_bandwidth_bytes_per_s": "bytes/s",
+    "board_power_w": "W",
+    "memory_bytes": "bytes",
+    "interconnect_bytes_per_s": "bytes/s",
+}
+
+WILDCARDS = frozenset("*?")
+REGEX_SYNTAX = frozenset("\\()[]{}^$+")
+"""Characters of a regular expression that no device name holds: a pattern using one is refused."""
+
+
+def glob_matches(pattern: str, text: str) -> bool:
+    """Whether ``text`` is matched by the glob ``pattern`` (``*`` any run, ``?`` one character), any case.
+
+    The classic two-pointer match: it backtracks only to the last ``*``, so it takes at most
+    ``len(pattern) * len(text)`` steps, never exponential time.
+    """
+    p, t = pattern.lower(), text.lower()
+    pi = ti = 0
+    star, resume = -1, 0
+    while ti < len(t):
+        if pi < len(p) and p[pi] != "*" and (p[pi] == "?" or p[pi] == t[ti]):
+            pi, ti = pi + 1, ti + 1
+        elif pi < len(p) and p[pi] == "*":
+            star, resume = pi, ti
+            pi += 1
+        elif star >= 0:
+            resume += 1
+            pi, ti = star + 1, resume
+        else:
+            return False
+    return all(c == "*" for c in p[pi:])
+
+
+def split_patterns(pattern: str) -> tuple[str, ...]:
+    """The alternatives of a ``pattern`` cell (``|``-separated, each stripped)."""
+    return tuple(part.strip() for part in pattern.split("|"))
 
 
 @dataclasses.dataclass(frozen=True)
 class HardwareSpec:
-    """One GPU's datasheet figures (see the module docstring for units)."""
+    """One device's datasheet figures (see the module docstring for units)."""
 
     name: str
     pattern: str
@@ -49,11 +126,23 @@ class HardwareSpec:
     board_power_w: float
     source: str
     note: str = ""
+    memory_bytes: float | None = None
+    interconnect: str = ""
+    interconnect_bytes_per_s: float | None = None
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """The names and globs this row answers to, besides its own name."""
+        return split_patterns(self.pattern)
+
+    def literals(self) -> tuple[str, ...]:
+        """The exact names this row answers to: its name and its patterns without wildcards."""
+        return (self.name, *(p for p in self.patterns if not WILDCARDS & set(p)))
 
     def matches(self, hardware: str) -> bool:
-        """Whether ``hardware`` (a ``roofline.hardware`` value, or this row's name) is this GPU."""
+        """Whether ``hardware`` (a ``roofline.hardware`` value, or this row's name) is this device."""
         text = hardware.strip()
-        return text.lower() == self.name.lower() or re.fullmatch(self.pattern, text, re.IGNORECASE) is not None
+        return text.lower() == self.name.lower() or any(glob_matches(p, text) for p in self.patterns)
 
     def peak_flops(self, precision: str = "fp16") -> float:
         """Peak FLOP/s at ``precision``: the FP32 rate for ``fp32``, else the FP16/BF16 tensor rate."""
@@ -73,7 +162,7 @@ class HardwareSpec:
 
 @dataclasses.dataclass(frozen=True)
 class HardwareTable:
-    """GPUs by datasheet; :meth:`lookup` finds the row of a hardware name (the first that matches)."""
+    """Devices by datasheet; :meth:`lookup` finds the row of a hardware name (the first that matches)."""
 
     specs: tuple[HardwareSpec, ...]
 
@@ -87,43 +176,113 @@ class HardwareTable:
 
 
 def parse_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> tuple[HardwareSpec, ...]:
-    """Check CSV rows (``csv.DictReader`` of a table) into specs.
+    """Check CSV rows (``csv.DictReader`` of a table) into specs, refusing duplicates among them.
 
     Raises:
         ConfigError: naming ``<where>:<line>`` and the column, or the missing columns.
     """
-    specs = []
+    specs: list[HardwareSpec] = []
     for line, row in enumerate(rows, start=2):
         missing = [c for c in COLUMNS if c not in row]
         if missing:
             raise ConfigError(
                 where,
                 f"the hardware table lacks the column(s) {', '.join(missing)}; "
-                f"expected {', '.join(COLUMNS)} (and optionally note)",
+                f"expected {', '.join(COLUMNS)} (and optionally {', '.join(OPTIONAL_COLUMNS)})",
             )
         specs.append(_spec(row, f"{where}:{line}"))
+    check_unique(specs, where)
     return tuple(specs)
 
 
+def check_unique(specs: Iterable[HardwareSpec], where: str) -> None:
+    """Refuse two rows sharing a name or a pattern, or one row's pattern matching another's names.
+
+    Raises:
+        ConfigError: at ``<where>:<line>.name`` or ``.pattern`` of the later row, naming the earlier.
+    """
+    seen: list[tuple[int, HardwareSpec]] = []
+    for line, spec in enumerate(specs, start=2):
+        for earlier_line, earlier in seen:
+            clash = _clash(spec, earlier)
+            if clash:
+                column, text = clash
+                raise ConfigError(
+                    f"{where}:{line}.{column}",
+                    f"{text!r} also names line {earlier_line} ({earlier.name!r}): every name and pattern "
+                    "must pick one row",
+                )
+        seen.append((line, spec))
+
+
+def _clash(spec: HardwareSpec, earlier: HardwareSpec) -> tuple[str, str] | None:
+    """The column and text of ``spec`` that names the ``earlier`` row too (None when none does)."""
+    if earlier.matches(spec.name):
+        return "name", spec.name
+    earlier_patterns = {p.lower() for p in earlier.patterns}
+    for pattern in spec.patterns:
+        if pattern.lower() in earlier_patterns or (not WILDCARDS & set(pattern) and earlier.matches(pattern)):
+            return "pattern", pattern
+    for text in earlier.literals():
+        if spec.matches(text):
+            return ("name" if text.lower() == spec.name.lower() else "pattern"), text
+    return None
+
+
+def _number(row: Mapping[str, str | None], column: str, at: str, simulated: bool) -> float:
+    raw = (row.get(column) or "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{at}.{column}", f"must be a finite positive number, got {raw!r}")
+    low, high = DEVICE_RANGES[column]
+    if not simulated and not low <= value <= high:
+        unit = _UNITS[column]
+        raise ConfigError(
+            f"{at}.{column}",
+            f"{raw} {unit} is outside what a real device can have ({low:g} to {high:g} {unit}): "
+            "a unit slip? (the column is in the unit its name says)",
+        )
+    return value
+
+
 def _spec(row: Mapping[str, str | None], at: str) -> HardwareSpec:
-    values: dict[str, float] = {}
-    for column in NUMBER_COLUMNS:
-        raw = (row.get(column) or "").strip()
-        try:
-            values[column] = float(raw)
-        except ValueError:
-            values[column] = float("nan")
-        if not (math.isfinite(values[column]) and values[column] > 0):
-            raise ConfigError(f"{at}.{column}", f"must be a finite positive number, got {raw!r}")
-    texts = {c: (row.get(c) or "").strip() for c in ("name", "pattern", "source", "note")}
+    texts = {c: (row.get(c) or "").strip() for c in ("name", "pattern", "source", "note", "interconnect")}
     for column in ("name", "pattern", "source"):
         if not texts[column]:
             raise ConfigError(f"{at}.{column}", "must not be empty (every figure needs its datasheet source)")
-    try:
-        re.compile(texts["pattern"])
-    except re.error as exc:
-        raise ConfigError(f"{at}.pattern", f"must be a regular expression: {exc}") from None
-    return HardwareSpec(texts["name"], texts["pattern"], **values, source=texts["source"], note=texts["note"])
+    simulated = texts["source"].startswith(SIMULATED_SOURCE)
+    values = {column: _number(row, column, at, simulated) for column in NUMBER_COLUMNS}
+    optional = {
+        column: _number(row, column, at, simulated) if (row.get(column) or "").strip() else None
+        for column in OPTIONAL_NUMBER_COLUMNS
+    }
+    _check_pattern(texts["pattern"], f"{at}.pattern")
+    return HardwareSpec(
+        texts["name"],
+        texts["pattern"],
+        **values,
+        source=texts["source"],
+        note=texts["note"],
+        memory_bytes=optional["memory_bytes"],
+        interconnect=texts["interconnect"],
+        interconnect_bytes_per_s=optional["interconnect_bytes_per_s"],
+    )
+
+
+def _check_pattern(pattern: str, at: str) -> None:
+    for part in split_patterns(pattern):
+        if not part:
+            raise ConfigError(at, f"has an empty alternative in {pattern!r} (alternatives are separated by |)")
+        syntax = sorted(REGEX_SYNTAX & set(part))
+        if syntax:
+            raise ConfigError(
+                at,
+                f"{part!r} holds {', '.join(repr(c) for c in syntax)}: a pattern is a literal name or a glob "
+                "(* any run, ? one character), alternatives separated by |, not a regular expression",
+            )
 
 
 @functools.cache

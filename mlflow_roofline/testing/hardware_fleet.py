@@ -6,7 +6,8 @@ energy per job is ordered the same way in the memory- and the compute-bound regi
 ``Sim Fast`` < ``Sim Base`` < ``Sim Small``. :func:`write_fleet_table` writes the rows a
 user would add to the hardware table (``ROOFLINE_HARDWARE_TABLE``) for them: peak
 FLOP/s, bandwidth (2 bytes per element of the generator's memory proxy) and board power
-(idle + dynamic + memory watts).
+(idle + dynamic + memory watts). Their ``source`` marks them simulated: the bandwidth is in the
+generator's proxy units, far below a real GPU's, so the table's device ranges do not apply.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlflow_roofline.core.gpu_datasheets import COLUMNS
+from mlflow_roofline.core.gpu_datasheets import COLUMNS, SIMULATED_SOURCE
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT
 from mlflow_roofline.testing.roofline_generator import RooflineHardware
 
@@ -31,7 +32,7 @@ def fleet_rows(fleet: Sequence[RooflineHardware] = FLEET) -> list[str]:
     """One CSV line per simulated GPU, in the hardware table's columns."""
     return [
         f"{hw.name},{hw.name},{hw.peak_flops:g},{hw.peak_flops / 8:g},{hw.mem_rate * BYTES_PER_ELEMENT:g},"
-        f"{hw.idle_w + hw.dynamic_w + hw.memory_w:g},simulated:mlflow_roofline.testing.hardware_fleet"
+        f"{hw.idle_w + hw.dynamic_w + hw.memory_w:g},{SIMULATED_SOURCE}mlflow_roofline.testing.hardware_fleet"
         for hw in fleet
     ]
 
