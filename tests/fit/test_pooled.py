@@ -22,6 +22,7 @@ from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
 from mlflow_roofline.fit.forms.selection import score
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import (
+    COVARIATE_FORMS,
     HARDWARE_COVARIATES,
     HARDWARE_OFFSET,
     HARDWARE_SLOPES,
@@ -251,3 +252,40 @@ def test_an_unmeasured_gpu_s_time_follows_the_roofline_not_the_peak_flops(
     assert np.all(predicted[memory_bound] >= 1.0 - 1e-12)
     # a compute-bound one is, though by less than 4x once it meets the new GPU's memory roof
     assert np.all((predicted[~memory_bound] < 0.95) & (predicted[~memory_bound] >= 0.25 - 1e-12))
+
+
+def test_the_registered_pooled_law_carries_the_loho_mape_of_the_form_it_registers(pooled: PooledFit) -> None:
+    law = pooled.law
+    assert law is not None and law.covariate_law is not None
+    metrics = pooled.metrics()
+    # the form registered for GPUs no run measured, and its leave-one-hardware-out error, logged and stored
+    assert law.covariate_form == pooled.covariate_form in COVARIATE_FORMS
+    assert (
+        law.loho_mape
+        == metrics["loho_mape"]
+        == metrics[f"loho_mape_{law.covariate_form}"]
+        == pooled.loho[law.covariate_form][0]
+    )
+    assert law.covariate_law.coef == pooled.forms[law.covariate_form].law.coef
+    if pooled.chosen in COVARIATE_FORMS:  # the chosen form's own LOHO error is logged beside it
+        assert f"loho_mape_{pooled.chosen}" in metrics
+    assert FittedLaw.from_json(law.to_json()).loho_mape == law.loho_mape
+
+
+# the fleet's three simulated GPUs, named as NVML names three real GPUs of the shipped table
+REAL_NAMES = ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
+
+
+def test_runs_of_gpus_the_shipped_table_knows_get_their_covariates_t4_included(fits: list[HardwareFit]) -> None:
+    renamed = [dataclasses.replace(fit, hardware=name) for fit, name in zip(fits, REAL_NAMES, strict=True)]
+    pooled = fit_pooled(renamed, load_hardware_table(env={}))
+    assert pooled.missing == [] and list(pooled.covariates) == list(REAL_NAMES)
+    t4 = load_hardware_table(env={}).lookup("Tesla T4")
+    assert t4 is not None and pooled.covariates["Tesla T4"] == t4.covariates()
+    assert set(pooled.loho) == set(COVARIATE_FORMS) and "loho_mape" in pooled.metrics()
+    assert "no hardware covariates" not in pooled.report()
+    # a name no table knows is still named, with the way to add it
+    unknown = [dataclasses.replace(renamed[0], hardware="Lab GPU 9"), *renamed[1:]]
+    report = fit_pooled(unknown, load_hardware_table(env={})).report()
+    assert "no hardware covariates: the hardware table lacks Lab GPU 9" in report
+    assert "ROOFLINE_HARDWARE_TABLE" in report
