@@ -24,11 +24,16 @@ lint: install
 	$(BIN)/mypy mlflow_roofline
 	$(BIN)/lint-imports
 
+# One pytest worker per core (pytest-xdist); tests are independent (own store, free ports, temp dirs).
+# `make test PYTEST_WORKERS=0` runs them in one process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+
 test: lint
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_PARALLEL)
 
 test-fast: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not slow"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not slow" $(PYTEST_PARALLEL)
 
 demo: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
