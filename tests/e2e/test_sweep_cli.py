@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.sweeps import CLI, TOP, spec_with
 
 from mlflow_roofline.core.config import (
     MAX_CPU_PROCESSES_PER_CORE,
@@ -19,23 +20,7 @@ from mlflow_roofline.core.config import (
 )
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
 
-BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
-
-CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
-
-TOP = "device: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
-
 HW = "cpu:test"
-
-
-def spec_with(**changes: object) -> dict:
-    data: dict = {"device": "cpu", "grid": dict(BASE)}
-    for key, value in changes.items():
-        if key.startswith("grid_"):
-            data["grid"][key[5:]] = value
-        else:
-            data[key] = value
-    return data
 
 
 def sweep_cli(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:

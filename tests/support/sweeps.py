@@ -11,6 +11,23 @@ from mlflow_roofline.core.schema import TAG_RUN_TYPE
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
 
+BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
+"""A one-configuration grid (tiny BERT on CPU) that spec tests change one key at a time."""
+
+TOP = "device: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
+"""The top of a spec YAML sharing :data:`BASE`'s shape, for tests that write grids as text."""
+
+
+def spec_with(**changes: object) -> dict:
+    """A spec mapping of :data:`BASE` with ``changes`` (``grid_<field>`` replaces a grid list)."""
+    data: dict = {"device": "cpu", "grid": dict(BASE)}
+    for key, value in changes.items():
+        if key.startswith("grid_"):
+            data["grid"][key[5:]] = value
+        else:
+            data[key] = value
+    return data
+
 
 def write_spec(path: Path, experiment: str, grid: str, steps: int = 2, **top: object) -> Path:
     """A CPU spec of tiny BERTs (h=2, ff=2d, S=8, B=4, one warm-up step, the estimate meter) over ``grid``."""

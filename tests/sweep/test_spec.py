@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.sweeps import BASE, TOP, spec_with
 
 from mlflow_roofline.core.config import (
     INT64_MAX,
@@ -15,20 +16,6 @@ from mlflow_roofline.core.config import (
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.spec import load_spec, parse_spec, shipped_specs
-
-BASE = {"num_layers": [1], "hidden_size": [32], "num_heads": [2], "ffn_size": [64], "seq_len": [8], "batch_size": [4]}
-
-TOP = "device: cpu\nnum_heads: 2\nffn_size: 32\nseq_len: 8\nbatch_size: 4\n"
-
-
-def spec_with(**changes: object) -> dict:
-    data: dict = {"device": "cpu", "grid": dict(BASE)}
-    for key, value in changes.items():
-        if key.startswith("grid_"):
-            data["grid"][key[5:]] = value
-        else:
-            data[key] = value
-    return data
 
 
 def test_shipped_specs_are_listed_and_load() -> None:
