@@ -44,7 +44,10 @@ from mlflow_roofline.core.schema import (
     type=click.Choice(MISSING_BASELINE_CHOICES),
     default="law",
     show_default=True,
-    help="Parallel runs without a single-device run of their workload: eta from the speedup law, or drop them.",
+    help=(
+        "Parallel runs without a single-device run at the same global or per-device batch: "
+        "single-device time from the hardware's time law (law), or drop them."
+    ),
 )
 @click.option(
     "--energy",

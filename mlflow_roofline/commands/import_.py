@@ -1,7 +1,8 @@
 """``mlflow-roofline import``: measurements from another tool as train runs the fit uses.
 
 Exit status: 0 when every row was imported or already present, 1 when some rows were
-refused (the others are imported all the same), 2 when the file or mapping cannot be used.
+refused (the others are imported all the same), 2 when the file or mapping cannot be used
+(a required column missing from the file, unknown columns under ``--strict``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,17 @@ from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT
     help="YAML: column renames, energy/time units, constants, per-row fields (see docs/import.md).",
 )
 @click.option("--dry-run", is_flag=True, help="Check every row and print the summary; log nothing.")
-def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, dry_run: bool) -> None:
+@click.option(
+    "--strict", is_flag=True, help="Refuse the file when it has columns the run schema does not know (default: ignore)."
+)
+def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, dry_run: bool, strict: bool) -> None:
     """Import measured runs from FILE into EXPERIMENT as FINISHED train runs."""
     from mlflow_roofline.ingest.writer import import_file  # imports MLflow, heavy: only when the command runs
 
-    counts = import_file(file, experiment, fmt, mapping, dry_run)
+    counts = import_file(file, experiment, fmt, mapping, dry_run, strict)
+    warning = counts.warning()
+    if warning:
+        click.echo(warning, err=True)
     for error in counts.refused:
         click.echo(f"refused {error}", err=True)
     click.echo(counts.summary(dry_run))

@@ -101,6 +101,7 @@ TAG_ENERGY_SOURCE = "roofline.energy_source"
 TAG_HARDWARE = "roofline.hardware"
 TAG_CONFIG_HASH = "roofline.config_hash"
 TAG_WORKLOAD_HASH = "roofline.workload_hash"
+TAG_BASELINE = "roofline.baseline"  # train: how the fit found a parallel run's single-device time (BASELINE_KINDS)
 TAG_REPEAT = "roofline.repeat"
 """Which measured run of its configuration a train run is: 0 .. repeats-1 (absent: 0)."""
 TAG_ERROR = "roofline.error"
@@ -177,6 +178,12 @@ MAX_TAG_CHARS = 5000
 DEFAULT_EXPERIMENT = "roofline-bert"
 DEFAULT_MODEL_NAME = "roofline-energy"
 MISSING_BASELINE_CHOICES: tuple[str, ...] = ("law", "drop")  # fit: eta of runs without a single-device run
+# Values of TAG_BASELINE: a parallel run's single-device time per sample came from the median
+# single run at the same global batch, at the same per-device batch, or the hardware's time law.
+BASELINE_MEASURED = "measured"
+BASELINE_PER_DEVICE = "per_device"
+BASELINE_TIME_LAW = "time_law"
+BASELINE_KINDS: tuple[str, ...] = (BASELINE_MEASURED, BASELINE_PER_DEVICE, BASELINE_TIME_LAW)
 DEFAULT_ALIAS = "champion"
 
 # Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (DESIGN.md).
@@ -195,6 +202,15 @@ M_PSI_PREFIX = "psi_"  # psi_<strategy>: the strategy's log-energy offset
 M_N_RUNS_DROPPED = "n_runs_dropped"  # dropped for this hardware after the pull
 M_N_ETA_FROM_LAW = "n_eta_from_law"
 M_N_ETA_MEASURED = "n_eta_measured"
+# Parallel runs of the fit by the kind of their single-device baseline (BASELINE_KINDS).
+M_N_RUNS_BASELINE_MEASURED = "n_runs_baseline_measured"
+M_N_RUNS_BASELINE_PER_DEVICE = "n_runs_baseline_per_device"
+M_N_RUNS_BASELINE_TIME_LAW = "n_runs_baseline_time_law"
+M_N_RUNS_BASELINE: dict[str, str] = {
+    BASELINE_MEASURED: M_N_RUNS_BASELINE_MEASURED,
+    BASELINE_PER_DEVICE: M_N_RUNS_BASELINE_PER_DEVICE,
+    BASELINE_TIME_LAW: M_N_RUNS_BASELINE_TIME_LAW,
+}
 M_N_WORKLOADS = "n_workloads"
 M_CORR_LOG_C_LOG_M = "corr_log_c_log_m"  # collinearity of the two roofline proxies
 # Every candidate form's errors: <prefix><form>.

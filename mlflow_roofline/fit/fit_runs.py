@@ -7,7 +7,8 @@ produced is a :class:`FitOutcome`.
 
 Each fit run (``roofline.run_type=fit``) gets the metrics of :func:`fit.hardware_fit.fit_metrics`,
 the params, the files, figures, table and description of :mod:`fit.report.run_page`, and
-the chosen law as a pyfunc model. Runs are opened and ended through the
+the chosen law as a pyfunc model; each parallel train run it used gets the tag
+``roofline.baseline`` (how its single-device time was found). Runs are opened and ended through the
 :class:`~mlflow_roofline.tracking.client.TrackingClient` with explicit run ids: FINISHED
 when their block completes, FAILED when it raises. Registration is left to
 :class:`~fit.registration.RegistryLedger`, once every fit run of the job is logged.
@@ -21,6 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from mlflow_roofline.core.schema import (
+    BASELINE_KINDS,
     FIT_PARAM_FORM,
     FIT_PARAM_FORMULA,
     FIT_PARAM_HARDWARE,
@@ -29,6 +31,7 @@ from mlflow_roofline.core.schema import (
     M_N_RUNS,
     M_N_RUNS_DROPPED_PULL,
     M_N_RUNS_FOUND,
+    TAG_BASELINE,
     TAG_ENERGY_SOURCE,
     TAG_FORM,
     TAG_HARDWARE,
@@ -137,7 +140,21 @@ def log_fit_run(
         },
     )
     log_run_page(client, run_id, fit, run_data)  # files, plots, the measured-vs-predicted table, the description
+    tag_baselines(client, fit)
     return _log_model(client, run_id, fit.law)
+
+
+def tag_baselines(client: TrackingClient, fit: HardwareFit) -> int:
+    """Tag each parallel train run the fit used with the kind of its single-device baseline
+    (``roofline.baseline``: ``measured``, ``per_device`` or ``time_law``); how many were tagged."""
+    if "run_id" not in fit.frame or "baseline" not in fit.frame:
+        return 0
+    tagged = 0
+    for run_id, kind in zip(fit.frame["run_id"], fit.frame["baseline"]):
+        if run_id and kind in BASELINE_KINDS:
+            client.set_tag(str(run_id), TAG_BASELINE, str(kind))
+            tagged += 1
+    return tagged
 
 
 def _slug(text: str) -> str:

@@ -5,10 +5,15 @@ Fitting: ``estimate`` energy is never mixed with measured energy unless
 ``allow_estimate`` (where both exist the estimated runs are dropped, where only
 estimates exist the fit stops and says to pass ``--allow-estimate``); measured speedup
 and efficiency (:mod:`fit.runs.measured_speedup`) and speedup laws per strategy
-(:mod:`fit.speedup_fit`); runs without a single-device baseline get eta from their
-strategy's law (``missing_baseline="law"``, counted as ``n_eta_from_law``) or are
-dropped (``missing_baseline="drop"``); then the energy forms, the additive roofline and
-the time law (:mod:`fit.forms.energy_laws`).
+(:mod:`fit.speedup_fit`). A parallel run's single-device baseline is the median single
+run at the same global batch (``measured``), else at the same per-device batch
+(``per_device``: weak scaling), else (``missing_baseline="law"``, the default) the
+single-device time the hardware's time law predicts (``time_law``, its eta counted in
+``n_eta_from_law``); so no run with a finite time and energy is dropped for want of a
+baseline. ``missing_baseline="drop"`` drops the runs without a measured single run
+instead. Where the time law cannot be fitted (too few single runs), eta comes from the
+strategy's speedup law. Then the energy forms, the additive roofline and the time law
+(:mod:`fit.forms.energy_laws`).
 
 Metrics (the paper's form unless named otherwise): ``n_runs``; ``adj_r2`` and
 ``adj_r2_baseline``; ``rmse_log`` and ``rmse_log_baseline`` (in-sample, natural-log
@@ -23,6 +28,8 @@ size-extrapolation check), ``extrap_mape_<form>``, ``extrap_mape_se_<form>``,
 ``extrap_n_held_out`` and ``extrap_size_bound`` (L*d^2 fitted up to);
 ``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``; run counts
 ``n_runs_dropped``, ``n_eta_measured``, ``n_eta_from_law``, ``n_workloads``;
+``n_runs_baseline_measured``, ``n_runs_baseline_per_device``, ``n_runs_baseline_time_law``
+(parallel runs by the kind of their single-device baseline);
 ``n_repeated_configs`` and ``repeat_spread_pct`` (median relative std of energy across
 repeats of one configuration, %, the noise floor; only when some configuration repeats).
 """
@@ -31,10 +38,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.schema import (
+    BASELINE_KINDS,
+    BASELINE_MEASURED,
+    BASELINE_PER_DEVICE,
+    BASELINE_TIME_LAW,
     M_ADJ_R2,
     M_ADJ_R2_BASELINE,
     M_ADJ_R2_FORM_PREFIX,
@@ -57,6 +69,7 @@ from mlflow_roofline.core.schema import (
     M_N_ETA_FROM_LAW,
     M_N_ETA_MEASURED,
     M_N_RUNS,
+    M_N_RUNS_BASELINE,
     M_N_RUNS_DROPPED,
     M_N_WORKLOADS,
     M_PSI_PREFIX,
@@ -81,9 +94,17 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.forms.catalog import BASELINE, PAPER
 from mlflow_roofline.fit.forms.diagnostics import collinearity, law_ranges
 from mlflow_roofline.fit.forms.energy_laws import EnergyFits, fit_energy_laws
-from mlflow_roofline.fit.forms.time_law import TIME_PER_WORK
+from mlflow_roofline.fit.forms.ols import FormFit
+from mlflow_roofline.fit.forms.time_law import TIME_PER_WORK, fit_time_law
 from mlflow_roofline.fit.runs.feature_frame import feature_frame
-from mlflow_roofline.fit.runs.measured_speedup import ETA_LAW, ETA_MEASURED, fill_from_laws, measure_speedup
+from mlflow_roofline.fit.runs.measured_speedup import (
+    ETA_LAW,
+    ETA_MEASURED,
+    ETA_NONE,
+    SingleTime,
+    fill_from_laws,
+    measure_speedup,
+)
 from mlflow_roofline.fit.runs.noise import RepeatSpread, repeat_spread
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
 from mlflow_roofline.law.fitted import FittedLaw
@@ -160,11 +181,34 @@ def select_energy_sources(
     }
 
 
+def time_law_baseline(frame: pd.DataFrame, seed: int = 0) -> tuple[SingleTime, FormFit] | None:
+    """The hardware's single-device time law fitted on ``frame``'s single runs, and its predictor
+    of each run's single-device seconds; None where the runs cannot give one (too few single runs)."""
+    singles = frame[frame["strategy"] == "single"].assign(speedup=1.0)
+    try:
+        time = fit_time_law(feature_frame(singles), seed=seed)
+    except RooflineError:
+        return None
+
+    def single_time(rows: pd.DataFrame) -> np.ndarray:
+        features = feature_frame(rows.assign(speedup=rows["num_devices"].astype(float)))
+        return np.exp(time.law.mean({c: features[c].to_numpy() for c in ("log_C", "log_M")}))
+
+    return single_time, time
+
+
 def _speedup_and_eta(
-    frame: pd.DataFrame, hardware: str, missing_baseline: str, dropped: dict[str, int]
-) -> tuple[pd.DataFrame, dict[str, SpeedupFit]]:
-    """Measured speedup, the speedup laws, and eta for every kept run (see the module docstring)."""
+    frame: pd.DataFrame, hardware: str, missing_baseline: str, dropped: dict[str, int], seed: int = 0
+) -> tuple[pd.DataFrame, dict[str, SpeedupFit], FormFit | None]:
+    """Measured speedup, the speedup laws, eta for every kept run (see the module docstring), and the
+    time law where it was fitted for the baselines."""
     measured = measure_speedup(frame)
+    time: FormFit | None = None
+    if missing_baseline == "law" and (measured["eta_source"] == ETA_NONE).any():
+        found = time_law_baseline(frame, seed)
+        if found is not None:
+            single_time, time = found
+            measured = measure_speedup(frame, single_time)
     speedup = fit_speedup_laws(measured)
     if "single" not in speedup:
         raise RooflineError(
@@ -176,7 +220,7 @@ def _speedup_and_eta(
         dropped["without a single-device baseline" + (" or a speedup law" if missing_baseline == "law" else "")] = (
             n_no_base
         )
-    return used, speedup
+    return used, speedup, time
 
 
 def fit_hardware(
@@ -188,10 +232,10 @@ def fit_hardware(
             "missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}"
         )
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
-    used, speedup = _speedup_and_eta(frame, hardware, missing_baseline, dropped)
+    used, speedup, time = _speedup_and_eta(frame, hardware, missing_baseline, dropped, seed)
     data = feature_frame(used)
     ranges = law_ranges(used, data)
-    energy = fit_energy_laws(data, seed=seed, speedup_laws=laws_of(speedup), ranges=ranges)
+    energy = fit_energy_laws(data, seed=seed, speedup_laws=laws_of(speedup), ranges=ranges, time=time)
     sources = "+".join(sorted(used["energy_source"].unique()))
     law = FittedLaw(
         hardware=hardware,
@@ -205,6 +249,12 @@ def fit_hardware(
         cv_mape=energy.forms[energy.chosen].cv_mape,
     )
     return HardwareFit(hardware, sources, used, data, speedup, energy, law, dropped, noise=repeat_spread(used))
+
+
+def baseline_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Parallel runs of ``frame`` by the kind of their single-device baseline (every kind, zeros included)."""
+    kinds = frame["baseline"] if "baseline" in frame else pd.Series(dtype=object)
+    return {kind: int((kinds == kind).sum()) for kind in BASELINE_KINDS}
 
 
 # -- the fit run's metrics ------------------------------------------------------------
@@ -236,6 +286,7 @@ def _run_metrics(fit: HardwareFit) -> dict[str, float]:
         M_N_RUNS_DROPPED: float(sum(fit.dropped.values())),  # after the pull, for this hardware
         M_N_ETA_FROM_LAW: float((fit.frame["eta_source"] == ETA_LAW).sum()),
         M_N_ETA_MEASURED: float((fit.frame["eta_source"] == ETA_MEASURED).sum()),
+        **{M_N_RUNS_BASELINE[kind]: float(n) for kind, n in baseline_counts(fit.frame).items()},
         M_N_WORKLOADS: float(fit.frame["workload_hash"].nunique()),
         M_CORR_LOG_C_LOG_M: collinearity(fit.data),
         M_REPEATED_CONFIGS: float(fit.noise.n_configs),
@@ -361,14 +412,29 @@ def _law_lines(fit: HardwareFit, m: dict[str, float]) -> list[str]:
     ]
 
 
+BASELINE_WORDS: dict[str, str] = {
+    BASELINE_MEASURED: f"{BASELINE_MEASURED} (single runs at the same global batch)",
+    BASELINE_PER_DEVICE: f"{BASELINE_PER_DEVICE} (single runs at the same per-device batch)",
+    BASELINE_TIME_LAW: f"{BASELINE_TIME_LAW} (the single-device time law)",
+}
+
+
+def baseline_line(frame: pd.DataFrame) -> str:
+    """One line: the parallel runs by the kind of their single-device baseline."""
+    counts = baseline_counts(frame)
+    parts = ", ".join(f"{n} {BASELINE_WORDS[kind]}" for kind, n in counts.items())
+    return f"single-device baselines of parallel runs: {parts}"
+
+
 def hardware_report(fit: HardwareFit) -> str:
     """Human-readable summary of one hardware's fit."""
     m = fit.metrics()
     lines = [
         (
             f"hardware: {fit.hardware} (energy: {fit.energy_source}), {len(fit.frame)} runs, "
-            f"{int(m[M_N_WORKLOADS])} workloads, {int(m[M_N_ETA_FROM_LAW])} with eta from the speedup law"
+            f"{int(m[M_N_WORKLOADS])} workloads, {int(m[M_N_ETA_FROM_LAW])} with eta from a law"
         ),
+        baseline_line(fit.frame),
     ]
     if fit.dropped:
         lines.append("dropped: " + ", ".join(f"{n} {r}" for r, n in fit.dropped.items()))

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from mlflow_roofline.core.schema import BASELINE_TIME_LAW
 from mlflow_roofline.law.speedup import (
     AMDAHL,
     CONSTANT,
@@ -137,12 +138,18 @@ def fit_speedup_laws(frame: pd.DataFrame) -> dict[str, SpeedupFit]:
 
     ``frame`` needs ``strategy``, ``num_devices``, ``speedup`` and ``eta_source``
     (:func:`mlflow_roofline.fit.runs.measured_speedup.measure_speedup`); only ``single`` and
-    ``measured`` rows are used. A parallel strategy without any measured point gets no law.
+    ``measured`` rows are used (a measured single run at the same global or per-device
+    batch). A parallel strategy without any such point is fitted on its runs whose
+    baseline is the time law (``baseline`` ``time_law``), where the frame has them; else
+    it gets no law.
     """
     fits: dict[str, SpeedupFit] = {}
     usable = frame[frame["eta_source"].isin(["single", "measured"])]
+    by_time_law = frame[frame["baseline"] == BASELINE_TIME_LAW] if "baseline" in frame else frame.iloc[:0]
     for strategy in sorted(frame["strategy"].unique()):
         rows = usable[usable["strategy"] == strategy]
+        if strategy != "single" and rows.empty:
+            rows = by_time_law[by_time_law["strategy"] == strategy]
         if strategy != "single" and rows.empty:
             continue
         fits[strategy] = fit_speedup_law(strategy, rows["num_devices"].to_numpy(), rows["speedup"].to_numpy())

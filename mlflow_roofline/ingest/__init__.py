@@ -5,7 +5,8 @@ Parquet table in the run schema's names (or renamed by a mapping), or CodeCarbon
 ``emissions.csv`` with the model configuration supplied by the mapping. Every valid row
 becomes one FINISHED train run tagged ``roofline.source=import:<format>``; importing a
 file twice adds nothing (each run carries its row's hash); a bad row is reported with its
-line and field and the other rows are still imported.
+line and field and the other rows are still imported; a required column missing from the
+file, or (``--strict``) an unknown column, is one message for the whole file.
 
 May import core and tracking (MLflow only through it; pandas, yaml); never a stage.
 """

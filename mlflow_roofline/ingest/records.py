@@ -1,10 +1,21 @@
-"""Check one raw row and turn it into a record the fit can use, or say what is wrong.
+"""Check a file's fields once (:func:`check_columns`), then each raw row, turning it into a
+record the fit can use or saying what is wrong (:func:`check_row`).
 
 A record must hold every train param (``warmup_steps`` defaults to 0: a foreign tool's
 warm-up is not known), ``energy_j`` (joules), ``time_s`` (seconds), ``hardware`` and
 ``energy_source``; it must satisfy what the law needs (:mod:`mlflow_roofline.core.measured`),
 not this project's launcher rules, so that a tensor-parallel run with uneven heads
 measured by another implementation is imported.
+
+``per_device_batch_size`` (HF Trainer's ``per_device_train_batch_size``) may stand in for
+``batch_size``: the global batch is it times ``num_devices`` under ddp/fsdp (each device
+takes its share of the batch), it as is under single and tp. A row giving both that
+disagree is refused naming both.
+
+File-level problems are one message for the whole file, not one per row: a required field
+that no column, constant or per-row mapping entry gives (:class:`ConfigError`), and, under
+``strict``, columns the schema does not know; without ``strict`` those are ignored and
+listed once.
 """
 
 from __future__ import annotations
@@ -13,11 +24,14 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Collection
 from typing import SupportsFloat, SupportsIndex
 
 from mlflow_roofline.core.config import INT64_MAX, INT_FIELDS, TrainConfig
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.measured import measured_problem
 from mlflow_roofline.core.schema import (
+    DATA_PARALLEL_STRATEGIES,
     DEVICES,
     ENERGY_SOURCES,
     M_ENERGY_CPU_J,
@@ -38,7 +52,39 @@ REQUIRED: tuple[str, ...] = (
     "energy_source",
 )
 NODE_METRICS: tuple[str, ...] = (M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_J)
-KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS))
+PER_DEVICE_BATCH = "per_device_batch_size"
+"""Samples each device takes per step: accepted in place of ``batch_size``, converted by strategy."""
+KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS, PER_DEVICE_BATCH))
+STAND_INS: dict[str, str] = {"batch_size": PER_DEVICE_BATCH}
+"""Required field -> the field that may give it instead."""
+
+
+def _given(name: str, fields: Collection[str]) -> bool:
+    """Whether ``fields`` give the required field ``name`` (itself or its stand-in)."""
+    return name in fields or (name in STAND_INS and STAND_INS[name] in fields)
+
+
+def check_columns(offered: Collection[str], file_name: str, strict: bool = False) -> list[str]:
+    """The file's unknown columns (sorted), to be ignored; one :class:`ConfigError` for the whole file instead
+    when a required field is missing from it, or when it has unknown columns under ``strict``.
+
+    ``offered``: every field a row of the file can hold (:attr:`ingest.sources.RawTable.offered`).
+    """
+    missing = [name for name in REQUIRED if not _given(name, offered)]
+    if missing:
+        names = ", ".join(f"{n} (or {STAND_INS[n]})" if n in STAND_INS else n for n in missing)
+        raise ConfigError(
+            "file",
+            f"{file_name} has no column {names}, required in every row: add a column, or a constant in the mapping",
+        )
+    unknown = sorted(name for name in offered if name not in KNOWN_FIELDS)
+    if unknown and strict:
+        raise ConfigError(
+            "file",
+            f"{file_name} has unknown columns {', '.join(unknown)} (--strict refuses them): "
+            "rename them in the mapping's `columns`, or drop them",
+        )
+    return unknown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,13 +134,13 @@ def check_row(row: RawRow) -> Record | RowError:
     fields = row.fields
     if UNMATCHED_ROW_KEY in fields:
         return RowError(row.where, "mapping.rows.values", f"no entry for {fields[UNMATCHED_ROW_KEY]}")
-    unknown = sorted(k for k in fields if k not in KNOWN_FIELDS)
-    if unknown:
-        return RowError(row.where, unknown[0], "unknown column; rename it in the mapping's `columns` or drop it")
+    fields = {k: v for k, v in fields.items() if k in KNOWN_FIELDS}  # unknown columns: see check_columns
     for name in REQUIRED:
-        if name not in fields:
+        if not _given(name, fields):
             return RowError(row.where, name, "is missing: add a column, or a constant in the mapping")
     values, problem = _parsed(fields)
+    if problem is None:
+        problem = _global_batch(values)
     if problem is None:
         problem = measured_problem(values)
     if problem is not None:
@@ -111,7 +157,7 @@ def check_row(row: RawRow) -> Record | RowError:
 def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tuple[str, str] | None]:
     values: dict[str, int | float | str] = {"warmup_steps": 0}
     for name, raw in fields.items():
-        if name in INT_FIELDS:
+        if name in INT_FIELDS or name == PER_DEVICE_BATCH:
             number = _integer(raw)
             if number is None:
                 return values, (name, f"must be an integer, got {raw!r}")
@@ -131,6 +177,27 @@ def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tu
     if not values["hardware"]:
         return values, ("hardware", "must name the device the run measured on")
     return values, None
+
+
+def _global_batch(values: dict[str, int | float | str]) -> tuple[str, str] | None:
+    """Set ``batch_size`` from ``per_device_batch_size`` (by strategy); the problem when the row's both disagree."""
+    per_device = values.pop(PER_DEVICE_BATCH, None)
+    if per_device is None:
+        return None
+    if not isinstance(per_device, int) or per_device < 1:
+        return PER_DEVICE_BATCH, f"must be a positive integer, got {per_device!r}"
+    strategy, devices = values.get("strategy"), values.get("num_devices")
+    split = strategy in DATA_PARALLEL_STRATEGIES and isinstance(devices, int) and devices >= 1
+    batch = per_device * devices if split and isinstance(devices, int) else per_device
+    given = values.get("batch_size")
+    if given is not None and given != batch:
+        how = f"under {strategy} on {devices} devices" if split else f"under {strategy}"
+        return PER_DEVICE_BATCH, (
+            f"{per_device} per device {how} is a batch_size of {batch}, but the row gives batch_size {given}: "
+            "give one of per_device_batch_size and batch_size, or make them agree"
+        )
+    values["batch_size"] = batch
+    return None
 
 
 def _integer(raw: object) -> int | None:

@@ -37,6 +37,10 @@ CODECARBON_COLUMNS: tuple[str, ...] = ("duration", "energy_consumed", "cpu_energ
 """Columns every CodeCarbon ``emissions.csv`` holds (energies in kWh, duration in seconds)."""
 
 
+CODECARBON_FIELDS: tuple[str, ...] = (M_TIME_S, M_ENERGY_J, "energy_source", "device", "hardware")
+"""Schema fields every CodeCarbon row gives (``num_devices`` and the node energies: GPU rows only)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RawRow:
     """One row of the file as schema fields, not yet checked.
@@ -51,8 +55,30 @@ class RawRow:
     fields: dict[str, object]
 
 
+@dataclasses.dataclass(frozen=True)
+class RawTable:
+    """A file's rows and the schema fields the file offers, before any row is checked.
+
+    Attributes:
+        rows: the rows, in file order.
+        offered: every field name a row of this file can hold: the table's columns (after
+            the mapping's renames; the mapping's row key aside), the mapping's constants and
+            per-row fields, and what the CodeCarbon format derives. A required field outside
+            it is missing from the whole file; a name the schema does not know is an
+            unknown column.
+    """
+
+    rows: list[RawRow]
+    offered: frozenset[str]
+
+
 def read_rows(path: str | Path, fmt: str, mapping: Mapping) -> list[RawRow]:
-    """The file's rows as :class:`RawRow` in file order.
+    """The file's rows as :class:`RawRow` in file order (:func:`read_table`'s rows)."""
+    return read_table(path, fmt, mapping).rows
+
+
+def read_table(path: str | Path, fmt: str, mapping: Mapping) -> RawTable:
+    """The file's rows as :class:`RawRow` in file order, and the fields it offers.
 
     Raises:
         ConfigError: an unknown format, an unreadable file, or a mapping that does not
@@ -61,9 +87,13 @@ def read_rows(path: str | Path, fmt: str, mapping: Mapping) -> list[RawRow]:
     if fmt not in FORMATS:
         raise ConfigError("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     frame, where = _read_frame(Path(path))
+    from_mapping = {*mapping.constants, *(k for values in mapping.row_values.values() for k in values)}
     if fmt == "codecarbon":
-        return _codecarbon_rows(frame, where, mapping, str(path))
-    return _table_rows(frame, where, mapping)
+        rows = _codecarbon_rows(frame, where, mapping, str(path))
+        derived = {k for row in rows for k in row.fields if k != UNMATCHED_ROW_KEY}
+        return RawTable(rows, frozenset({*CODECARBON_FIELDS, *derived, *from_mapping}))
+    columns = {str(c) for c in frame.rename(columns=mapping.columns).columns} - {mapping.row_key}
+    return RawTable(_table_rows(frame, where, mapping), frozenset({*columns, *from_mapping}))
 
 
 def _read_frame(path: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -83,7 +113,7 @@ def _table_rows(frame: pd.DataFrame, where: list[str], mapping: Mapping) -> list
     _check_constants(frame, mapping)
     rows = []
     for label, record in zip(where, frame.to_dict("records")):
-        fields = {k: _cell(v) for k, v in record.items() if _cell(v) is not None}
+        fields = {str(k): _cell(v) for k, v in record.items() if _cell(v) is not None and k != mapping.row_key}
         fields = {**mapping.constants, **_row_values(record, mapping, label), **fields}
         for name, scale in ((M_ENERGY_J, mapping.joules_per_unit), (M_TIME_S, mapping.seconds_per_unit)):
             if name in fields:

@@ -34,8 +34,8 @@ from mlflow_roofline.core.schema import (
     TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.ingest.mapping import load_mapping
-from mlflow_roofline.ingest.records import Record, RowError, check_row
-from mlflow_roofline.ingest.sources import read_rows
+from mlflow_roofline.ingest.records import Record, RowError, check_columns, check_row
+from mlflow_roofline.ingest.sources import read_table
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
@@ -48,11 +48,19 @@ class ImportCounts:
         imported: rows logged as new runs (or that would be, in a dry run).
         already_present: rows whose hash a run of the experiment already carries.
         refused: rows that failed their check, with the field and rule.
+        ignored_columns: the file's columns the schema does not know, ignored (sorted).
     """
 
     imported: list[str] = dataclasses.field(default_factory=list)
     already_present: list[str] = dataclasses.field(default_factory=list)
     refused: list[RowError] = dataclasses.field(default_factory=list)
+    ignored_columns: list[str] = dataclasses.field(default_factory=list)
+
+    def warning(self) -> str | None:
+        """One line naming the ignored unknown columns, or None when there are none."""
+        if not self.ignored_columns:
+            return None
+        return f"warning: ignored unknown columns {', '.join(self.ignored_columns)} (--strict refuses them)"
 
     def summary(self, dry_run: bool = False) -> str:
         """One line: imported, skipped as already present, refused by field."""
@@ -64,17 +72,22 @@ class ImportCounts:
 
 
 def import_file(
-    file: Path, experiment: str, fmt: str, mapping: Path | None = None, dry_run: bool = False
+    file: Path, experiment: str, fmt: str, mapping: Path | None = None, dry_run: bool = False, strict: bool = False
 ) -> ImportCounts:
     """Import the rows of ``file`` (``fmt``: ``table`` or ``codecarbon``) into ``experiment``.
 
-    Every row is checked; the valid ones not yet imported become FINISHED train runs
-    (none in a dry run); the refused ones are in the counts with their field and rule.
+    The file's fields are checked once (:func:`ingest.records.check_columns`): unknown
+    columns are ignored and listed in the counts (refused under ``strict``). Every row is
+    checked; the valid ones not yet imported become FINISHED train runs (none in a dry
+    run); the refused ones are in the counts with their field and rule.
 
     Raises:
-        ConfigError: the file or the mapping cannot be used.
+        ConfigError: the file or the mapping cannot be used: a required field missing from
+            the whole file, unknown columns under ``strict``, an unreadable file or mapping.
     """
-    checked = [check_row(row) for row in read_rows(file, fmt, load_mapping(mapping))]
+    table = read_table(file, fmt, load_mapping(mapping))
+    ignored = check_columns(table.offered, file.name, strict)
+    checked = [check_row(row) for row in table.rows]
     records = [r for r in checked if isinstance(r, Record)]
     if dry_run:
         counts = ImportCounts(imported=[r.where for r in records])
@@ -82,6 +95,7 @@ def import_file(
         client = TrackingClient()
         counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
     counts.refused = [r for r in checked if isinstance(r, RowError)]
+    counts.ignored_columns = ignored
     return counts
 
 

@@ -12,8 +12,8 @@ each run:
   jitter ``S_w(N) = 1 + (S(N) - 1) * exp(u_w)``, ``u_w ~ N(0, speedup_jitter)``;
   every time carries log-normal noise ``time_noise_sd``;
 - the speedup and efficiency a fit measures from those times, exactly as DESIGN.md
-  defines them (seconds per sample against the median single run of the workload;
-  single runs have S = 1; NaN for a run whose workload has no single run);
+  defines them (seconds per sample against the median single run of the workload, or
+  of the per-device batch; single runs have S = 1; NaN for a run with neither);
 - an energy from the *energy law* in that measured efficiency (the true one where
   nothing can be measured):
   ``E = exp(log_kappa) * C^alpha_c * M^alpha_m * eta^alpha_eta * exp(psi[strategy])``
@@ -41,6 +41,7 @@ from mlflow import MlflowClient
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    DATA_PARALLEL_STRATEGIES,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_PROXY_FLOPS,
@@ -135,12 +136,18 @@ def generate_synthetic_runs(
     device: str = "cuda",
     precision: str = "fp16",
     seed: int = 0,
+    weak_scaling: bool = False,
 ) -> tuple[GroundTruth, pd.DataFrame]:
     """Draw runs from ``truth`` without touching MLflow; see the module docstring.
 
     Combinations the config rules forbid (tp with N not dividing h or ff) are skipped.
     Every workload gets ``singles_per_workload`` single-device runs when ``single`` is in
     ``strategies`` (set it to 0 to make runs without a baseline).
+
+    ``weak_scaling``: the drawn batch is the per-device batch, as HF Trainer's
+    ``per_device_train_batch_size`` holds it: ddp/fsdp runs on N devices have the global
+    batch N times it (so no single run shares their ``workload_hash``; their baseline is
+    the single run at the per-device batch), single and tp runs the drawn batch.
 
     Returns:
         the truth and one row per run (columns as :class:`SyntheticRuns` describes).
@@ -156,8 +163,9 @@ def generate_synthetic_runs(
         plan += [(s, n) for s in strategies if s != "single" for n in device_counts]
         jitter = {s: float(rng.normal(0.0, truth.speedup_jitter)) for s in strategies}
         for strategy, num_devices in plan:
+            scale = num_devices if weak_scaling and strategy in DATA_PARALLEL_STRATEGIES else 1
             config = TrainConfig(
-                **workload,
+                **{**workload, "batch_size": workload["batch_size"] * scale},
                 num_steps=int(rng.choice(steps)),
                 warmup_steps=warmup_steps,
                 strategy=strategy,
@@ -227,6 +235,7 @@ def log_synthetic_runs(
     hardware: str = DEFAULT_HARDWARE,
     energy_source: str = "nvml",
     seed: int = 0,
+    weak_scaling: bool = False,
 ) -> SyntheticRuns:
     """Draw runs from a known law and log them as FINISHED train runs of ``experiment_id``.
 
@@ -239,6 +248,7 @@ def log_synthetic_runs(
         hardware: value of ``roofline.hardware``.
         energy_source: value of ``roofline.energy_source``.
         seed: random seed; the same arguments give the same runs.
+        weak_scaling: the drawn batch is per device (see :func:`generate_synthetic_runs`).
 
     Returns:
         the truth, the frame of runs (with ``run_id``) and the run ids.
@@ -253,6 +263,7 @@ def log_synthetic_runs(
         hardware=hardware,
         energy_source=energy_source,
         seed=seed,
+        weak_scaling=weak_scaling,
     )
     run_ids = log_runs(client, experiment_id, frame)
     frame["run_id"] = run_ids

@@ -186,11 +186,45 @@ def test_missing_baselines_use_the_law_or_are_dropped(tracking_uri: str) -> None
     by_law = fit_hardware(frame, "Synthetic GPU")
     assert (by_law.frame["eta_source"] == "law").sum() == len(without)
     assert by_law.metrics()["n_eta_from_law"] == len(without)
+    # eta of those runs rests on the single-device time law (their baseline), none is dropped
+    assert (by_law.frame["baseline"] == "time_law").sum() == len(without)
+    assert by_law.metrics()["n_runs_baseline_time_law"] == len(without)
+    assert by_law.dropped == {} and len(by_law.frame) == len(frame)
     dropped = fit_hardware(frame, "Synthetic GPU", missing_baseline="drop")
     assert dropped.dropped == {"without a single-device baseline": len(without)}
     assert len(dropped.frame) == len(with_base)
     with pytest.raises(RooflineError, match="no single-device run"):
         fit_hardware(frame[frame["strategy"] != "single"], "Synthetic GPU")
+
+
+def test_a_weak_scaling_store_keeps_every_run_tags_its_baseline_and_serves_every_strategy(
+    tracking_uri: str, capsys
+) -> None:
+    """Per-device batch fixed (global batch growing with N): no single run shares a parallel run's workload."""
+    client = MlflowClient()
+    experiment_id = client.create_experiment("roofline-bert")
+    logged = log_synthetic_runs(
+        client, experiment_id, 10, seed=12, strategies=("single", "ddp", "fsdp"), weak_scaling=True
+    )
+    parallel = logged.frame["strategy"] != "single"
+    main(["fit", "--experiment", "roofline-bert", "--model-name", "weak", "--alias", "best"])
+    out = capsys.readouterr().out
+    assert f"{len(logged.frame)} finished train runs found, {len(logged.frame)} usable" in out
+    assert f"{int(parallel.sum())} per_device (single runs at the same per-device batch)" in out
+    (fit_run,) = _fit_runs(client)
+    m = fit_run.data.metrics
+    assert m["n_runs"] == len(logged.frame) and m["n_runs_dropped"] == 0
+    assert m["n_runs_baseline_per_device"] == parallel.sum()
+    assert m["n_runs_baseline_measured"] == m["n_runs_baseline_time_law"] == 0
+    assert "`per_device`" in fit_run.data.tags["mlflow.note.content"]
+    # Every parallel train run carries how its baseline was found; single runs carry none.
+    for run_id, is_parallel in zip(logged.run_ids, parallel):
+        tags = client.get_run(run_id).data.tags
+        assert tags.get("roofline.baseline") == ("per_device" if is_parallel else None)
+    served = mlflow.pyfunc.load_model("models:/weak@best")
+    query = law_query(logged.frame[logged.frame["strategy"] == "fsdp"].head(3))
+    pred = served.predict(query)
+    assert pred["energy_j"].gt(0).all() and pred["eta"].between(0, 1.1).all()
 
 
 @pytest.mark.slow

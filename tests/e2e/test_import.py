@@ -37,6 +37,7 @@ ROWS = [
     # tensor parallel over 8 devices with 12 heads: another TP implementation measured it honestly
     [12, 768, 12, 3072, 128, 32, 1000, "tp", 8, "cuda", "fp16", "nvml", 0.9, 9],
 ]
+UNITS = "units: {energy: kWh, time: min}\n"
 MAPPING = f"""
 columns: {{layers: num_layers, kwh: energy_j, minutes: time_s}}
 units: {{energy: kWh, time: min}}
@@ -133,10 +134,98 @@ def test_bad_rows_are_named_by_line_and_field_and_the_rest_imported(tracking_uri
 
 
 def test_missing_hardware_is_refused_naming_the_fix(tracking_uri: str, tmp_path: Path, capsys) -> None:
-    data = write_csv(tmp_path / "runs.csv", ROWS[:1])
+    """A required column missing from the file is one file-level line (exit 2), not one line per row."""
+    data = write_csv(tmp_path / "runs.csv", ROWS)
     (tmp_path / "map.yaml").write_text("columns: {layers: num_layers, kwh: energy_j, minutes: time_s}\n")
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 2" not in err
+    assert (
+        "file: runs.csv has no column hardware, required in every row: add a column, or a constant in the mapping"
+        in err
+    )
+    assert imported_runs() == []
+
+
+def test_several_missing_columns_are_one_line(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    data = write_csv(tmp_path / "runs.csv", [row[:5] + row[6:12] for row in ROWS], HEADER[:5] + HEADER[6:12])
+    assert run_cli(["import", str(data), "--experiment", "imported"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "has no column num_layers, batch_size (or per_device_batch_size), energy_j, time_s, hardware," in err
+
+
+def test_a_missing_cell_is_still_refused_by_line(tracking_uri: str, tmp_path: Path, capsys) -> None:
+    rows = [[*row, GPU if i != 1 else ""] for i, row in enumerate(ROWS)]
+    data = write_csv(tmp_path / "runs.csv", rows, [*HEADER, "hardware"])
+    (tmp_path / "map.yaml").write_text("columns: {layers: num_layers, kwh: energy_j, minutes: time_s}\n" + UNITS)
     assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 1
-    assert "line 2: hardware: is missing: add a column, or a constant in the mapping" in capsys.readouterr().err
+    assert "refused line 3: hardware: is missing: add a column, or a constant in the mapping" in capsys.readouterr().err
+    assert len(imported_runs()) == 2
+
+
+def test_unknown_columns_are_ignored_with_one_warning_or_refused_under_strict(
+    tracking_uri: str, tmp_path: Path, capsys
+) -> None:
+    rows = [[*row, "sst2", f"note {i}"] for i, row in enumerate(ROWS)]
+    data = write_csv(tmp_path / "runs.csv", rows, [*HEADER, "dataset", "comment"])
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    args = ["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]
+    assert run_cli([*args, "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "file: runs.csv has unknown columns comment, dataset (--strict refuses them)" in err
+    assert imported_runs() == []
+    assert run_cli(args) == 0
+    out = capsys.readouterr()
+    warnings = [line for line in out.err.splitlines() if "unknown columns" in line]  # MLflow logs there too
+    assert warnings == ["warning: ignored unknown columns comment, dataset (--strict refuses them)"]
+    assert "imported 3, skipped 0 already present, refused 0" in out.out
+    assert len(imported_runs()) == 3
+
+
+PER_DEVICE_HEADER = [*HEADER[:5], "per_device_train_batch_size", *HEADER[6:]]
+PER_DEVICE_MAPPING = MAPPING.replace(
+    "minutes: time_s", "minutes: time_s, per_device_train_batch_size: per_device_batch_size"
+)
+
+
+def test_a_per_device_batch_table_is_converted_by_strategy(tracking_uri: str, tmp_path: Path) -> None:
+    """HF Trainer's per_device_train_batch_size: x N under ddp/fsdp, as is under single and tp."""
+    rows = [
+        [12, 768, 12, 3072, 128, 8, 1000, "single", 1, "cuda", "fp16", "nvml", 0.5, 30],
+        [12, 768, 12, 3072, 128, 8, 1000, "ddp", 4, "cuda", "fp16", "nvml", 0.7, 10],
+        [12, 768, 12, 3072, 128, 8, 1000, "fsdp", 2, "cuda", "fp16", "nvml", 0.7, 20],
+        [12, 768, 12, 3072, 128, 8, 1000, "tp", 4, "cuda", "fp16", "nvml", 0.9, 9],
+    ]
+    data = write_csv(tmp_path / "runs.csv", rows, PER_DEVICE_HEADER)
+    (tmp_path / "map.yaml").write_text(PER_DEVICE_MAPPING)
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 0
+    batches = {r.data.params["strategy"]: r.data.params["batch_size"] for r in imported_runs()}
+    assert batches == {"single": "8", "ddp": "32", "fsdp": "16", "tp": "8"}
+    # The fit measures the weak-scaling runs against the single run at their per-device batch.
+    frame = load_train_runs(TrackingClient(), ["imported"]).frame
+    assert sorted(frame["batch_size"]) == [8, 8, 16, 32]
+
+
+def test_per_device_and_global_batch_that_disagree_are_refused_naming_both(
+    tracking_uri: str, tmp_path: Path, capsys
+) -> None:
+    header = [*HEADER[:6], "per_device_batch_size", *HEADER[6:]]
+    rows = [
+        [*ROWS[1][:6], 8, *ROWS[1][6:]],  # ddp x4, batch 32, 8 per device: they agree
+        [*ROWS[1][:6], 16, *ROWS[1][6:]],  # line 3: 16 per device x 4 = 64, not 32
+    ]
+    data = write_csv(tmp_path / "runs.csv", rows, header)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "refused line 3: per_device_batch_size: 16 per device under ddp on 4 devices is a batch_size of 64, "
+        "but the row gives batch_size 32" in err
+    )
+    (run,) = imported_runs()
+    assert run.data.params["batch_size"] == "32"
 
 
 @pytest.mark.parametrize(

@@ -110,11 +110,14 @@ def fit_energy_laws(
     *,
     speedup_laws: Mapping[str, SpeedupLaw] | None = None,
     ranges: Mapping[str, Sequence[float]] | None = None,
+    time: FormFit | None = None,
 ) -> EnergyFits:
     """Fit every candidate form, the additive roofline and the time law on one hardware's runs.
 
     Forms are scored by grouped CV and the size-extrapolation check; given the speedup
     laws and the fitted ranges, forms that break a sanity property are not registered.
+    ``time``: the time law already fitted on these runs' single runs (for the baselines),
+    else it is fitted here.
 
     Raises:
         RooflineError: too few runs or workloads, or runs that cannot separate log_C and log_M.
@@ -136,7 +139,7 @@ def fit_energy_laws(
         forms=forms,
         chosen=chosen,
         roofline=fit_additive_roofline(data),
-        time=fit_time_law(data, seed=seed),
+        time=time if time is not None else fit_time_law(data, seed=seed),
         notes=notes,
         extrapolation=extrapolation,
         insane=insane,

@@ -15,11 +15,16 @@ from collections.abc import Mapping
 from scipy import stats
 
 from mlflow_roofline.core.schema import (
+    BASELINE_KINDS,
+    BASELINE_MEASURED,
+    BASELINE_PER_DEVICE,
+    BASELINE_TIME_LAW,
     M_ADJ_R2,
     M_ADJ_R2_BASELINE,
     M_ALPHA_C,
     M_ALPHA_ETA,
     M_EXTRAP_MAPE,
+    M_N_RUNS_BASELINE,
     M_N_WORKLOADS,
     M_RMSE_REDUCTION,
     M_ROOFLINE_MAPE,
@@ -78,6 +83,7 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
         f"## Energy law for `{fit.hardware}`",
         f"{len(fit.frame)} of {n_found} finished train runs ({fit.energy_source} energy), "
         f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
+        baseline_sentence(metrics),
         "**E = " + formula(chosen.law) + "**",
         "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
         "Ψ: strategy factor (`single` = 1); E in joules. Statsmodels: `" + chosen.formula + "`",
@@ -94,6 +100,17 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
         "coefficients with HC3 errors: `coefficients.csv`; statsmodels summaries: `summaries/`."
     )
     return "\n\n".join(parts) + "\n"
+
+
+def baseline_sentence(metrics: Mapping[str, float]) -> str:
+    """How each parallel run's single-device time was found (tag `roofline.baseline`), by kind."""
+    counts = {kind: int(metrics.get(M_N_RUNS_BASELINE[kind], 0)) for kind in BASELINE_KINDS}
+    return (
+        "Single-device baselines of the parallel runs (tag `roofline.baseline`): "
+        f"{counts[BASELINE_MEASURED]} `{BASELINE_MEASURED}` (single runs at the same global batch), "
+        f"{counts[BASELINE_PER_DEVICE]} `{BASELINE_PER_DEVICE}` (at the same per-device batch: weak scaling), "
+        f"{counts[BASELINE_TIME_LAW]} `{BASELINE_TIME_LAW}` (the single-device time law's prediction)."
+    )
 
 
 def formula(law: LinearLaw | RooflineLaw) -> str:

@@ -41,6 +41,7 @@ TABLE_COLUMNS = (
     "num_steps",
     "eta",
     "eta_source",
+    "baseline",
 )
 
 

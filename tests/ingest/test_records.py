@@ -1,0 +1,99 @@
+"""A file's fields checked once, each row checked on its own: per-device batches, missing and unknown columns."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.ingest.records import KNOWN_FIELDS, REQUIRED, Record, RowError, check_columns, check_row
+from mlflow_roofline.ingest.sources import RawRow
+
+
+def fields(**changes: object) -> dict[str, object]:
+    """A valid row's fields (a ddp run on 4 GPUs, global batch 32); ``changes`` replaces or drops (None) any."""
+    base: dict[str, object] = dict(
+        num_layers=12,
+        hidden_size=768,
+        num_heads=12,
+        ffn_size=3072,
+        seq_len=128,
+        batch_size=32,
+        num_steps=1000,
+        strategy="ddp",
+        num_devices=4,
+        device="cuda",
+        precision="fp16",
+        energy_j=2.5e6,
+        time_s=600.0,
+        hardware="NVIDIA A100-SXM4-80GB",
+        energy_source="nvml",
+    )
+    merged = {**base, **changes}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "devices", "per_device", "batch"),
+    [("ddp", 4, 8, 32), ("fsdp", 2, 8, 16), ("single", 1, 8, 8), ("tp", 4, 8, 8)],
+)
+def test_per_device_batch_becomes_the_global_batch_by_strategy(
+    strategy: str, devices: int, per_device: int, batch: int
+) -> None:
+    row = fields(batch_size=None, per_device_batch_size=str(per_device), strategy=strategy, num_devices=devices)
+    record = check_row(RawRow("line 2", row))
+    assert isinstance(record, Record)
+    assert record.config.batch_size == batch and record.config.strategy == strategy
+
+
+def test_per_device_and_global_batch_may_both_be_given_when_they_agree() -> None:
+    record = check_row(RawRow("line 2", fields(per_device_batch_size=8)))
+    assert isinstance(record, Record) and record.config.batch_size == 32
+    plain = check_row(RawRow("line 3", fields()))
+    assert isinstance(plain, Record) and record.row_hash("table") == plain.row_hash("table")  # the same run
+
+
+def test_per_device_and_global_batch_that_disagree_are_refused_naming_both() -> None:
+    error = check_row(RawRow("line 4", fields(per_device_batch_size=16)))
+    assert isinstance(error, RowError) and error.field == "per_device_batch_size"
+    assert "batch_size of 64" in error.rule and "batch_size 32" in error.rule
+    assert str(error).startswith("line 4: per_device_batch_size: 16 per device under ddp on 4 devices")
+
+
+@pytest.mark.parametrize("bad", ["eight", 0, -2, 1.5])
+def test_a_bad_per_device_batch_is_refused_by_name(bad: object) -> None:
+    error = check_row(RawRow("line 2", fields(batch_size=None, per_device_batch_size=bad)))
+    assert isinstance(error, RowError) and error.field == "per_device_batch_size"
+
+
+def test_a_row_without_either_batch_is_refused_as_missing_batch_size() -> None:
+    error = check_row(RawRow("line 2", fields(batch_size=None)))
+    assert isinstance(error, RowError) and error.field == "batch_size" and error.rule.startswith("is missing")
+
+
+def test_unknown_fields_of_a_row_are_left_to_the_file_level_check() -> None:
+    record = check_row(RawRow("line 2", fields(dataset="sst2", learning_rate="2e-5")))
+    assert isinstance(record, Record)
+
+
+def test_check_columns_lists_unknown_columns_once_and_refuses_them_under_strict() -> None:
+    offered = {*fields(), "dataset", "comment"}
+    assert check_columns(offered, "runs.csv") == ["comment", "dataset"]
+    assert check_columns(set(fields()), "runs.csv") == []
+    with pytest.raises(ConfigError, match=r"runs.csv has unknown columns comment, dataset \(--strict refuses them\)"):
+        check_columns(offered, "runs.csv", strict=True)
+
+
+def test_check_columns_names_every_missing_required_field_in_one_message() -> None:
+    offered = set(fields(hardware=None, energy_source=None))
+    with pytest.raises(ConfigError) as caught:
+        check_columns(offered, "runs.csv", strict=True)
+    assert caught.value.field == "file"
+    assert "runs.csv has no column hardware, energy_source, required in every row" in str(caught.value)
+    per_device = set(fields(batch_size=None)) | {"per_device_batch_size"}
+    assert check_columns(per_device, "runs.csv") == []
+    with pytest.raises(ConfigError, match=r"no column batch_size \(or per_device_batch_size\),"):
+        check_columns(set(fields(batch_size=None)), "runs.csv")
+
+
+def test_every_required_field_is_known() -> None:
+    assert set(REQUIRED) <= KNOWN_FIELDS and "per_device_batch_size" in KNOWN_FIELDS
