@@ -24,10 +24,12 @@ lint: install
 	$(BIN)/mypy mlflow_roofline
 	$(BIN)/lint-imports
 
-# One pytest worker per core (pytest-xdist); tests are independent (own store, free ports, temp dirs).
+# pytest-xdist workers, whole test files each (a file's module-scoped fixtures are built once).
+# Most tests wait on subprocesses, servers and process groups, so two cores keep four workers
+# busy. The tests are independent (own store, free ports, temp dirs; Ray clusters take turns).
 # `make test PYTEST_WORKERS=0` runs them in one process.
-PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 test: lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_PARALLEL)

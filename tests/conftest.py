@@ -43,3 +43,14 @@ def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     # an id from this store must not follow the next test into another store.
     mlflow.tracking.fluent._active_experiment_id = None
     os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test files that hold slow end-to-end tests first (in their collected order), then the rest.
+
+    ``make test`` hands whole files to pytest-xdist workers (``--dist loadfile``, so that a file's
+    module-scoped fixtures are built once): the longest files then start at once instead of
+    being the last to run on one worker while the others sit idle.
+    """
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import glob
 import json
 import os
@@ -191,6 +192,8 @@ class RayCluster:
     env: dict[str, str]
     worker_manager_ports: list[int]
     temp_dir: Path
+    machine_lock: int
+    """A file descriptor holding :data:`RAY_MACHINE_LOCK` until :meth:`stop` (see :func:`start_ray_cluster`)."""
 
     def raylet_pid(self, node_manager_port: int) -> int:
         """Pid of the raylet serving ``node_manager_port`` (a worker node started by this cluster)."""
@@ -204,15 +207,39 @@ class RayCluster:
 
     def stop(self) -> None:
         ray = str(Path(sys.executable).with_name("ray"))
-        subprocess.run([ray, "stop", "--force"], env=self.env, capture_output=True, timeout=120)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        try:
+            subprocess.run([ray, "stop", "--force"], env=self.env, capture_output=True, timeout=120)
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        finally:
+            os.close(self.machine_lock)  # closing the descriptor releases the flock
+
+
+RAY_MACHINE_LOCK = Path(tempfile.gettempdir()) / "mlflow-roofline-tests-ray.lock"
+"""One Ray cluster on this machine at a time: ``ray stop --force`` stops every Ray process of the
+machine, so a cluster of another pytest worker (``make test`` runs several) would die with it."""
+
+
+def _hold_machine_lock() -> int:
+    fd = os.open(RAY_MACHINE_LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another worker's cluster runs
+    return fd
 
 
 def start_ray_cluster(worker_nodes: int, env: dict[str, str], node_resources: dict[str, float]) -> RayCluster:
     """``ray start --head`` plus ``worker_nodes`` × ``ray start --address``; one CPU each.
 
-    Every node gets ``node_resources`` (e.g. the sweep's per-node meter slot).
+    Every node gets ``node_resources`` (e.g. the sweep's per-node meter slot). Waits for
+    :data:`RAY_MACHINE_LOCK`, held until :meth:`RayCluster.stop`.
     """
+    lock = _hold_machine_lock()
+    try:
+        return _start_ray_nodes(worker_nodes, env, node_resources, lock)
+    except BaseException:
+        os.close(lock)
+        raise
+
+
+def _start_ray_nodes(worker_nodes: int, env: dict[str, str], node_resources: dict[str, float], lock: int) -> RayCluster:
     ray = str(Path(sys.executable).with_name("ray"))
     port = free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rr-", dir="/tmp"))  # Ray's socket paths must stay short
@@ -267,7 +294,7 @@ def start_ray_cluster(worker_nodes: int, env: dict[str, str], node_resources: di
             timeout=300,
         )
         manager_ports.append(manager_port)
-    return RayCluster(address, env, manager_ports, temp_dir)
+    return RayCluster(address, env, manager_ports, temp_dir, lock)
 
 
 def stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
