@@ -328,7 +328,7 @@ class TrackingClient:
     def delete_alias(self, name: str, alias: str) -> None:
         self._client.delete_registered_model_alias(name, alias)
 
-    # -- added for train + integrations + ingest --
+    # -- the user's active run, queued writes and loading a model (the Trainer callback, the forecast) --
     def active_run_id(self) -> str | None:
         """The id of MLflow's active run in this process (one the user or ``MLflowCallback`` started), or None."""
         active = mlflow.active_run()
@@ -370,7 +370,7 @@ class TrackingClient:
         finally:
             mlflow.set_tracking_uri(previous_uri)
 
-    # -- added for fit --
+    # -- tables (the fit's measured-vs-predicted table) --
     def log_table(self, run_id: str, table: pd.DataFrame, artifact_file: str) -> None:
         """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
         which the MLflow UI's artifact view shows and filters)."""
