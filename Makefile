@@ -24,12 +24,11 @@ lint: install
 	$(BIN)/mypy mlflow_roofline
 	$(BIN)/lint-imports
 
-# pytest-xdist workers, whole test files each (a file's module-scoped fixtures are built once).
-# Most tests wait on subprocesses, servers and process groups, so two cores keep four workers
-# busy. The tests are independent (own store, free ports, temp dirs; Ray clusters take turns).
+# Two pytest-xdist workers, one per core; idle workers steal queued tests from busy ones. The
+# tests are independent (own store, free ports, temp dirs; Ray clusters take turns).
 # `make test PYTEST_WORKERS=0` runs them in one process.
-PYTEST_WORKERS ?= 4
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
 test: lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_PARALLEL)

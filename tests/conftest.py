@@ -43,35 +43,3 @@ def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     # an id from this store must not follow the next test into another store.
     mlflow.tracking.fluent._active_experiment_id = None
     os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
-
-
-LONGEST_FILES = (
-    "e2e/test_sweep_remote.py",
-    "e2e/test_sweep_run.py",
-    "e2e/test_ui_browser.py",
-    "e2e/test_sweep_warm.py",
-    "e2e/test_model_portable.py",
-    "e2e/test_mlflow_run_train.py",
-    "e2e/test_accelerate_launch.py",
-    "e2e/test_train_lifecycle.py",
-)
-"""The test files that take longest (1.5 to 5 minutes each on the 2-core CI machine), longest first."""
-
-
-def _run_order(item: pytest.Item, slow_files: set[Path]) -> tuple[int, int]:
-    relative = item.path.relative_to(Path(__file__).parent).as_posix()
-    if relative in LONGEST_FILES:
-        return (0, LONGEST_FILES.index(relative))
-    return (1, 0) if item.path in slow_files else (2, 0)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first, then the other files with slow end-to-end tests, then the rest.
-
-    ``make test`` hands whole files to pytest-xdist workers (``--dist loadfile``, so that a file's
-    module-scoped fixtures are built once) in this order: the longest files start at once instead
-    of being the last to run on one worker while the others sit idle. The sort is stable, so a
-    file's tests keep their order.
-    """
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: _run_order(item, slow_files))
