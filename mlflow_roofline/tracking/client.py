@@ -205,19 +205,8 @@ class TrackingClient:
         filter_string: str = "",
         order_by: Sequence[str] | None = None,
         view: int = ACTIVE_ONLY,
-        max_results: int | None = None,
     ) -> list[Run]:
-        """The runs :meth:`iter_runs` yields, as a list; at most ``max_results`` when given."""
-        if max_results is not None:
-            return list(
-                self._client.search_runs(
-                    list(experiment_ids),
-                    filter_string=filter_string,
-                    run_view_type=view,
-                    max_results=max_results,
-                    order_by=list(order_by) if order_by else None,
-                )
-            )
+        """Every run :meth:`iter_runs` yields, as a list."""
         return list(self.iter_runs(experiment_ids, filter_string, order_by, view))
 
     def metric_history(self, run_id: str, key: str) -> list[MetricPoint]:
@@ -266,9 +255,6 @@ class TrackingClient:
 
     def set_tag(self, run_id: str, key: str, value: str) -> None:
         self._client.set_tag(run_id, key, value)
-
-    def delete_tag(self, run_id: str, key: str) -> None:
-        self._client.delete_tag(run_id, key)
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
         """Store ``text`` as the artifact ``artifact_file`` (a path relative to the run's artifact root)."""
