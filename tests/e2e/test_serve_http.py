@@ -10,6 +10,7 @@ import mlflow
 import pandas as pd
 import pytest
 from law_factory import query, valid_configs
+from support.module_store import module_store
 
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
@@ -25,13 +26,7 @@ MODEL_URI = "models:/roofline-energy@champion"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringServer, Any]]:
     """Synthetic runs logged into a fresh store, fitted and registered by the real fit, then served."""
-    root = tmp_path_factory.mktemp("serve-store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    previous = mlflow.get_tracking_uri()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        patch.setenv("MLFLOW_TRACKING_URI", uri)
-        mlflow.set_tracking_uri(uri)
+    with module_store(tmp_path_factory.mktemp("serve-store")) as (uri, _):
         client = mlflow.MlflowClient()
         log_synthetic_runs(client, client.create_experiment("roofline-bert"), 12, seed=1)
         run_fit(["roofline-bert"], model_name="roofline-energy", alias="champion", echo=lambda *_: None)
@@ -41,7 +36,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringSe
             yield server, model
         finally:
             server.stop()
-            mlflow.set_tracking_uri(previous)
 
 
 ROWS = [

@@ -9,6 +9,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 import pytest
+from support.module_store import module_store
 
 from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE
 from mlflow_roofline.fit.pipeline import run_fit
@@ -38,14 +39,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringSe
     """The fleet's runs (their GPUs in the user's hardware table) fitted into one pooled law and served."""
     warnings.simplefilter("ignore")
     root = tmp_path_factory.mktemp("pooled-store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
     table = write_fleet_table(root / "fleet.csv")
-    previous = mlflow.get_tracking_uri()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        patch.setenv("MLFLOW_TRACKING_URI", uri)
+    with module_store(root) as (uri, patch):
         patch.setenv(ENV_HARDWARE_TABLE, str(table))
-        mlflow.set_tracking_uri(uri)
         client = mlflow.MlflowClient()
         frame = generate_roofline_runs(20, hardware=FLEET, seed=0)
         log_runs(client, client.create_experiment("fleet"), frame)
@@ -56,7 +52,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringSe
             yield server, mlflow.pyfunc.load_model(MODEL_URI)
         finally:
             server.stop()
-            mlflow.set_tracking_uri(previous)
 
 
 def test_measured_and_table_hardware_over_http(served) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.pyfunc_model import log_law_model
+from support.module_store import module_store
 
 MODEL_NAME = "roofline-energy-test"
 
@@ -23,16 +24,9 @@ def registered_law(tmp_path_factory: pytest.TempPathFactory, law: FittedLaw) -> 
     One SQLite store for the whole module (creating a store and logging a model take
     seconds); the tests only read from it.
     """
-    root = tmp_path_factory.mktemp("pyfunc-store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    previous = mlflow.get_tracking_uri()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        patch.setenv("MLFLOW_TRACKING_URI", uri)
-        mlflow.set_tracking_uri(uri)
+    with module_store(tmp_path_factory.mktemp("pyfunc-store")):
         with mlflow.start_run():
             info = log_law_model(law)
         version = mlflow.register_model(info.model_uri, MODEL_NAME)
         mlflow.MlflowClient().set_registered_model_alias(MODEL_NAME, "champion", version.version)
         yield f"models:/{MODEL_NAME}@champion"
-    mlflow.set_tracking_uri(previous)

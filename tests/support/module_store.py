@@ -1,0 +1,29 @@
+"""A tracking store of a test module's own, for module-scoped fixtures (``tracking_uri`` is per test)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import pytest
+
+
+@contextlib.contextmanager
+def module_store(root: Path) -> Iterator[tuple[str, pytest.MonkeyPatch]]:
+    """A fresh SQLite store under ``root``, current for this process and its children for the block.
+
+    The working directory moves to ``root`` (artifacts land there); yields the store's URI and
+    the monkeypatch, for more environment the block needs. Everything is undone afterwards.
+    """
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    previous = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        mlflow.set_tracking_uri(uri)
+        try:
+            yield uri, patch
+        finally:
+            mlflow.set_tracking_uri(previous)
