@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # numpy only for type hints
 MEM_BYTES_PER_ELEMENT = 2
 """Bytes per element of the memory-traffic proxy (FP16/BF16 activations)."""
 
+VOCAB_SIZE = 30522
+"""Token vocabulary of the encoder: the BERT-base WordPiece vocabulary size."""
+MAX_POSITIONS = 512
+"""Position embeddings of the encoder (BERT's 512), raised to seq_len when that is longer."""
+
 #: One configuration (int or float) or a numpy array of them: the closed forms apply elementwise.
 Size = TypeVar("Size", int, float, "np.ndarray")
 
@@ -41,6 +46,21 @@ Size = TypeVar("Size", int, float, "np.ndarray")
 def proxy_params(num_layers: int, hidden_size: int, ffn_size: int) -> int:
     """Parameter proxy N = L (12 d^2 + 2 d ff), in parameters."""
     return num_layers * (12 * hidden_size**2 + 2 * hidden_size * ffn_size)
+
+
+def proxy_params_total(num_layers: Size, hidden_size: Size, ffn_size: Size, seq_len: Size) -> Size:
+    """Every trainable weight of the encoder, embeddings included, in parameters.
+
+    Each layer's attention projections (4 d^2) and feed-forward block (2 d ff), plus the token
+    embeddings (:data:`VOCAB_SIZE` x d), the position embeddings (``max(seq_len, MAX_POSITIONS)``
+    x d) and the token-type embeddings (2 x d): what data parallel moves every step (biases and
+    norms are left out, under 1 %). BERT-base: about 109 million. The paper's
+    :func:`proxy_params` (12 d^2 + 2 d ff per layer) stays the law's proxy; this is the count.
+    """
+    longer = seq_len > MAX_POSITIONS  # elementwise for arrays, a bool for one configuration
+    positions = longer * seq_len + (1 - longer) * MAX_POSITIONS
+    layers = num_layers * (4 * hidden_size**2 + 2 * hidden_size * ffn_size)
+    return layers + (VOCAB_SIZE + positions + 2) * hidden_size
 
 
 def proxy_flops_per_token(num_layers: Size, hidden_size: Size, seq_len: Size) -> Size:

@@ -246,6 +246,11 @@ def speedup_metric(strategy: str, key: str) -> str:
     return f"{M_SPEEDUP_PREFIX}{strategy}_{key}"
 
 
+def speedup_score_metric(score: str, strategy: str, form: str) -> str:
+    """The speedup-law score ``speedup_<score>_<strategy>_<form>`` (``cv_mape`` or ``extrap_mape``, %)."""
+    return f"{M_SPEEDUP_PREFIX}{score}_{strategy}_{form}"
+
+
 # Fit-run metrics of the size-extrapolation check (percent): the registered form's error
 # on the held-out larger models, and each form's as ``extrap_mape_<form>`` / ``extrap_mape_se_<form>``.
 M_EXTRAP_MAPE = "extrap_mape"

@@ -26,7 +26,9 @@ units); ``rmse_reduction`` (% by which the paper's rmse_log is below the baselin
 ``extrap_mape`` (%, the registered form's error on the larger models held out by the
 size-extrapolation check), ``extrap_mape_<form>``, ``extrap_mape_se_<form>``,
 ``extrap_n_held_out`` and ``extrap_size_bound`` (L*d^2 fitted up to);
-``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``; run counts
+``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``, ``_workload_aware`` (1 where the
+``comm_time`` law was chosen); ``speedup_cv_mape_<strategy>_<law>`` and
+``speedup_extrap_mape_<strategy>_<law>`` (%, speedup, every candidate law); run counts
 ``n_runs_dropped``, ``n_eta_measured``, ``n_eta_from_law``, ``n_workloads``;
 ``n_runs_baseline_measured``, ``n_runs_baseline_per_device``, ``n_runs_baseline_time_law``
 (parallel runs by the kind of their single-device baseline);
@@ -90,6 +92,7 @@ from mlflow_roofline.core.schema import (
     TAG_ENERGY_SOURCE,
     form_metric,
     speedup_metric,
+    speedup_score_metric,
 )
 from mlflow_roofline.fit.forms.catalog import BASELINE, PAPER
 from mlflow_roofline.fit.forms.diagnostics import collinearity, law_ranges
@@ -198,7 +201,12 @@ def time_law_baseline(frame: pd.DataFrame, seed: int = 0) -> tuple[SingleTime, F
 
 
 def _speedup_and_eta(
-    frame: pd.DataFrame, hardware: str, missing_baseline: str, dropped: dict[str, int], seed: int = 0
+    frame: pd.DataFrame,
+    hardware: str,
+    missing_baseline: str,
+    dropped: dict[str, int],
+    seed: int = 0,
+    workload_aware: bool = True,
 ) -> tuple[pd.DataFrame, dict[str, SpeedupFit], FormFit | None]:
     """Measured speedup, the speedup laws, eta for every kept run (see the module docstring), and the
     time law where it was fitted for the baselines."""
@@ -209,7 +217,7 @@ def _speedup_and_eta(
         if found is not None:
             single_time, time = found
             measured = measure_speedup(frame, single_time)
-    speedup = fit_speedup_laws(measured)
+    speedup = fit_speedup_laws(measured, workload_aware=workload_aware, seed=seed)
     if "single" not in speedup:
         raise RooflineError(
             f"runs: no single-device run (strategy single) on {hardware!r}: speedup, efficiency and the "
@@ -224,15 +232,25 @@ def _speedup_and_eta(
 
 
 def fit_hardware(
-    frame: pd.DataFrame, hardware: str, *, allow_estimate: bool = False, missing_baseline: str = "law", seed: int = 0
+    frame: pd.DataFrame,
+    hardware: str,
+    *,
+    allow_estimate: bool = False,
+    missing_baseline: str = "law",
+    seed: int = 0,
+    workload_aware: bool = True,
 ) -> HardwareFit:
-    """Every fit of one hardware's runs (no MLflow logging)."""
+    """Every fit of one hardware's runs (no MLflow logging).
+
+    ``workload_aware=False`` leaves the ``comm_time`` speedup law out (N-only laws alone), to
+    compare against it.
+    """
     if missing_baseline not in MISSING_BASELINE_CHOICES:
         raise ConfigError(
             "missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}"
         )
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
-    used, speedup, time = _speedup_and_eta(frame, hardware, missing_baseline, dropped, seed)
+    used, speedup, time = _speedup_and_eta(frame, hardware, missing_baseline, dropped, seed, workload_aware)
     data = feature_frame(used)
     ranges = law_ranges(used, data)
     energy = fit_energy_laws(data, seed=seed, speedup_laws=laws_of(speedup), ranges=ranges, time=time)
@@ -339,7 +357,8 @@ def _extrapolation_metrics(fit: HardwareFit) -> dict[str, float]:
 
 
 def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
-    """Each strategy's speedup-law parameters, rmse and number of points."""
+    """Each strategy's speedup-law parameters, rmse, number of points, whether it is workload-aware,
+    and every candidate law's CV and size-extrapolation MAPE of speedup."""
     out: dict[str, float] = {}
     for strategy, speedup in fit.speedup.items():
         for key, value in speedup.law.params.items():
@@ -347,6 +366,11 @@ def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
         if strategy != "single":
             out[speedup_metric(strategy, "rmse")] = speedup.law.rmse
             out[speedup_metric(strategy, "n_points")] = float(speedup.law.n_points)
+            out[speedup_metric(strategy, "workload_aware")] = float(speedup.law.workload_aware)
+        for form, mape in speedup.cv_mape.items():
+            out[speedup_score_metric("cv_mape", strategy, form)] = mape
+        for form, mape in speedup.extrap_mape.items():
+            out[speedup_score_metric("extrap_mape", strategy, form)] = mape
     return out
 
 

@@ -14,6 +14,14 @@ reports in :attr:`SpeedupFit.fixed`:
 - Amdahl: ``c = 0`` (pure Amdahl) when the mean speedup is at least 1, else ``p = 0``
   (a pure communication cost explains a slowdown);
 - saturating exponential: ``k = 1`` (the rate is not identified by one N).
+
+Beside each parallel strategy's N-only law, the workload-aware ``comm_time`` law
+(:mod:`law.comm_time`, fitted by :mod:`fit.comm_time_fit`) is fitted where the runs span
+enough points and model shapes. Both are scored the same two ways on speedup (MAPE, %):
+grouped cross-validation with a model shape's runs in one fold (``cv_mape``), and the
+size extrapolation, fitted on the shapes with ``L*d^2`` up to the 75th percentile and
+predicting the larger ones (``extrap_mape``). The law with the lower CV error is the
+strategy's law (the N-only law on a tie or where the other could not be scored).
 """
 
 from __future__ import annotations
@@ -26,8 +34,12 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from mlflow_roofline.core.schema import BASELINE_TIME_LAW
+from mlflow_roofline.fit.comm_time_fit import SHAPE_COLUMNS, fit_comm_time, fittable, job_of
+from mlflow_roofline.fit.forms.cv import CV_FOLDS, workload_folds
+from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
 from mlflow_roofline.law.speedup import (
     AMDAHL,
+    COMM_TIME,
     CONSTANT,
     LAW_FORM_BY_STRATEGY,
     SATURATING_EXP,
@@ -59,25 +71,35 @@ class SpeedupFit:
     """A fitted law and how it was obtained.
 
     Attributes:
-        law: the fitted :class:`SpeedupLaw` (``n_points`` measured runs, ``rmse`` in speedup units).
-        fixed: parameters held fixed because the data cannot determine them, by name.
+        law: the strategy's law (``n_points`` measured runs, ``rmse`` in speedup units):
+            the candidate with the lowest ``cv_mape``.
+        fixed: parameters of the N-only law held fixed because the data cannot determine
+            them, by name.
         device_counts: the distinct N (> 1) of the measured points.
+        candidates: every law fitted, by form (the N-only law, and ``comm_time`` where fittable).
+        cv_mape: grouped-CV MAPE of speedup (%) of each candidate, by form.
+        extrap_mape: size-extrapolation MAPE of speedup (%) of each candidate, by form.
     """
 
     law: SpeedupLaw
     fixed: dict[str, float]
     device_counts: tuple[int, ...]
+    candidates: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
+    cv_mape: dict[str, float] = dataclasses.field(default_factory=dict)
+    extrap_mape: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def underdetermined(self) -> bool:
-        """True when a parameter had to be fixed."""
-        return bool(self.fixed)
+        """True when a parameter of the chosen law had to be fixed."""
+        return bool(self.fixed) and self.law.form != COMM_TIME
 
     def describe(self) -> str:
         """One line for people: the law, its parameters, fit quality and what was fixed."""
         params = ", ".join(f"{k}={v:.4g}" for k, v in self.law.params.items())
         text = f"{self.law.strategy}: {self.law.form}({params}), {self.law.n_points} runs, rmse {self.law.rmse:.4g}"
-        if self.fixed:
+        if len(self.cv_mape) > 1:
+            text += "; speedup CV MAPE " + ", ".join(f"{form} {mape:.1f} %" for form, mape in self.cv_mape.items())
+        if self.underdetermined:
             text += (
                 f"; only N={','.join(map(str, self.device_counts))} measured, so "
                 + ", ".join(f"{k}={v:g}" for k, v in self.fixed.items())
@@ -133,15 +155,16 @@ def _fixed_params(form: str, n: np.ndarray, s: np.ndarray) -> dict[str, float]:
     return {"k": FIXED_TP_K}
 
 
-def fit_speedup_laws(frame: pd.DataFrame) -> dict[str, SpeedupFit]:
-    """Fit one law per strategy of ``frame`` on its runs with a measured speedup.
+def fit_speedup_laws(frame: pd.DataFrame, *, workload_aware: bool = True, seed: int = 0) -> dict[str, SpeedupFit]:
+    """Fit and choose one law per strategy of ``frame`` on its runs with a measured speedup.
 
     ``frame`` needs ``strategy``, ``num_devices``, ``speedup`` and ``eta_source``
     (:func:`mlflow_roofline.fit.runs.measured_speedup.measure_speedup`); only ``single`` and
     ``measured`` rows are used (a measured single run at the same global or per-device
     batch). A parallel strategy without any such point is fitted on its runs whose
     baseline is the time law (``baseline`` ``time_law``), where the frame has them; else
-    it gets no law.
+    it gets no law. ``workload_aware=False`` fits the N-only laws alone (what the fit did
+    before the ``comm_time`` law existed).
     """
     fits: dict[str, SpeedupFit] = {}
     usable = frame[frame["eta_source"].isin(["single", "measured"])]
@@ -152,8 +175,71 @@ def fit_speedup_laws(frame: pd.DataFrame) -> dict[str, SpeedupFit]:
             rows = by_time_law[by_time_law["strategy"] == strategy]
         if strategy != "single" and rows.empty:
             continue
-        fits[strategy] = fit_speedup_law(strategy, rows["num_devices"].to_numpy(), rows["speedup"].to_numpy())
+        fit = fit_speedup_law(strategy, rows["num_devices"].to_numpy(), rows["speedup"].to_numpy())
+        if strategy != "single" and workload_aware:
+            fit = _with_comm_time(fit, rows, seed)
+        fits[strategy] = fit
     return fits
+
+
+def _with_comm_time(n_only: SpeedupFit, rows: pd.DataFrame, seed: int) -> SpeedupFit:
+    """``n_only`` with the comm-time law fitted beside it, both scored, the better one chosen."""
+    strategy = n_only.law.strategy
+    rows = rows[(rows["num_devices"] > 1) & np.isfinite(rows["speedup"]) & (rows["speedup"] > 0)]
+    if "t1_per_sample" not in rows or not fittable(rows):
+        return n_only
+    rows = rows[np.isfinite(rows["t1_per_sample"])]
+    candidates = {n_only.law.form: n_only.law, COMM_TIME: fit_comm_time(strategy, rows)}
+    cv = {form: _cv_mape(strategy, form, rows, seed) for form in candidates}
+    extrap = {form: _extrap_mape(strategy, form, rows) for form in candidates}
+    comm_wins = np.isfinite(cv[COMM_TIME]) and cv[COMM_TIME] < cv[n_only.law.form]
+    law = candidates[COMM_TIME] if comm_wins else n_only.law
+    return dataclasses.replace(n_only, law=law, candidates=candidates, cv_mape=cv, extrap_mape=extrap)
+
+
+def _predicted(strategy: str, form: str, train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
+    """Speedup of ``test`` rows by ``form`` fitted on ``train`` rows (NaN where it cannot be fitted)."""
+    try:
+        if form == COMM_TIME:
+            law = fit_comm_time(strategy, train)
+            return np.asarray(law(test["num_devices"].to_numpy(dtype=float), job_of(test)), dtype=float)
+        law = fit_speedup_law(strategy, train["num_devices"].to_numpy(), train["speedup"].to_numpy()).law
+    except ValueError:
+        return np.full(len(test), np.nan)
+    return np.asarray(law(test["num_devices"].to_numpy(dtype=float)), dtype=float)
+
+
+def _mape(predicted: np.ndarray, actual: np.ndarray) -> float:
+    if not np.isfinite(predicted).all():
+        return float("nan")
+    return float(100.0 * np.mean(np.abs(predicted - actual) / actual))
+
+
+def _shape_groups(rows: pd.DataFrame) -> np.ndarray:
+    return rows[list(SHAPE_COLUMNS)].astype(str).agg("/".join, axis=1).to_numpy()
+
+
+def _cv_mape(strategy: str, form: str, rows: pd.DataFrame, seed: int) -> float:
+    """Grouped-CV MAPE (%) of speedup, a model shape's runs in one fold."""
+    folds = workload_folds(_shape_groups(rows), CV_FOLDS, seed)
+    if len(folds) < 2:
+        return float("nan")
+    predicted = np.empty(len(rows))
+    for test in folds:
+        train = np.ones(len(rows), dtype=bool)
+        train[test] = False
+        predicted[test] = _predicted(strategy, form, rows[train], rows.iloc[test])
+    return _mape(predicted, rows["speedup"].to_numpy(dtype=float))
+
+
+def _extrap_mape(strategy: str, form: str, rows: pd.DataFrame) -> float:
+    """MAPE (%) of speedup on the shapes above the 75th percentile of ``L*d^2``, fitted on the rest."""
+    size = rows["num_layers"].to_numpy(dtype=float) * rows["hidden_size"].to_numpy(dtype=float) ** 2
+    held_out = size > np.quantile(size, EXTRAP_QUANTILE) * (1 + 1e-12)
+    if not held_out.any() or held_out.all():
+        return float("nan")
+    predicted = _predicted(strategy, form, rows[~held_out], rows[held_out])
+    return _mape(predicted, rows.loc[held_out, "speedup"].to_numpy(dtype=float))
 
 
 def laws_of(fits: Mapping[str, SpeedupFit]) -> dict[str, SpeedupLaw]:

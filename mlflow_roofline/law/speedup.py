@@ -8,9 +8,15 @@ Every law has S(1) = 1:
   S(N) = 1 / ((1 - p) + p / N + c (N - 1))
   (p in [0, 1] the parallel fraction, c >= 0 the per-extra-device communication cost,
   as a fraction of the single-device time);
-- single device: S = 1.
+- single device: S = 1;
+- any parallel strategy, the workload-aware communication-time law of :mod:`law.comm_time`
+  (``comm_time``): S(N) from the job's single-device step time and the bytes the strategy
+  moves, so that efficiency depends on the model as well as on N.
 
-The laws are evaluated here; they are fitted in :mod:`mlflow_roofline.fit.speedup_fit`.
+The N-only laws ignore the job; the ``comm_time`` law needs it (a :class:`ParallelJob`) and,
+called with N alone, answers for its ``reference`` job: the median workload it was fitted on
+(the plots and the sanity checks draw it so). The laws are evaluated here; they are fitted in
+:mod:`mlflow_roofline.fit.speedup_fit`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import dataclasses
 import numpy as np
 
 from mlflow_roofline.law.coefficients import JsonObject
+from mlflow_roofline.law.comm_time import COMM_TIME, ParallelJob, comm_time_speedup
+
+__all__ = ["AMDAHL", "COMM_TIME", "CONSTANT", "SATURATING_EXP", "ParallelJob", "SpeedupLaw"]
 
 SATURATING_EXP = "saturating_exp"
 AMDAHL = "amdahl"
@@ -51,10 +60,13 @@ class SpeedupLaw:
 
     Attributes:
         strategy: the strategy it describes.
-        form: ``saturating_exp``, ``amdahl`` or ``constant``.
-        params: the law's parameters by name (``s_max``, ``k`` or ``p``, ``c``).
+        form: ``saturating_exp``, ``amdahl``, ``comm_time`` or ``constant``.
+        params: the law's parameters by name (``s_max``, ``k``; ``p``, ``c``; or ``p``,
+            ``s_per_element``, ``latency_s``, ``overlap`` of :mod:`law.comm_time`).
         n_points: measured (N, S) points it was fitted on.
         rmse: root mean square error of the fit, in speedup units.
+        reference: the job a ``comm_time`` law answers for when called with N alone
+            (:class:`ParallelJob` fields, one number each); empty for the N-only laws.
     """
 
     strategy: str
@@ -62,9 +74,20 @@ class SpeedupLaw:
     params: dict[str, float]
     n_points: int = 0
     rmse: float = float("nan")
+    reference: dict[str, float] = dataclasses.field(default_factory=dict)
 
-    def __call__(self, num_devices: np.ndarray) -> np.ndarray:
-        """Speedup at ``num_devices`` devices (dimensionless)."""
+    @property
+    def workload_aware(self) -> bool:
+        """True when the speedup depends on the job, not on N alone."""
+        return self.form == COMM_TIME
+
+    def __call__(self, num_devices: np.ndarray, job: ParallelJob | None = None) -> np.ndarray:
+        """Speedup at ``num_devices`` devices (dimensionless) of ``job`` (used by ``comm_time`` only)."""
+        if self.form == COMM_TIME:
+            n = np.asarray(num_devices, dtype=float)
+            return comm_time_speedup(
+                self.strategy, n, job or ParallelJob.of(self.reference, self.reference["single_step_s"]), self.params
+            )
         if self.form == SATURATING_EXP:
             return saturating_exp(num_devices, self.params["s_max"], self.params["k"])
         if self.form == AMDAHL:
@@ -86,4 +109,5 @@ class SpeedupLaw:
             params={k: float(v) for k, v in data["params"].items()},
             n_points=int(data.get("n_points", 0)),
             rmse=float(data.get("rmse", float("nan"))),
+            reference={k: float(v) for k, v in (data.get("reference") or {}).items()},
         )

@@ -43,7 +43,10 @@ _RECOMMEND_CHUNK = 250_000
 
 @dataclasses.dataclass(frozen=True)
 class Candidates:
-    """The placements considered: ``strategy[j]`` on ``num_devices[j]`` devices with law speedup ``speedup[j]``."""
+    """The placements considered: ``strategy[j]`` on ``num_devices[j]`` devices with law speedup ``speedup[j]``.
+
+    ``speedup[j]`` is NaN where the strategy's law is workload-aware: each row's job gets its own.
+    """
 
     strategy: np.ndarray
     num_devices: np.ndarray
@@ -81,6 +84,9 @@ def candidates(law: FittedLaw, max_devices: int) -> Candidates:
             "max_devices", f"no strategy the law knows ({', '.join(law.strategies)}) runs on {max_devices} device(s)"
         )
     speedup = law_speedup(law, strategy, n, field="max_devices", advice="; ask for fewer")
+    # A workload-aware law's speedup depends on each row's job: evaluate_jobs computes it per row.
+    aware = np.array([law.speedup_laws[name].workload_aware for name in strategy], dtype=bool)
+    speedup[aware] = np.nan
     return Candidates(strategy=strategy, num_devices=n, speedup=speedup)
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
+from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.log_features import law_features
 from mlflow_roofline.serve.emissions import emission_columns
@@ -88,9 +89,17 @@ def job_features(
 
 
 def law_speedup(
-    law: FittedLaw, strategy: np.ndarray, n: np.ndarray, field: str = "num_devices", advice: str = ""
+    law: FittedLaw,
+    strategy: np.ndarray,
+    n: np.ndarray,
+    job: ParallelJob | None = None,
+    field: str = "num_devices",
+    advice: str = "",
 ) -> np.ndarray:
     """S(N) from each strategy's speedup law (one vectorised call per strategy).
+
+    ``job`` gives each row's shape and single-device step time to a workload-aware law
+    (``comm_time``); without it, such a law answers for its reference job.
 
     Raises:
         InputError: naming ``field`` (and, for ``num_devices``, the first row) where a law
@@ -100,7 +109,7 @@ def law_speedup(
     for name, speedup_law in law.speedup_laws.items():
         mask = strategy == name
         if mask.any():
-            speedup[mask] = speedup_law(n[mask])
+            speedup[mask] = speedup_law(n[mask], None if job is None else job.take(mask))
     bad = np.flatnonzero(~np.isfinite(speedup) | (speedup <= 0))
     if len(bad):
         i = bad[0]
@@ -139,16 +148,19 @@ def evaluate_jobs(
     """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
     ``speedup`` is each job's S(N); NaN where none was measured, and the law's speedup
-    (:func:`law_speedup`) is used there. ``log_energy`` predicts the energy (default:
+    (:func:`law_speedup`) is used there, a workload-aware law given each job's shape and its
+    single-device step time from the time law. ``log_energy`` predicts the energy (default:
     ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`_evaluate_pooled`).
     """
+    # The time law reads the job's size features only (log_C, log_M), never eta.
+    log_t1 = law.time_law.mean(job_features(sizes, strategy, n, n))
     use_law = np.isnan(speedup)
     if use_law.any():
         speedup = speedup.copy()
-        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law])
+        job = ParallelJob.of(sizes, np.exp(log_t1) / np.asarray(sizes["num_steps"], dtype=float))
+        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law], job.take(use_law))
     features = job_features(sizes, strategy, n, speedup)
     log_e, log_e_lo, log_e_hi = (log_energy or law.energy_law.predict)(features)
-    log_t1 = law.time_law.mean(features)
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
         time_s = np.exp(log_t1) / speedup

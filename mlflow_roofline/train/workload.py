@@ -29,18 +29,15 @@ from torch import nn
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.proxies import MAX_POSITIONS, VOCAB_SIZE
 from mlflow_roofline.core.schema import PRECISIONS
 
 if TYPE_CHECKING:
     # imported lazily at run time: transformers is slow to load
     from transformers import BertConfig, BertForSequenceClassification
 
-VOCAB_SIZE = 30522
-"""Token vocabulary: the BERT-base WordPiece vocabulary size (token ids 0 .. 30521)."""
 NUM_LABELS = 2
 """Classes of the sequence-classification head (binary, like SST-2)."""
-MAX_POSITIONS = 512
-"""Position embeddings of the model (BERT's 512), raised to seq_len when that is longer."""
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
