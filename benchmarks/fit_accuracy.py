@@ -26,11 +26,14 @@ fsdp at a fixed per-device batch), scored as a user meets the law, per GPU and o
 
 - runs in, runs the fit used (none may be dropped) and the parallel runs by baseline kind;
 - size extrapolation of the SERVED prediction: each GPU's law fitted on the smaller 75 % of
-  workloads by L*d^2, registered as the fit builds it, asked about the bigger 25 % through
-  ``serve.predict.predict_frame`` without a speedup (the law's own eta): energy MAPE (%) and
-  the share (%) of runs inside the 95 % interval [energy_j_lower, energy_j_upper];
-- leave one GPU out: the pooled law over the three others (the shipped hardware table),
-  asked about the fourth from its table row (a ``hardware`` column), energy MAPE (%).
+  workloads by L*d^2 (``HardwareFit.law``, the law a fit run logs and registers), asked about
+  the bigger 25 % through ``serve.predict.predict_frame`` without a speedup (the law's own
+  eta): energy MAPE (%) and the share (%) of runs inside the 95 % interval
+  [energy_j_lower, energy_j_upper]; per strategy, beside it, the MAPE with the measured
+  speedup given (how much of the miss is the speedup law's);
+- leave one GPU out: the pooled law over the three others (``fit_pooled`` with the shipped
+  hardware table, built by ``pooled_law``), asked about the fourth from its table row (a
+  ``hardware`` column), energy MAPE (%).
 
 Two columns, ``today`` (N-only speedup laws) and ``new`` (every speedup law), side by side
 once ``fit_hardware`` takes ``speedup_laws`` (:func:`_fit_gpu` is the one place that passes
@@ -167,13 +170,13 @@ def _switch_wired() -> bool:
     return "speedup_laws" in inspect.signature(fit_hardware).parameters
 
 
-def _served(law, rows, *, hardware: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Absolute % errors of the served energy of ``rows`` (no speedup given: the law's own eta), and
-    whether each measured energy lies inside the served 95 % interval."""
+def _served(law, rows, *, hardware: bool = False, speedup: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute % errors of the served energy of ``rows`` (the law's own eta unless ``speedup``: the
+    measured one), and whether each measured energy lies inside the served 95 % interval."""
     from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
     from mlflow_roofline.serve.predict import predict_frame
 
-    columns = [*LAW_INPUT_NAMES, "hardware"] if hardware else list(LAW_INPUT_NAMES)
+    columns = [*LAW_INPUT_NAMES, *(["hardware"] if hardware else []), *(["speedup"] if speedup else [])]
     served = predict_frame(law, rows[columns].reset_index(drop=True))
     actual = rows[M_ENERGY_J].to_numpy(dtype=float)
     errors = 100.0 * np.abs(served[M_ENERGY_J].to_numpy(dtype=float) / actual - 1.0)
@@ -203,7 +206,8 @@ def _weak_fleet_scores(workloads: int, seed: int, speedup_laws: str = "all") -> 
     scores: dict[str, dict[str, object]] = {}
     for hw, rows in by_gpu.items():
         small = _smaller_workloads(rows)
-        extrap, inside = _served(_fit_gpu(rows[small], hw, speedup_laws).law, rows[~small])
+        law = _fit_gpu(rows[small], hw, speedup_laws).law
+        extrap, inside = _served(law, rows[~small])
         others = sorted((f for name, f in fits.items() if name != hw), key=lambda f: -len(f.frame))
         pooled = fit_pooled(others, table, seed)
         loho = (
@@ -218,6 +222,7 @@ def _weak_fleet_scores(workloads: int, seed: int, speedup_laws: str = "all") -> 
             "extrap": extrap,
             "inside": inside,
             "extrap_strategy": rows.loc[~small, "strategy"].to_numpy(),
+            "extrap_eta_given": _served(law, rows[~small], speedup=True)[0],
             "loho": loho,
             "loho_form": pooled.covariate_form or "-",
         }
@@ -233,7 +238,10 @@ def _merge(scores: list[dict[str, dict[str, object]]]) -> dict[str, dict[str, ob
             "runs_in": sum(p["runs_in"] for p in parts),
             "runs_used": sum(p["runs_used"] for p in parts),
             "baselines": dict(sum((collections.Counter(p["baselines"]) for p in parts), collections.Counter())),
-            **{k: np.concatenate([p[k] for p in parts]) for k in ("extrap", "inside", "extrap_strategy", "loho")},
+            **{
+                k: np.concatenate([p[k] for p in parts])
+                for k in ("extrap", "inside", "extrap_strategy", "extrap_eta_given", "loho")
+            },
             "loho_form": "/".join(sorted({str(p["loho_form"]) for p in parts})),
         }
     return merged
@@ -279,10 +287,11 @@ def _weak_fleet(workloads: int, seeds: int) -> None:
         )
     overall = today["all"]
     by_strategy = ", ".join(
-        f"{s} {np.mean(overall['extrap'][overall['extrap_strategy'] == s]):.1f}"
+        f"{s} {np.mean(overall['extrap'][mask]):.1f} / {np.mean(overall['extrap_eta_given'][mask]):.1f}"
         for s in dict.fromkeys(overall["extrap_strategy"])
+        if (mask := overall["extrap_strategy"] == s).any()
     )
-    print(f"  bigger models by strategy (today, MAPE %): {by_strategy}")
+    print(f"  bigger models by strategy (today, MAPE %, the law's eta / the measured eta given): {by_strategy}")
     print(
         f"  targets: extrap <= {EXTRAP_TARGET:g} % with inside >= {INSIDE_TARGET:g} %; loho <= {LOHO_TARGET:g} %; "
         "no run dropped (used = runs; * where new uses another count); bigger: runs predicted"
