@@ -140,11 +140,11 @@ def generate_roofline_runs(
                 except ValueError:
                     continue
                 rows.append({**_run_row(hw, config, rng), "workload_index": w_index, "energy_source": energy_source})
-    return _finish(pd.DataFrame(rows))
+    return finish_runs(pd.DataFrame(rows))
 
 
-def _finish(frame: pd.DataFrame) -> pd.DataFrame:
-    """Integer params, the measured speedup and eta, and the derived metrics."""
+def finish_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer params, the measured speedup and eta, and the derived metrics of a generator's raw rows."""
     for name in INT_FIELDS:
         frame[name] = frame[name].astype(int)
     frame["speedup"] = measure_speedup(frame)["speedup"].to_numpy()
