@@ -35,9 +35,9 @@ fsdp at a fixed per-device batch), scored as a user meets the law, per GPU and o
   hardware table, built by ``pooled_law``), asked about the fourth from its table row (a
   ``hardware`` column), energy MAPE (%).
 
-Two columns, ``today`` (N-only speedup laws) and ``new`` (every speedup law), side by side
-once ``fit_hardware`` takes ``speedup_laws`` (:func:`_fit_gpu` is the one place that passes
-it); until then ``new`` is not run. Targets of issue 21: bigger models within 12 % with at
+Two columns side by side: ``today`` (the N-only speedup laws alone, ``fit_hardware(...,
+workload_aware=False)``) and ``new`` (the workload-aware ``comm_time`` law beside them, chosen
+by grouped CV per strategy). Targets of issue 21: bigger models within 12 % with at
 least 80 % inside the interval; a GPU left out within 20 %.
 
     python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5] [--pooled-only | --weak-fleet]
@@ -145,29 +145,17 @@ def _pooled(workloads: int, seeds: int) -> None:
 
 # -- the weak-scaling fleet of four real GPUs ---------------------------------------------
 
-SPEEDUP_LAWS: dict[str, str] = {"today": "n-only", "new": "all"}
-"""The speedup laws each column's fits may choose from: N-only laws (today's), every law (workload-aware too)."""
+SPEEDUP_LAWS: dict[str, bool] = {"today": False, "new": True}
+"""Whether each column's fits may choose the workload-aware comm_time speedup law (today: N-only laws alone)."""
 EXTRAP_TARGET, INSIDE_TARGET, LOHO_TARGET = 12.0, 80.0, 20.0
 """Issue 21's targets: bigger models within 12 % MAPE, >= 80 % inside the 95 % interval; a GPU left out within 20 %."""
 
 
-def _fit_gpu(rows, hardware: str, speedup_laws: str = "all"):
-    """``fit_hardware`` on one GPU's runs: the one place the speedup-law switch reaches the fit.
-
-    ``speedup_laws`` is passed only once ``fit_hardware`` accepts it (today it does not).
-    """
+def _fit_gpu(rows, hardware: str, workload_aware: bool):
+    """``fit_hardware`` on one GPU's runs, with or without the workload-aware speedup law."""
     from mlflow_roofline.fit.hardware_fit import fit_hardware
 
-    return fit_hardware(rows.copy(), hardware, **({"speedup_laws": speedup_laws} if _switch_wired() else {}))
-
-
-def _switch_wired() -> bool:
-    """Whether ``fit_hardware`` takes ``speedup_laws`` (else the ``new`` column is not run)."""
-    import inspect
-
-    from mlflow_roofline.fit.hardware_fit import fit_hardware
-
-    return "speedup_laws" in inspect.signature(fit_hardware).parameters
+    return fit_hardware(rows.copy(), hardware, workload_aware=workload_aware)
 
 
 def _served(law, rows, *, hardware: bool = False, speedup: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +179,7 @@ def _smaller_workloads(rows, quantile: float = 0.75) -> np.ndarray:
     return size <= np.quantile(per_workload.to_numpy(), quantile)
 
 
-def _weak_fleet_scores(workloads: int, seed: int, speedup_laws: str = "all") -> dict[str, dict[str, object]]:
+def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[str, dict[str, object]]:
     """Per GPU of the weak fleet: run counts, baseline kinds, served size-extrapolation and
     leave-one-GPU-out errors (arrays of absolute % errors, one per predicted run)."""
     from mlflow_roofline.core.gpu_datasheets import load_hardware_table
@@ -202,11 +190,11 @@ def _weak_fleet_scores(workloads: int, seed: int, speedup_laws: str = "all") -> 
     frame = generate_weak_fleet_runs(workloads, seed=seed)
     table = load_hardware_table(env={})
     by_gpu = {str(hw): rows for hw, rows in frame.groupby("hardware", sort=False)}
-    fits = {hw: _fit_gpu(rows, hw, speedup_laws) for hw, rows in by_gpu.items()}
+    fits = {hw: _fit_gpu(rows, hw, workload_aware) for hw, rows in by_gpu.items()}
     scores: dict[str, dict[str, object]] = {}
     for hw, rows in by_gpu.items():
         small = _smaller_workloads(rows)
-        law = _fit_gpu(rows[small], hw, speedup_laws).law
+        law = _fit_gpu(rows[small], hw, workload_aware).law
         extrap, inside = _served(law, rows[~small])
         others = sorted((f for name, f in fits.items() if name != hw), key=lambda f: -len(f.frame))
         pooled = fit_pooled(others, table, seed)
@@ -263,13 +251,13 @@ def _weak_fleet(workloads: int, seeds: int) -> None:
     """Print the weak fleet's run counts and served errors per GPU and overall, today's and new laws side by side."""
     from mlflow_roofline.core.schema import BASELINE_KINDS
 
-    columns = list(SPEEDUP_LAWS) if _switch_wired() else ["today"]
+    columns = list(SPEEDUP_LAWS)
     results = {c: _merge([_weak_fleet_scores(workloads, s, SPEEDUP_LAWS[c]) for s in range(seeds)]) for c in columns}
     today = results["today"]
     print(
         f"weak-scaling fleet (testing.weak_fleet), {workloads} workloads, {seeds} seed(s); served predictions, "
-        f"energy MAPE and share inside the 95 % interval (%); today = {SPEEDUP_LAWS['today']} speedup laws, "
-        f"new = {SPEEDUP_LAWS['new']}" + ("" if "new" in columns else " (not run: fit_hardware takes no speedup_laws)")
+        f"energy MAPE and share inside the 95 % interval (%); today = N-only speedup laws, "
+        "new = the workload-aware comm_time law beside them"
     )
     kinds = " ".join(f"{k:>10s}" for k in BASELINE_KINDS)
     print(
@@ -285,13 +273,14 @@ def _weak_fleet(workloads: int, seeds: int) -> None:
             f"  {gpu:16s} {t['runs_in']:5d} {used} {counts} {len(t['extrap']):6d}  {extrap}  {inside}  {loho}  "
             f"{t['loho_form']}"
         )
-    overall = today["all"]
-    by_strategy = ", ".join(
-        f"{s} {np.mean(overall['extrap'][mask]):.1f} / {np.mean(overall['extrap_eta_given'][mask]):.1f}"
-        for s in dict.fromkeys(overall["extrap_strategy"])
-        if (mask := overall["extrap_strategy"] == s).any()
-    )
-    print(f"  bigger models by strategy (today, MAPE %, the law's eta / the measured eta given): {by_strategy}")
+    for column, result in results.items():
+        overall = result["all"]
+        by_strategy = ", ".join(
+            f"{s} {np.mean(overall['extrap'][mask]):.1f} / {np.mean(overall['extrap_eta_given'][mask]):.1f}"
+            for s in dict.fromkeys(overall["extrap_strategy"])
+            if (mask := overall["extrap_strategy"] == s).any()
+        )
+        print(f"  bigger models by strategy ({column}, MAPE %, the law's eta / the measured eta given): {by_strategy}")
     print(
         f"  targets: extrap <= {EXTRAP_TARGET:g} % with inside >= {INSIDE_TARGET:g} %; loho <= {LOHO_TARGET:g} %; "
         "no run dropped (used = runs; * where new uses another count); bigger: runs predicted"

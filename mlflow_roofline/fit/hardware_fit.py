@@ -109,7 +109,7 @@ from mlflow_roofline.fit.runs.measured_speedup import (
     measure_speedup,
 )
 from mlflow_roofline.fit.runs.noise import RepeatSpread, repeat_spread
-from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of
+from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of, n_only_laws_of
 from mlflow_roofline.law.fitted import FittedLaw
 
 ESTIMATE = "estimate"
@@ -262,6 +262,7 @@ def fit_hardware(
         energy_law=energy.forms[energy.chosen].law,
         time_law=energy.time.law,
         speedup_laws=laws_of(speedup),
+        n_only_speedup_laws=n_only_laws_of(speedup),
         ranges=ranges,
         n_runs=len(used),
         cv_mape=energy.forms[energy.chosen].cv_mape,

@@ -382,6 +382,7 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit]) -> FittedLaw:
         energy_law=chosen.law,
         time_law=reference.time_law,
         speedup_laws=reference.speedup_laws,
+        n_only_speedup_laws=reference.n_only_speedup_laws,
         ranges=ranges,
         n_runs=sum(f.law.n_runs for f in fits),
         cv_mape=chosen.cv_mape,

@@ -21,7 +21,10 @@ enough points and model shapes. Both are scored the same two ways on speedup (MA
 grouped cross-validation with a model shape's runs in one fold (``cv_mape``), and the
 size extrapolation, fitted on the shapes with ``L*d^2`` up to the 75th percentile and
 predicting the larger ones (``extrap_mape``). The law with the lower CV error is the
-strategy's law (the N-only law on a tie or where the other could not be scored).
+strategy's law (the N-only law on a tie or where the other could not be scored). A law
+fitted mostly on runs with a per-device baseline (weak scaling) says so
+(:attr:`SpeedupLaw.baseline`), so the served time is N times the per-device batch's
+single-device time over S.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from mlflow_roofline.core.schema import BASELINE_TIME_LAW
+from mlflow_roofline.core.schema import BASELINE_PER_DEVICE, BASELINE_TIME_LAW
 from mlflow_roofline.fit.comm_time_fit import SHAPE_COLUMNS, fit_comm_time, fittable, job_of
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, workload_folds
 from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
@@ -42,6 +45,7 @@ from mlflow_roofline.law.speedup import (
     COMM_TIME,
     CONSTANT,
     LAW_FORM_BY_STRATEGY,
+    PER_DEVICE_BASELINE,
     SATURATING_EXP,
     SpeedupLaw,
     amdahl,
@@ -178,8 +182,20 @@ def fit_speedup_laws(frame: pd.DataFrame, *, workload_aware: bool = True, seed: 
         fit = fit_speedup_law(strategy, rows["num_devices"].to_numpy(), rows["speedup"].to_numpy())
         if strategy != "single" and workload_aware:
             fit = _with_comm_time(fit, rows, seed)
-        fits[strategy] = fit
+        fits[strategy] = _with_baseline(fit, rows)
     return fits
+
+
+def _with_baseline(fit: SpeedupFit, rows: pd.DataFrame) -> SpeedupFit:
+    """``fit`` whose laws say what their speedups are relative to: ``per_device`` where most of
+    ``rows`` had a per-device baseline (weak scaling), else ``global``."""
+    per_device = "baseline" in rows and float((rows["baseline"] == BASELINE_PER_DEVICE).mean()) > 0.5
+    if not per_device:
+        return fit
+    candidates = {form: dataclasses.replace(law, baseline=PER_DEVICE_BASELINE) for form, law in fit.candidates.items()}
+    return dataclasses.replace(
+        fit, law=dataclasses.replace(fit.law, baseline=PER_DEVICE_BASELINE), candidates=candidates
+    )
 
 
 def _with_comm_time(n_only: SpeedupFit, rows: pd.DataFrame, seed: int) -> SpeedupFit:
@@ -240,6 +256,15 @@ def _extrap_mape(strategy: str, form: str, rows: pd.DataFrame) -> float:
         return float("nan")
     predicted = _predicted(strategy, form, rows[~held_out], rows[held_out])
     return _mape(predicted, rows.loc[held_out, "speedup"].to_numpy(dtype=float))
+
+
+def n_only_laws_of(fits: Mapping[str, SpeedupFit]) -> dict[str, SpeedupLaw]:
+    """The N-only law fitted beside each workload-aware law, by strategy (only where one was chosen)."""
+    return {
+        strategy: next(law for law in fit.candidates.values() if not law.workload_aware)
+        for strategy, fit in fits.items()
+        if fit.law.workload_aware
+    }
 
 
 def laws_of(fits: Mapping[str, SpeedupFit]) -> dict[str, SpeedupLaw]:

@@ -81,9 +81,7 @@ class ParallelJob:
 
     def take(self, index: np.ndarray) -> ParallelJob:
         """The jobs at ``index`` (a boolean mask or positions), scalars kept as they are."""
-        return ParallelJob(
-            **{f.name: _take(getattr(self, f.name), index) for f in dataclasses.fields(self)}
-        )
+        return ParallelJob(**{f.name: _take(getattr(self, f.name), index) for f in dataclasses.fields(self)})
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -64,6 +64,9 @@ class FittedLaw:
             measured from its covariates (hardware table), or "" / None.
         loho_mape: that form's leave-one-hardware-out MAPE of energy, %, the error its
             predictions for an unmeasured hardware are widened by (NaN without one).
+        n_only_speedup_laws: where a strategy's law is workload-aware (``comm_time``), the
+            N-only law fitted beside it, by strategy: what a GPU no run measured is served
+            with (:mod:`serve.hardware_routing`). Empty where every law is N-only.
     """
 
     hardware: str
@@ -81,6 +84,7 @@ class FittedLaw:
     covariate_form: str = ""
     covariate_law: LinearLaw | None = None
     loho_mape: float | None = None
+    n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
 
     @property
     def known_hardware(self) -> list[str]:
@@ -98,6 +102,7 @@ class FittedLaw:
         data["energy_law"] = self.energy_law.to_dict()
         data["time_law"] = self.time_law.to_dict()
         data["speedup_laws"] = {k: v.to_dict() for k, v in self.speedup_laws.items()}
+        data["n_only_speedup_laws"] = {k: v.to_dict() for k, v in self.n_only_speedup_laws.items()}
         data["hardware_laws"] = {k: v.to_data() for k, v in self.hardware_laws.items()}
         data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
         return data
@@ -140,4 +145,7 @@ class FittedLaw:
             covariate_form=str(data.get("covariate_form") or ""),
             covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
             loho_mape=None if data.get(M_LOHO_MAPE) is None else float(data[M_LOHO_MAPE]),
+            n_only_speedup_laws={
+                k: SpeedupLaw.from_dict(v) for k, v in (data.get("n_only_speedup_laws") or {}).items()
+            },
         )

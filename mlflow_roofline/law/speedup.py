@@ -25,14 +25,18 @@ import dataclasses
 
 import numpy as np
 
+from mlflow_roofline.core.schema import BASELINE_PER_DEVICE
 from mlflow_roofline.law.coefficients import JsonObject
 from mlflow_roofline.law.comm_time import COMM_TIME, ParallelJob, comm_time_speedup
-
-__all__ = ["AMDAHL", "COMM_TIME", "CONSTANT", "SATURATING_EXP", "ParallelJob", "SpeedupLaw"]
 
 SATURATING_EXP = "saturating_exp"
 AMDAHL = "amdahl"
 CONSTANT = "constant"
+
+GLOBAL_BASELINE = "global"
+"""S relative to one device running the job's global batch (:attr:`SpeedupLaw.baseline`)."""
+PER_DEVICE_BASELINE = BASELINE_PER_DEVICE
+"""S relative to N times one device running the per-device batch (:attr:`SpeedupLaw.baseline`)."""
 
 LAW_FORM_BY_STRATEGY: dict[str, str] = {
     "single": CONSTANT,
@@ -67,6 +71,10 @@ class SpeedupLaw:
         rmse: root mean square error of the fit, in speedup units.
         reference: the job a ``comm_time`` law answers for when called with N alone
             (:class:`ParallelJob` fields, one number each); empty for the N-only laws.
+        baseline: what S is relative to: ``global``, one device running the job's global
+            batch (strong scaling), or ``per_device``, N times one device running the
+            per-device batch B/N (weak scaling: most of the runs it was fitted on had a
+            per-device baseline). The served time divides that single-device time by S.
     """
 
     strategy: str
@@ -75,6 +83,7 @@ class SpeedupLaw:
     n_points: int = 0
     rmse: float = float("nan")
     reference: dict[str, float] = dataclasses.field(default_factory=dict)
+    baseline: str = GLOBAL_BASELINE
 
     @property
     def workload_aware(self) -> bool:
@@ -110,4 +119,5 @@ class SpeedupLaw:
             n_points=int(data.get("n_points", 0)),
             rmse=float(data.get("rmse", float("nan"))),
             reference={k: float(v) for k, v in (data.get("reference") or {}).items()},
+            baseline=str(data.get("baseline") or GLOBAL_BASELINE),
         )

@@ -21,6 +21,7 @@ mode on the rows as asked, recommend and pareto mode on every candidate placemen
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 
@@ -32,6 +33,7 @@ from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.log_features import law_features
+from mlflow_roofline.law.speedup import PER_DEVICE_BASELINE
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.frames import frame_of
@@ -121,6 +123,22 @@ def law_speedup(
     return speedup
 
 
+def single_device_log_time(
+    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray
+) -> np.ndarray:
+    """Log seconds one device takes for each job: the single-device time its speedup is relative to.
+
+    The time law at the job's global batch; for a strategy whose speedup law was fitted on
+    per-device baselines (weak scaling, :attr:`SpeedupLaw.baseline`), N times the time law at
+    the per-device batch B/N. The time law reads the size features only (log_C, log_M), never eta.
+    """
+    weak = [name for name, speedup_law in law.speedup_laws.items() if speedup_law.baseline == PER_DEVICE_BASELINE]
+    per_device = np.isin(strategy, weak)
+    batch = np.asarray(sizes["batch_size"], dtype=float)
+    shares = {**sizes, "batch_size": np.where(per_device, batch / n, batch)}
+    return law.time_law.mean(job_features(shares, strategy, n, n)) + np.where(per_device, np.log(n), 0.0)
+
+
 def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
     """True where any input or feature lies outside the range the law was fitted on (all ranges at once)."""
     keys = [
@@ -144,6 +162,7 @@ def evaluate_jobs(
     n: np.ndarray,
     speedup: np.ndarray,
     log_energy: LogEnergy | None = None,
+    log_time_shift: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
@@ -151,9 +170,12 @@ def evaluate_jobs(
     (:func:`law_speedup`) is used there, a workload-aware law given each job's shape and its
     single-device step time from the time law. ``log_energy`` predicts the energy (default:
     ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`_evaluate_pooled`).
+    ``log_time_shift`` moves the single-device time to a GPU no run measured (log of the ratio,
+    :func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
     """
-    # The time law reads the job's size features only (log_C, log_M), never eta.
-    log_t1 = law.time_law.mean(job_features(sizes, strategy, n, n))
+    log_t1 = single_device_log_time(law, sizes, strategy, n)
+    if log_time_shift is not None:
+        log_t1 = log_t1 + log_time_shift
     use_law = np.isnan(speedup)
     if use_law.any():
         speedup = speedup.copy()
@@ -243,9 +265,12 @@ def _evaluate_pooled(
         part_sizes = {k: v[rows] for k, v in sizes.items()}
         covariates = law.covariates.get(name) or unmeasured.get(name, {})
         pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates)
-        part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
-        if name not in law.hardware_laws:
-            part[M_TIME_S] = part[M_TIME_S] * np.exp(unmeasured_time_shift(law, covariates, part_sizes))
+        if name in law.hardware_laws:
+            part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
+        else:
+            shift = unmeasured_time_shift(law, covariates, part_sizes)
+            n_only = dataclasses.replace(own, speedup_laws={**own.speedup_laws, **own.n_only_speedup_laws})
+            part = evaluate_jobs(n_only, part_sizes, strategy[rows], n[rows], speedup[rows], pooled, shift)
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
             part["time_scaled_from"] = np.full(len(rows), reference_hardware(law), dtype=object)
         for key, values in part.items():

@@ -98,3 +98,22 @@ def test_reduced_precision_steps_run_under_autocast(precision: str) -> None:
 def test_unknown_precision_names_the_field() -> None:
     with pytest.raises(ConfigError, match="precision"):
         check_precision("fp8", "cpu")
+
+
+@pytest.mark.parametrize(("layers", "hidden", "ffn", "seq"), [(2, 128, 512, 64), (4, 256, 1024, 600)])
+def test_the_parameter_count_with_embeddings_matches_the_built_model(
+    layers: int, hidden: int, ffn: int, seq: int
+) -> None:
+    """What data parallel moves per step (core.proxies.proxy_params_total) is the model's weight count
+    within 1 % (biases and norms left out), position embeddings growing past 512 with seq_len."""
+    from transformers import BertForSequenceClassification
+
+    from mlflow_roofline.core.proxies import proxy_params_total
+    from mlflow_roofline.train.workload import bert_config
+
+    config = TrainConfig(
+        num_layers=layers, hidden_size=hidden, num_heads=2, ffn_size=ffn, seq_len=seq, batch_size=2, num_steps=1
+    )
+    model = BertForSequenceClassification(bert_config(config))
+    counted = sum(p.numel() for p in model.parameters())
+    assert proxy_params_total(layers, hidden, ffn, seq) == pytest.approx(counted, rel=0.01)
