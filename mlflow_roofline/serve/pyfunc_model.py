@@ -55,7 +55,7 @@ from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN, law_for_search
+from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
 from mlflow_roofline.serve.placement_search import (
     PARETO_OUTPUT_COLUMNS,
@@ -180,11 +180,9 @@ class RooflineEnergyModel(PythonModel):
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
         if request.mode == "recommend":
-            return recommend_frame(
-                law_for_search(model_input, law), model_input, request.max_devices, request.objective, request.carbon
-            )
+            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
         if request.mode == "pareto":
-            return pareto_frame(law_for_search(model_input, law), model_input, request.max_devices, request.carbon)
+            return pareto_frame(law, model_input, request.max_devices, request.carbon)
         return predict_frame(law, model_input, request.carbon)
 
 
