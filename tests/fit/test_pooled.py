@@ -313,3 +313,24 @@ def test_one_row_gets_one_energy_in_predict_recommend_and_pareto_mode(pooled: Po
         answered = pd.concat([chosen, front], ignore_index=True)
         for column in ("energy_j", "energy_j_lower", "energy_j_upper", "time_s"):
             np.testing.assert_allclose(predicted[column], answered[column], rtol=1e-12, err_msg=f"{hw.name} {column}")
+
+
+NAMES_AS_DATA = ("cpu:Intel Xeon [8 cores], v1.2", 'gpu]:[T.x "q" \\ y', "cpu: AMD. EPYC, 2:3")
+"""Hardware names holding everything a term parser could misread: ``:`` ``[`` ``]`` ``.`` ``,`` spaces, quotes."""
+
+
+def test_hardware_names_are_data_whatever_characters_they_hold(fits: list[HardwareFit]) -> None:
+    table = load_hardware_table(None, env={})  # neither naming is in the table: the same forms are tried
+    plain = fit_pooled(fits, table)
+    renamed = dict(zip((fit.hardware for fit in fits), NAMES_AS_DATA))  # the same runs, other names
+    odd = fit_pooled([dataclasses.replace(fit, hardware=renamed[fit.hardware]) for fit in fits], table)
+    assert odd.chosen == plain.chosen and set(odd.forms) == set(plain.forms)
+    for name, form in odd.forms.items():
+        np.testing.assert_allclose(form.law.coef, plain.forms[name].law.coef, rtol=1e-9)
+    assert odd.law is not None and plain.law is not None
+    law = FittedLaw.from_json(odd.law.to_json())
+    assert set(law.known_hardware) == set(NAMES_AS_DATA)
+    for old, new in renamed.items():
+        expected = predict_frame(plain.law, JOBS.assign(hardware=old))
+        got = predict_frame(law, JOBS.assign(hardware=new))
+        pd.testing.assert_frame_equal(got.drop(columns="time_scaled_from"), expected.drop(columns="time_scaled_from"))
