@@ -4,8 +4,9 @@ Loads the pyfunc model (by default ``models:/roofline-energy@champion`` from the
 tracking server in ``MLFLOW_TRACKING_URI``), predicts the job's energy (joules, with its
 95 % prediction interval), time (seconds), speedup and efficiency, or with
 ``--recommend`` the best strategy and device count, or with ``--pareto`` every
-non-dominated (strategy, device count), and prints a table (``--json``: the model's
-output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
+non-dominated (strategy, device count), on the hardware ``--hardware`` names (required by a
+law pooled over several hardware, such as the ``@champion`` of a multi-GPU fit), and prints a
+table (``--json``: the model's output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
 (the options train, measure and sweep take, checked the same way) add emissions (g CO2e)
 and cost; they are the served model's request params. The work is
 :func:`mlflow_roofline.serve.ask_model.ask_model`'s.
@@ -32,6 +33,12 @@ from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE,
 @click.option("--num-steps", type=int, required=True, help="Optimizer steps of the job.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
 @click.option("--num-devices", type=int, default=1, show_default=True, help="N, devices.")
+@click.option(
+    "--hardware",
+    default=None,
+    help="The GPU the job runs on (the model's `hardware` input): required by a law pooled over several "
+    "hardware, e.g. its @champion; a GPU of the hardware table no run measured is predicted from its datasheet.",
+)
 @click.option("--speedup", type=FINITE_FLOAT, default=None, help="Measured S(N) instead of the speedup law.")
 @click.option("--recommend", is_flag=True, help="Ignore --strategy/--num-devices; recommend them.")
 @click.option("--pareto", is_flag=True, help="Ignore --strategy/--num-devices; list the energy-time frontier.")
@@ -54,6 +61,7 @@ def predict_command(
     num_steps: int,
     strategy: str,
     num_devices: int,
+    hardware: str | None,
     speedup: float | None,
     recommend: bool,
     pareto: bool,
@@ -88,5 +96,6 @@ def predict_command(
         max_devices=max_devices,
         objective=objective,
         carbon=carbon,
+        hardware=hardware,
     )
     click.echo(ask_model(model_uri, query, as_json))

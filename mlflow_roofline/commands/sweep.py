@@ -34,7 +34,7 @@ from mlflow_roofline.sweep.plan import MAX_GRID_POINTS
     type=click.IntRange(min=1),
     default=MAX_GRID_POINTS,
     show_default=True,
-    help="Most grid points a spec may hold; a larger grid is refused before it is expanded.",
+    help="Most runs a spec may ask for (grid points x repeats); a larger sweep is refused before it is expanded.",
 )
 @executor_options
 @carbon_options

@@ -118,14 +118,34 @@ def lookup_region(region: str) -> RegionFigure:
     return figure
 
 
+MAX_CARBON_INTENSITY = 2000.0
+"""Largest grid carbon intensity taken, g CO2e/kWh: lignite, the dirtiest fuel, emits about 1,100-1,200."""
+
+MAX_PUE = 3.0
+"""Largest facility PUE taken: the worst data centres surveyed stay near 2.5 (the 2024 average is 1.56)."""
+
+MAX_PRICE_PER_KWH = 1e6
+"""Largest price of one kWh taken, in any currency: the weakest currencies price it in the thousands."""
+
+_MAXIMA: dict[str, tuple[float, str]] = {
+    "carbon_intensity": (MAX_CARBON_INTENSITY, "g CO2e/kWh; lignite emits about 1,100"),
+    "pue": (MAX_PUE, "no data centre reaches it"),
+    "price_per_kwh": (MAX_PRICE_PER_KWH, "per kWh in any currency"),
+}
+"""Per setting, its upper bound and why: a value past it is a unit slip (kg for g, cents for a currency)."""
+
+
 def _number(field: str, raw: float | str, minimum: float) -> float:
-    """``raw`` as a finite float >= ``minimum``; ConfigError naming ``field`` otherwise."""
+    """``raw`` as a finite float in [``minimum``, the field's maximum]; ConfigError naming ``field`` otherwise."""
+    maximum, why = _MAXIMA[field]
     try:
         value = float(raw)
     except (TypeError, ValueError):
         raise ConfigError(field, f"expected a number >= {minimum:g}, got {raw!r}") from None
     if not math.isfinite(value) or value < minimum:
         raise ConfigError(field, f"expected a finite number >= {minimum:g}, got {raw!r}")
+    if value > maximum:
+        raise ConfigError(field, f"expected at most {maximum:g} ({why}; a unit slip?), got {raw!r}")
     return value
 
 
@@ -148,21 +168,21 @@ def resolve_carbon(
 ) -> CarbonSettings:
     """Resolve the emission settings from options, then env vars, then the region table.
 
+    A region given is looked up even when an intensity is given too (which then wins), so
+    that a misspelt region is never silently ignored.
+
     Raises:
         ConfigError: naming ``carbon_intensity``, ``region``, ``pue`` or ``price_per_kwh``
-            for a value that is not a finite number in range (PUE >= 1, the others >= 0)
-            or a region absent from the table.
+            for a value that is not a finite number in range (PUE 1 to :data:`MAX_PUE`,
+            intensity 0 to :data:`MAX_CARBON_INTENSITY` g/kWh, price 0 to
+            :data:`MAX_PRICE_PER_KWH`) or a region absent from the table.
     """
     raw, source = _given(carbon_intensity, env, ENV_CARBON_INTENSITY)
     intensity = None if raw is None else _number("carbon_intensity", raw, 0.0)
-    if intensity is None:
-        where, _ = _given(region, env, ENV_REGION)
-        if where is not None:
-            figure = lookup_region(str(where))
-            intensity, source = (
-                figure.g_co2e_per_kwh,
-                SOURCE_TABLE_PREFIX + figure.region,
-            )
+    where, _ = _given(region, env, ENV_REGION)
+    figure = None if where is None else lookup_region(str(where))  # refused when unknown, even if unused
+    if intensity is None and figure is not None:
+        intensity, source = figure.g_co2e_per_kwh, SOURCE_TABLE_PREFIX + figure.region
     raw_pue, _ = _given(pue, env, ENV_PUE)
     raw_price, _ = _given(price_per_kwh, env, ENV_PRICE_PER_KWH)
     return CarbonSettings(

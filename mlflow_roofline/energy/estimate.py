@@ -34,13 +34,15 @@ from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snap
 
 DEFAULT_WATTS_PER_CORE = 6.0
 WATTS_ENV = "ROOFLINE_ESTIMATE_WATTS_PER_CORE"
+MAX_WATTS_PER_CORE = 100.0
+"""Largest figure taken, watts per busy core: the hungriest parts (8 cores under 280 W) draw about 35."""
 
 
 def resolve_watts_per_core(watts_per_core: float | str | None = None) -> float:
     """The argument, else ``$ROOFLINE_ESTIMATE_WATTS_PER_CORE``, else the default (watts).
 
     Raises:
-        MeterError: a value that is not a positive number, naming where it came from.
+        MeterError: a value that is not a number in (0, :data:`MAX_WATTS_PER_CORE`], naming where it came from.
     """
     origin = "watts_per_core"
     if watts_per_core is None:
@@ -52,8 +54,11 @@ def resolve_watts_per_core(watts_per_core: float | str | None = None) -> float:
         value = float(watts_per_core)
     except (TypeError, ValueError):
         value = float("nan")
-    if not (value > 0 and value != float("inf")):
-        raise MeterError(f"{origin}: must be a positive number of watts per busy core, got {watts_per_core!r}")
+    if not 0 < value <= MAX_WATTS_PER_CORE:
+        raise MeterError(
+            f"{origin}: must be a positive number of watts per busy core, at most {MAX_WATTS_PER_CORE:g} "
+            f"(no CPU core draws more), got {watts_per_core!r}"
+        )
     return value
 
 

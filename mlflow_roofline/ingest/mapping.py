@@ -15,6 +15,9 @@ A mapping is YAML with four optional keys::
       key: project_name
       values:
         bert-base-ddp4: {num_layers: 12, hidden_size: 768, strategy: ddp, num_devices: 4}
+
+The file is read strictly (:mod:`mlflow_roofline.core.strict_yaml`): YAML 1.2 scalars (``1:30``
+and ``yes`` are text, ``1e-300`` a number), a key written twice is an error, aliases are bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.strict_yaml import load_yaml
 
 ENERGY_UNITS_J: dict[str, float] = {"J": 1.0, "Wh": 3600.0, "kWh": 3.6e6}
 """Joules in one unit of each accepted energy unit."""
@@ -77,9 +81,12 @@ def load_mapping(path: str | Path | None) -> Mapping:
     if path is None:
         return Mapping()
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = load_yaml(Path(path).read_text(encoding="utf-8"), what="mapping")
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError("mapping", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    except ConfigError as exc:
+        field = exc.field if exc.field == "mapping" else f"mapping.{exc.field}"
+        raise ConfigError(field, exc.rule) from None
     return parse_mapping(raw or {})
 
 

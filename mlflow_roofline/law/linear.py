@@ -1,7 +1,8 @@
 """A linear law in logs as plain data, evaluated with numpy (no statsmodels object is pickled).
 
 A :class:`LinearLaw` holds its design-matrix column names as statsmodels/patsy names them
-(``Intercept``, ``log_C``, ``strategy[T.fsdp]``, ``strategy[T.tp]:log_eta``) and rebuilds
+(``Intercept``, ``log_C``, ``strategy[T.fsdp]``, ``strategy[T.tp]:log_eta``; a level that is not a
+plain word JSON-quoted, ``hardware[T."cpu:Xeon [8]"]``, see :func:`categorical_factor`) and rebuilds
 the design matrix from a mapping of features (:mod:`law.log_features`) by those names. Its
 prediction interval is the one of :class:`~mlflow_roofline.law.coefficients.LawCoefficients`.
 """
@@ -9,6 +10,7 @@ prediction interval is the one of :class:`~mlflow_roofline.law.coefficients.LawC
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping
 
@@ -17,8 +19,52 @@ import numpy as np
 from mlflow_roofline.law.coefficients import LawCoefficients
 
 # A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
-# coding) or C(strategy, Treatment('single'))[T.fsdp].
+# coding) or C(strategy, Treatment('single'))[T.fsdp]; a level that is not a plain word
+# (a hardware name such as "cpu:Intel Xeon [8]") is written JSON-quoted: hardware[T."cpu:..."].
 _CATEGORICAL_TERM = re.compile(r"^(?:C\((?P<cname>\w+)(?:,.*)?\)|(?P<name>\w+))\[(?:T\.)?(?P<level>[^\]]+)\]$")
+_QUOTED_TERM = re.compile(r'^(?P<name>\w+)\[(?:T\.)?(?P<level>".*")\]$', re.DOTALL)
+_PLAIN_LEVEL = re.compile(r"^\w+$")
+
+
+def categorical_factor(feature: str, level: str, treatment: bool = True) -> str:
+    """The term name of ``feature == level``: ``strategy[T.fsdp]``, ``hardware[T."a:b"]`` (``T.``: treatment coding).
+
+    A level that is not a plain word is JSON-quoted, so that no character of it (``:``,
+    ``[``, ``]``, quotes) is ever read as part of the term's syntax.
+    """
+    shown = level if _PLAIN_LEVEL.match(level) else json.dumps(level)
+    return f"{feature}[{'T.' if treatment else ''}{shown}]"
+
+
+def split_factors(term: str) -> list[str]:
+    """The factors of an interaction term (``a:b``), split at the colons outside JSON-quoted levels."""
+    factors, start, quoted, escaped = [], 0, False, False
+    for i, char in enumerate(term):
+        if quoted:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif char == ":":
+            factors.append(term[start:i])
+            start = i + 1
+    factors.append(term[start:])
+    return factors
+
+
+def _factor(text: str) -> tuple[str, str | None]:
+    """One factor as ``(feature, level)``; level None for a numeric feature."""
+    quoted = _QUOTED_TERM.match(text)
+    if quoted:
+        return quoted["name"], str(json.loads(quoted["level"]))
+    match = _CATEGORICAL_TERM.match(text)
+    if match:
+        return match["cname"] or match["name"], match["level"]
+    return text, None
 
 
 class LinearLaw(LawCoefficients):
@@ -40,12 +86,7 @@ class LinearLaw(LawCoefficients):
         for term in self.terms:
             factors: list[tuple[str, str | None]] = []
             if term != "Intercept":
-                for factor in term.split(":"):
-                    match = _CATEGORICAL_TERM.match(factor)
-                    if match:
-                        factors.append((match["cname"] or match["name"], match["level"]))
-                    else:
-                        factors.append((factor, None))
+                factors = [_factor(factor) for factor in split_factors(term)]
             plan.append(tuple(factors))
         return tuple(plan)
 

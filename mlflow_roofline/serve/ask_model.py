@@ -28,6 +28,7 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_KWH,
     M_TIME_S,
 )
+from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
 from mlflow_roofline.serve.pyfunc_model import load_law_model
 
@@ -49,6 +50,8 @@ class JobQuery:
         max_devices, objective: the search's bound and what recommend mode minimises.
         carbon: the carbon request params given (``carbon_intensity``, ``region``, ``pue``,
             ``price_per_kwh``), already checked.
+        hardware: the ``hardware`` input (the GPU the job runs on), in every mode; None to
+            leave it out (a one-hardware law needs none, a pooled law over several needs it).
     """
 
     job: Mapping[str, int]
@@ -60,6 +63,7 @@ class JobQuery:
     max_devices: int = DEFAULT_MAX_DEVICES
     objective: str = DEFAULT_OBJECTIVE
     carbon: Mapping[str, float | str] = dataclasses.field(default_factory=dict)
+    hardware: str | None = None
 
     @property
     def mode(self) -> str:
@@ -75,8 +79,10 @@ class JobQuery:
         return "recommend" if self.recommend else "pareto" if self.pareto else "predict"
 
     def frame(self, mode: str) -> pd.DataFrame:
-        """The one-row model input: the job, and in predict mode its placement (and measured speedup)."""
+        """The one-row model input: the job, its hardware if named, and in predict mode its placement (and speedup)."""
         row: dict[str, object] = dict(self.job)
+        if self.hardware is not None:
+            row[HARDWARE_COLUMN] = self.hardware
         if mode == "predict":
             row.update(strategy=self.strategy, num_devices=self.num_devices)
             if self.speedup is not None:
@@ -118,7 +124,8 @@ def _answer_text(
         f"L={job['num_layers']} d={job['hidden_size']} h={job['num_heads']} ff={job['ffn_size']} "
         f"S={job['seq_len']} B={job['batch_size']} steps={job['num_steps']}"
     )
-    source = f"hardware: {meta.get('hardware', '?')}, energy: {meta.get('energy_source', '?')}"
+    hardware = query.hardware if query.hardware is not None else meta.get("hardware", "?")
+    source = f"hardware: {hardware}, energy: {meta.get('energy_source', '?')}"
     header = f"model   {model_uri}  ({source})\n"
     if mode == "predict":
         return header + f"job     {shape}, {query.strategy} x{query.num_devices}\n\n" + format_prediction(records[0])

@@ -6,7 +6,9 @@ satisfies the placement rules of :data:`mlflow_roofline.core.rules.PLACEMENT_RUL
 splits heads and ffn, ddp/fsdp split the batch). Both modes ignore a row's own
 ``strategy``, ``num_devices`` and ``speedup``, evaluate the row's job under every candidate
 with the law's speedups (:func:`search`, in chunks so that memory stays bounded) through
-the one evaluation of :func:`mlflow_roofline.serve.predict.evaluate_jobs`, then:
+the one evaluation of :func:`mlflow_roofline.serve.predict.evaluate_jobs` (a law pooled over
+several hardware: :func:`~mlflow_roofline.serve.predict.evaluate_pooled`, the named hardware's
+own speedups and time with the pooled energy, exactly as predict mode prices a row), then:
 
 - recommend mode (:func:`recommend_frame`) picks, for each row's job, the placement that
   minimises an objective, beside the energy-optimal and time-optimal ones;
@@ -33,8 +35,15 @@ from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN, law_for_search
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
-from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, check_finite, evaluate_jobs, law_speedup
+from mlflow_roofline.serve.predict import (
+    PREDICT_OUTPUT_COLUMNS,
+    check_finite,
+    evaluate_jobs,
+    evaluate_pooled,
+    law_speedup,
+)
 from mlflow_roofline.serve.validate import validate_sizes
 
 _RECOMMEND_CHUNK = 250_000
@@ -91,9 +100,9 @@ def candidates(law: FittedLaw, max_devices: int) -> Candidates:
 
 
 def evaluate_candidates(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int
+    law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int, hardware: str | None = None
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Each row's job under each candidate.
+    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law).
 
     Returns:
         ``valid`` (rows x candidates, booleans) and the predict outputs of every
@@ -115,7 +124,12 @@ def evaluate_candidates(
             f"{int(cands.num_devices.max())} devices divides this row's heads, ffn and batch",
             none_valid + first_row,
         )
-    out = evaluate_jobs(law, grid_sizes, strategy, n, np.tile(cands.speedup, n_rows))
+    speedup = np.tile(cands.speedup, n_rows)
+    if hardware is None:
+        out = evaluate_jobs(law, grid_sizes, strategy, n, speedup)
+    else:
+        on = np.full(len(n), hardware, dtype=object)
+        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, {})
     check_finite(out, np.repeat(np.arange(n_rows) + first_row, n_cand))
     return valid, {k: v.reshape(n_rows, n_cand) for k, v in out.items()}
 
@@ -150,10 +164,12 @@ def search(
             or a ``max_devices`` no candidate fits.
     """
     sizes = validate_sizes(frame)
-    cands = candidates(law, max_devices)
+    own = law_for_search(frame, law)  # a pooled law: the named hardware's own law (its strategies, speedups)
+    hardware = None if own is law else str(frame[HARDWARE_COLUMN].iloc[0])
+    cands = candidates(own, max_devices)
 
     def chunk_rows(chunk: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
-        valid, grid = evaluate_candidates(law, chunk, cands, first_row)
+        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware)
         return rows_fn(cands, valid, grid, first_row)
 
     return by_chunks(sizes, len(cands), chunk_rows)

@@ -169,7 +169,7 @@ def evaluate_jobs(
     ``speedup`` is each job's S(N); NaN where none was measured, and the law's speedup
     (:func:`law_speedup`) is used there, a workload-aware law given each job's shape and its
     single-device step time from the time law. ``log_energy`` predicts the energy (default:
-    ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`_evaluate_pooled`).
+    ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`evaluate_pooled`).
     ``log_time_shift`` moves the single-device time to a GPU no run measured (log of the ratio,
     :func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
     """
@@ -238,14 +238,14 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
     if hardware is None or not law.hardware_laws:
         out = evaluate_jobs(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup)
     else:
-        out = _evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
+        out = evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
     check_finite(out)
     columns = {c: out[c] for c in PREDICT_OUTPUT_COLUMNS}
     columns.update(emission_columns(out, carbon))
     return frame_of(columns)
 
 
-def _evaluate_pooled(
+def evaluate_pooled(
     law: FittedLaw,
     sizes: Mapping[str, np.ndarray],
     strategy: np.ndarray,
@@ -256,6 +256,8 @@ def _evaluate_pooled(
 ) -> dict[str, np.ndarray]:
     """Each hardware's rows: its own law for time and speedup, the pooled law for energy.
 
+    The one evaluation of a pooled law's rows: predict mode on the rows as asked, recommend
+    and pareto mode on every candidate placement, so one row gets one energy in every mode.
     See :mod:`serve.hardware_routing`.
     """
     out: dict[str, np.ndarray] = {}

@@ -51,11 +51,12 @@ from mlflow.types.schema import AnyType, TensorSpec
 
 from mlflow_roofline import __version__
 from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN, law_for_search
+from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
 from mlflow_roofline.serve.placement_search import (
     PARETO_OUTPUT_COLUMNS,
@@ -159,7 +160,17 @@ class RooflineEnergyModel(PythonModel):
         self.law: FittedLaw | None = None
 
     def load_context(self, context: PythonModelContext) -> None:
-        """Read the law from the model's JSON artifact."""
+        """Read the law from the model's JSON artifact, and check the hardware table it will read.
+
+        A user table (``ROOFLINE_HARDWARE_TABLE``) that breaks a rule of
+        :mod:`~mlflow_roofline.core.gpu_datasheets` (a number outside a real device's range,
+        a missing column) stops the model from loading, so the server refuses to start
+        rather than answering every request with the table's error.
+
+        Raises:
+            ConfigError: the hardware table is unreadable or breaks a rule, naming the cell.
+        """
+        load_hardware_table()
         self.law = FittedLaw.from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
 
     def predict(
@@ -180,11 +191,9 @@ class RooflineEnergyModel(PythonModel):
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
         if request.mode == "recommend":
-            return recommend_frame(
-                law_for_search(model_input, law), model_input, request.max_devices, request.objective, request.carbon
-            )
+            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
         if request.mode == "pareto":
-            return pareto_frame(law_for_search(model_input, law), model_input, request.max_devices, request.carbon)
+            return pareto_frame(law, model_input, request.max_devices, request.carbon)
         return predict_frame(law, model_input, request.carbon)
 
 

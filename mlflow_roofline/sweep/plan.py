@@ -67,7 +67,7 @@ class Plan:
 
 
 MAX_GRID_POINTS = 100_000
-"""Grid points a spec may hold by default (the sum over its grids of each product's size)."""
+"""Measured runs a spec may ask for by default: the sum over its grids of each product's size, times ``repeats``."""
 
 PROGRESS_EVERY = 1000
 """Grid points between two progress reports while planning."""
@@ -79,13 +79,25 @@ def grid_points(spec: SweepSpec) -> int:
 
 
 def check_grid_size(spec: SweepSpec, max_points: int = MAX_GRID_POINTS) -> int:
-    """The spec's grid size; a ConfigError naming it when it passes ``max_points``, before anything is expanded."""
+    """The spec's grid size, checked with its repeats before anything is expanded.
+
+    Returns:
+        the number of grid points (what planning walks through).
+
+    Raises:
+        ConfigError: naming ``grid`` (or ``repeats`` when they make the difference) when grid
+            points x repeats, the runs the sweep would measure, pass ``max_points``.
+    """
     size = grid_points(spec)
-    if size > max_points:
+    runs = size * spec.repeats
+    if runs > max_points:
+        if size > max_points:
+            field, what = "grid", f"has {size:,} grid points"
+        else:
+            field, what = "repeats", f"{spec.repeats:,} x {size:,} grid points = {runs:,} runs"
         raise ConfigError(
-            "grid",
-            f"has {size:,} grid points, more than the limit of {max_points:,}; "
-            "split the spec, or raise the limit (sweep --max-configs)",
+            field,
+            f"{what}, more than the limit of {max_points:,}; split the spec, or raise the limit (sweep --max-configs)",
         )
     return size
 

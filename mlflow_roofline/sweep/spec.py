@@ -20,7 +20,8 @@ set them. The settings part: ``experiment``, ``device``, ``meter``, ``timeout_s`
 ``description``, the ``slurm`` section and the carbon keys.
 
 Every error is a :class:`~mlflow_roofline.core.errors.ConfigError` naming the key and what is
-allowed (``grid[1].strategy``). This module reads YAML and nothing else: no MLflow, no torch.
+allowed (``grid[1].strategy``). The YAML is read strictly (:mod:`mlflow_roofline.core.strict_yaml`: YAML 1.2
+scalars, no duplicate keys, bounded aliases). This module reads YAML and nothing else: no MLflow, no torch.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
 from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, P_METER, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.strict_yaml import load_yaml
 from mlflow_roofline.energy.select import METER_NAMES
 
 GridValue = int | float | str
@@ -366,7 +368,7 @@ def load_spec(spec: str) -> SweepSpec:
     path = resolve_spec_path(spec)
     text = _read_text(path)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, what="spec")
     except yaml.YAMLError as exc:
         raise ConfigError("spec", f"{path} is not valid YAML ({exc.__class__.__name__}: {exc})") from None
     shipped = shipped_specs()

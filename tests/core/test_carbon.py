@@ -98,6 +98,11 @@ def test_pue_and_price_from_options_and_env() -> None:
         ({"pue": float("inf")}, "pue"),
         ({"price_per_kwh": -0.1}, "price_per_kwh"),
         ({"region": "atlantis"}, "region"),
+        ({"pue": 3.01}, "pue"),  # past any data centre's
+        ({"carbon_intensity": 2001}, "carbon_intensity"),  # past lignite's
+        ({"carbon_intensity": 4.0e5}, "carbon_intensity"),  # kg written where g is meant... times 1000
+        ({"price_per_kwh": 1e300}, "price_per_kwh"),
+        ({"carbon_intensity": 100, "region": "atlantis"}, "region"),  # an unused region is still checked
     ],
 )
 def test_bad_values_name_the_field(kwargs: dict, field: str) -> None:
@@ -149,3 +154,10 @@ def test_carbon_tags_known_and_unknown() -> None:
     unknown = carbon_tags(resolve_carbon(env={}))
     assert "--region" in unknown[TAG_CARBON_UNKNOWN]
     assert TAG_CARBON_SOURCE not in unknown and TAG_CARBON_INTENSITY not in unknown
+
+
+def test_the_upper_bounds_themselves_are_taken() -> None:
+    settings = resolve_carbon(carbon_intensity=2000, pue=3, price_per_kwh=1e6, region="DE", env={})
+    assert settings == CarbonSettings(2000.0, "option", 3.0, 1e6)
+    with pytest.raises(ConfigError, match="region"):
+        resolve_carbon(carbon_intensity=100, env={"ROOFLINE_REGION": "atlantis"})

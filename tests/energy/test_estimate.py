@@ -95,6 +95,10 @@ def test_watts_per_core_from_argument_and_environment(monkeypatch: pytest.Monkey
         EstimateMeter()
     with pytest.raises(MeterError, match="watts_per_core: must be a positive number"):
         EstimateMeter(watts_per_core=-1)
+    assert EstimateMeter(watts_per_core=100).watts_per_core == 100.0
+    for absurd in (100.5, 6e9, "1e308"):  # no core draws kilowatts: a unit slip
+        with pytest.raises(MeterError, match="at most 100"):
+            EstimateMeter(watts_per_core=absurd)
 
 
 def _rapl_readable() -> bool:

@@ -35,6 +35,7 @@ from mlflow_roofline.fit.pooled import (
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.serve.errors import InputError
+from mlflow_roofline.serve.placement_search import pareto_frame, recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import RooflineHardware, generate_roofline_runs
@@ -289,3 +290,47 @@ def test_runs_of_gpus_the_shipped_table_knows_get_their_covariates_t4_included(f
     report = fit_pooled(unknown, load_hardware_table(env={})).report()
     assert "no hardware covariates: the hardware table lacks Lab GPU 9" in report
     assert "ROOFLINE_HARDWARE_TABLE" in report
+
+
+def test_one_row_gets_one_energy_in_predict_recommend_and_pareto_mode(pooled: PooledFit) -> None:
+    assert pooled.law is not None
+    law = FittedLaw.from_json(pooled.law.to_json())
+    for hw in FLEET:
+        jobs = JOBS.assign(hardware=hw.name)
+        chosen = recommend_frame(law, jobs, max_devices=4)
+        front = pareto_frame(law, jobs, max_devices=4)
+        assert len(front) >= len(jobs)
+        asked = pd.concat(
+            [
+                jobs.assign(strategy=chosen["strategy"], num_devices=chosen["num_devices"]),
+                jobs.iloc[front["row"]].assign(
+                    strategy=front["strategy"].to_numpy(), num_devices=front["num_devices"].to_numpy()
+                ),
+            ],
+            ignore_index=True,
+        )
+        predicted = predict_frame(law, asked)
+        answered = pd.concat([chosen, front], ignore_index=True)
+        for column in ("energy_j", "energy_j_lower", "energy_j_upper", "time_s"):
+            np.testing.assert_allclose(predicted[column], answered[column], rtol=1e-12, err_msg=f"{hw.name} {column}")
+
+
+NAMES_AS_DATA = ("cpu:Intel Xeon [8 cores], v1.2", 'gpu]:[T.x "q" \\ y', "cpu: AMD. EPYC, 2:3")
+"""Hardware names holding everything a term parser could misread: ``:`` ``[`` ``]`` ``.`` ``,`` spaces, quotes."""
+
+
+def test_hardware_names_are_data_whatever_characters_they_hold(fits: list[HardwareFit]) -> None:
+    table = load_hardware_table(None, env={})  # neither naming is in the table: the same forms are tried
+    plain = fit_pooled(fits, table)
+    renamed = dict(zip((fit.hardware for fit in fits), NAMES_AS_DATA))  # the same runs, other names
+    odd = fit_pooled([dataclasses.replace(fit, hardware=renamed[fit.hardware]) for fit in fits], table)
+    assert odd.chosen == plain.chosen and set(odd.forms) == set(plain.forms)
+    for name, form in odd.forms.items():
+        np.testing.assert_allclose(form.law.coef, plain.forms[name].law.coef, rtol=1e-9)
+    assert odd.law is not None and plain.law is not None
+    law = FittedLaw.from_json(odd.law.to_json())
+    assert set(law.known_hardware) == set(NAMES_AS_DATA)
+    for old, new in renamed.items():
+        expected = predict_frame(plain.law, JOBS.assign(hardware=old))
+        got = predict_frame(law, JOBS.assign(hardware=new))
+        pd.testing.assert_frame_equal(got.drop(columns="time_scaled_from"), expected.drop(columns="time_scaled_from"))

@@ -103,3 +103,16 @@ def test_carbon_comes_from_the_environment_where_the_model_runs(
     assert out.loc[0, "co2e_g"] == pytest.approx(out.loc[0, "energy_j"] / 3.6e6 * 1.5 * 250, rel=1e-12)
     out = model.predict(frame, params={"carbon_intensity": 100.0})  # the request's figure beats the env's
     assert out.loc[0, "co2e_g"] == pytest.approx(out.loc[0, "energy_j"] / 3.6e6 * 1.5 * 100, rel=1e-12)
+
+
+def test_a_bad_hardware_table_stops_the_model_loading_not_each_request(
+    registered: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "bad.csv"
+    header = "name,pattern,fp16_tensor_flops,fp32_flops,mem_bandwidth_bytes_per_s,board_power_w,source"
+    table.write_text(f"{header}\nMy GPU,My GPU,3.12e14,1.95e13,2.0e12,4.0e11,datasheet\n")  # 400 GW: kW typed as mW
+    monkeypatch.setenv("ROOFLINE_HARDWARE_TABLE", str(table))
+    with pytest.raises(Exception, match=r"board_power_w.*outside what a real device can have"):
+        mlflow.pyfunc.load_model(registered)
+    monkeypatch.delenv("ROOFLINE_HARDWARE_TABLE")
+    assert len(mlflow.pyfunc.load_model(registered).predict(pd.DataFrame([query()]))) == 1

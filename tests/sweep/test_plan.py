@@ -123,3 +123,14 @@ def test_planning_reports_progress_over_every_grid_point() -> None:
     assert len(plan.configs) == 2 * 50 * 50  # single x1 and ddp x2 per workload
     with pytest.raises(ConfigError, match="has 10,000 grid points, more than the limit of 9,999"):
         expand(spec, "cpu", None, max_points=9999)
+
+
+def test_repeats_times_grid_size_is_bounded_before_expansion() -> None:
+    grid = {"num_layers": [1, 2], "hidden_size": [16, 32]}
+    data = {"device": "cpu", "seq_len": 8, "batch_size": 4, "num_heads": 2, "ffn_ratio": 2, "grid": grid}
+    spec = parse_spec({**data, "repeats": 10**12})
+    with pytest.raises(ConfigError, match=r"repeats: 1,000,000,000,000 x 4 grid points = 4,000,000,000,000 runs"):
+        expand(spec, "cpu", None)
+    assert len(expand(parse_spec({**data, "repeats": 3}), "cpu", None, max_points=12).units) == 12
+    with pytest.raises(ConfigError, match="^repeats: "):
+        expand(parse_spec({**data, "repeats": 4}), "cpu", None, max_points=12)

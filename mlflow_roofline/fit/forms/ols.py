@@ -24,7 +24,7 @@ import statsmodels.formula.api as smf
 from statsmodels.tools.sm_exceptions import ValueWarning
 
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.law.linear import LinearLaw
+from mlflow_roofline.law.linear import LinearLaw, categorical_factor
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -107,12 +107,17 @@ def _independent_columns(x: np.ndarray, names: Sequence[str]) -> list[str]:
 
 
 def fit_ols(name: str, formula: str, data: pd.DataFrame) -> FormFit:
-    """Fit ``formula`` by OLS with HC3 covariance, dropping degenerate design columns."""
-    model = smf.ols(formula, data, missing="raise")
-    names = list(model.exog_names)
+    """Fit ``formula`` by OLS with HC3 covariance, dropping degenerate design columns.
+
+    Text levels reach patsy as codes (:func:`coded_levels`): a hardware name is data, and no
+    character of it is read as formula or term syntax.
+    """
+    coded, levels = coded_levels(data)
+    model = smf.ols(formula, coded, missing="raise")
+    names = [named_term(t, levels) for t in model.exog_names]
     keep = _independent_columns(np.asarray(model.exog, dtype=float), names)
     dropped = [n for n in names if n not in keep]
-    if dropped:
+    if dropped or levels:  # recoded levels: the model's columns take their names back
         exog = pd.DataFrame(model.exog, columns=names)[keep]
         model = sm.OLS(np.asarray(model.endog), exog)
     # A run with leverage 1 (alone in its cell, e.g. the only tp run) makes HC3 divide
@@ -138,6 +143,54 @@ def fit_ols(name: str, formula: str, data: pd.DataFrame) -> FormFit:
         df_resid=float(result.df_resid),
     )
     return FormFit(name=name, formula=formula, result=result, law=law, dropped_terms=dropped, offset=offset)
+
+
+_CODE = "lvl"
+_CODED_FACTOR = re.compile(rf"(?P<feature>\w+)\[(?P<treatment>T\.)?{_CODE}(?P<index>\d+)\]")
+_PLAIN_LEVEL = re.compile(r"^\w+$")
+
+
+def coded_levels(data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """``data`` with every text column whose levels are not all plain words recoded ``lvl0, lvl1...``.
+
+    Patsy writes a level into its column names as it is (``hardware[T.cpu:Xeon]:log_C``), so
+    a level holding ``:`` or ``]`` would be read as syntax. The fit sees the codes, in the
+    order patsy would give the levels (a categorical's own order, else sorted), so the
+    reference level and every estimate are unchanged; :func:`named_term` puts the names back.
+
+    Returns:
+        the recoded frame and, per recoded column, its levels by code index.
+    """
+    levels: dict[str, list[str]] = {}
+    coded = data
+    for column in data.columns:
+        values = data[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            order = [str(v) for v in values.cat.categories]
+        elif values.dtype == object:
+            order = sorted({str(v) for v in values})
+        else:
+            continue
+        if all(_PLAIN_LEVEL.match(level) for level in order):
+            continue
+        if coded is data:
+            coded = data.copy()
+        codes = [f"{_CODE}{i}" for i in range(len(order))]
+        coded[column] = pd.Categorical(values.astype(str).map(dict(zip(order, codes))), categories=codes)
+        levels[str(column)] = order
+    return coded, levels
+
+
+def named_term(term: str, levels: Mapping[str, Sequence[str]]) -> str:
+    """A term of the recoded fit with its levels' names back, each quoted when needed (:func:`categorical_factor`)."""
+
+    def name(match: re.Match[str]) -> str:
+        feature = match["feature"]
+        if feature not in levels:
+            return match[0]
+        return categorical_factor(feature, levels[feature][int(match["index"])], treatment=bool(match["treatment"]))
+
+    return _CODED_FACTOR.sub(name, term)
 
 
 _DIFFERENCE = re.compile(r"^I\((\w+) - (\w+)\)$")
