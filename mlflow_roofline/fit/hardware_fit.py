@@ -369,9 +369,9 @@ def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
             out[speedup_metric(strategy, "n_points")] = float(speedup.law.n_points)
             out[speedup_metric(strategy, "workload_aware")] = float(speedup.law.workload_aware)
         for form, mape in speedup.cv_mape.items():
-            out[speedup_score_metric("cv_mape", strategy, form)] = mape
+            out[speedup_score_metric(M_CV_MAPE, strategy, form)] = mape
         for form, mape in speedup.extrap_mape.items():
-            out[speedup_score_metric("extrap_mape", strategy, form)] = mape
+            out[speedup_score_metric(M_EXTRAP_MAPE, strategy, form)] = mape
     return out
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mlflow_roofline.core.schema import LAW_INPUT_NAMES, speedup_score_metric
+from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_CV_MAPE, M_EXTRAP_MAPE, speedup_score_metric
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.speedup import COMM_TIME, PER_DEVICE_BASELINE
@@ -45,8 +45,8 @@ def test_each_strategy_keeps_the_law_with_the_lower_cv_error_and_logs_both(fits)
         best = min(speedup.cv_mape, key=speedup.cv_mape.__getitem__)
         assert speedup.law.form == best
         for form, mape in speedup.cv_mape.items():
-            assert metrics[speedup_score_metric("cv_mape", strategy, form)] == pytest.approx(mape)
-            assert np.isfinite(metrics[speedup_score_metric("extrap_mape", strategy, form)])
+            assert metrics[speedup_score_metric(M_CV_MAPE, strategy, form)] == pytest.approx(mape)
+            assert np.isfinite(metrics[speedup_score_metric(M_EXTRAP_MAPE, strategy, form)])
     # On this fleet tensor parallel's efficiency depends on the width: the N-only law misses it.
     tp = fit.speedup["tp"]
     assert tp.law.form == COMM_TIME
