@@ -334,3 +334,24 @@ def test_hardware_names_are_data_whatever_characters_they_hold(fits: list[Hardwa
         expected = predict_frame(plain.law, JOBS.assign(hardware=old))
         got = predict_frame(law, JOBS.assign(hardware=new))
         pd.testing.assert_frame_equal(got.drop(columns="time_scaled_from"), expected.drop(columns="time_scaled_from"))
+
+
+def test_an_unmeasured_gpu_gets_the_reference_s_n_only_speedup_law(
+    pooled: PooledFit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comm-time constants of one GPU do not carry over to another (fit/speedup_fit): a GPU no
+    run measured is served with the N-only law fitted beside the reference's workload-aware one."""
+    assert pooled.law is not None
+    own = pooled.law.hardware_laws[pooled.law.known_hardware[0]]
+    aware = [s for s, law in own.speedup_laws.items() if law.workload_aware]
+    assert aware, "the roofline fleet's comm term grows with the weights: some strategy is workload-aware"
+    reference = next(hw for hw in FLEET if hw.name == pooled.law.known_hardware[0])
+    other = dataclasses.replace(reference, name="Sim Other", peak_flops=2 * reference.peak_flops)
+    monkeypatch.setenv(ENV_HARDWARE_TABLE, str(write_fleet_table(tmp_path / "t.csv", (*FLEET, other))))
+    jobs = JOBS.assign(strategy=aware[0], num_devices=2, hardware=other.name)
+    served = predict_frame(pooled.law, jobs)
+    assert served["extrapolated_hardware"].all()
+    expected = own.n_only_speedup_laws[aware[0]](np.full(len(jobs), 2.0))
+    np.testing.assert_allclose(served["speedup"].to_numpy(), expected)
+    on_reference = predict_frame(pooled.law, jobs.assign(hardware=reference.name))
+    assert not np.allclose(on_reference["speedup"].to_numpy(), on_reference["speedup"].to_numpy()[0])

@@ -89,3 +89,4 @@ def test_the_law_json_round_trips_with_its_n_only_laws(fits) -> None:
     assert again.n_only_speedup_laws == law.n_only_speedup_laws
     old = dataclasses.replace(law, n_only_speedup_laws={})
     assert FittedLaw.from_json(old.to_json()).n_only_speedup_laws == {}
+
