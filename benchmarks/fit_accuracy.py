@@ -197,7 +197,7 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
         law = _fit_gpu(rows[small], hw, workload_aware).law
         extrap, inside = _served(law, rows[~small])
         others = sorted((f for name, f in fits.items() if name != hw), key=lambda f: -len(f.frame))
-        pooled = fit_pooled(others, table, seed)
+        pooled = fit_pooled(others, table, seed, workload_aware)
         loho = (
             _served(pooled_law(pooled, others), rows, hardware=True)[0]
             if pooled.covariate_form

@@ -151,13 +151,17 @@ class HardwareSpec:
     def covariates(self, precision: str = "fp16") -> dict[str, float]:
         """What a law pooled over hardware knows of this GPU, natural logs: ``log_jpf`` (board watts per
         peak FLOP/s: J/FLOP at peak), ``log_ridge`` (peak FLOP/s per byte/s of bandwidth: the roofline's
-        ridge point, FLOP/byte) and ``log_peak`` (peak FLOP/s)."""
+        ridge point, FLOP/byte), ``log_peak`` (peak FLOP/s) and, where the row gives it, ``log_link``
+        (log interconnect bytes/s per device: what a pooled comm-time speedup law scales by)."""
         peak = self.peak_flops(precision)
-        return {
+        out = {
             "log_jpf": math.log(self.board_power_w / peak),
             "log_ridge": math.log(peak / self.mem_bandwidth_bytes_per_s),
             "log_peak": math.log(peak),
         }
+        if self.interconnect_bytes_per_s:
+            out["log_link"] = math.log(self.interconnect_bytes_per_s)
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,8 +62,12 @@ def reference_job(rows: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def fit_comm_time(strategy: str, rows: pd.DataFrame) -> SpeedupLaw:
+def fit_comm_time(strategy: str, rows: pd.DataFrame, s_scale: str | None = None) -> SpeedupLaw:
     """The comm-time law of ``strategy`` fitted on ``rows`` (see the module docstring).
+
+    ``s_scale`` names a column of ``rows`` that multiplies ``s_per_element`` row by row (the
+    ratio of a reference interconnect's bandwidth to the row's GPU's, for a law pooled over
+    GPUs: :mod:`fit.pooled_speedup`); the law's ``s_per_element`` is then the reference's.
 
     Raises:
         ValueError: too few points or shapes (:func:`fittable`).
@@ -76,6 +80,7 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame) -> SpeedupLaw:
             f"{MIN_SHAPES} model shapes, found {len(rows)}"
         )
     job = job_of(rows)
+    scale = np.ones(len(rows)) if s_scale is None else rows[s_scale].to_numpy(dtype=float)
     n = rows["num_devices"].to_numpy(dtype=float)
     log_s = np.log(rows["speedup"].to_numpy(dtype=float))
     volume, hops = comm_volume(strategy, job)
@@ -87,7 +92,11 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame) -> SpeedupLaw:
         return {"p": x[0], "s_per_element": x[1] * volume_scale, "latency_s": x[2] * hop_scale, "overlap": x[3]}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(comm_time_speedup(strategy, n, job, params_of(x))) - log_s
+        params = params_of(x)
+        return (
+            np.log(comm_time_speedup(strategy, n, job, {**params, "s_per_element": params["s_per_element"] * scale}))
+            - log_s
+        )
 
     lower, upper = [0.0, 0.0, 0.0, 0.0], [1.0, np.inf, np.inf, OVERLAP_MAX]
     best = None
@@ -97,6 +106,6 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame) -> SpeedupLaw:
             best = result
     assert best is not None
     params = {name: float(v) for name, v in params_of(best.x).items()}
-    speedup = comm_time_speedup(strategy, n, job, params)
+    speedup = comm_time_speedup(strategy, n, job, {**params, "s_per_element": params["s_per_element"] * scale})
     rmse = float(np.sqrt(np.mean((speedup - np.exp(log_s)) ** 2)))
     return SpeedupLaw(strategy, COMM_TIME, {k: params[k] for k in PARAM_NAMES}, len(rows), rmse, reference_job(rows))

@@ -74,6 +74,7 @@ from mlflow_roofline.core.schema import (
     M_POOLED_SANE_PREFIX,
     form_metric,
     present_strategies,
+    speedup_score_metric,
 )
 from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape
@@ -82,6 +83,7 @@ from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.hardware_fit import HardwareFit
+from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.linear import LinearLaw
@@ -179,6 +181,8 @@ class PooledFit:
         insane: forms that broke a sanity property on some hardware, with what they broke.
         notes: what the checks found, in words.
         data: the pooled runs' law features (:func:`pooled_data`).
+        speedup: the comm-time speedup laws pooled over the GPUs for a GPU no run measured, and
+            their leave-one-GPU-out scores (:mod:`fit.pooled_speedup`).
         run_id, model_version, aliases: set when logged and registered.
     """
 
@@ -192,6 +196,7 @@ class PooledFit:
     insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     data: pd.DataFrame | None = None
+    speedup: PooledSpeedup = dataclasses.field(default_factory=lambda: PooledSpeedup({}, {}))
     run_id: str = ""
     model_version: str | None = None
     aliases: list[str] = dataclasses.field(default_factory=list)
@@ -219,7 +224,9 @@ class PooledFit:
         """Per form ``cv_mape_pooled_<form>``, ``extrap_mape_pooled_<form>`` and their ``_se_`` (%),
         ``pooled_sane_<form>`` (1 or 0); ``extrap_mape`` (the chosen form's), ``extrap_n_held_out``,
         ``extrap_size_bound`` (L*d^2), ``loho_mape`` and
-        ``loho_mape_<form>`` (%), ``pooled_registered``."""
+        ``loho_mape_<form>`` (%), ``pooled_registered``; per strategy the leave-one-GPU-out MAPE
+        of speedup (%) of the pooled comm-time law and of the N-only law,
+        ``speedup_loho_mape_<strategy>_comm_time`` and ``speedup_loho_mape_<strategy>_n_only``."""
         out: dict[str, float] = {M_POOLED_REGISTERED: float(self.law is not None)}
         for name, form in self.forms.items():
             out[form_metric(M_CV_MAPE_POOLED_PREFIX, name)] = form.cv_mape
@@ -237,6 +244,9 @@ class PooledFit:
             out[form_metric(M_LOHO_MAPE_SE_FORM_PREFIX, name)] = se
         if self.covariate_form:
             out[M_LOHO_MAPE] = self.loho[self.covariate_form][0]
+        for strategy, scores in self.speedup.loho.items():
+            for law, mape in scores.items():
+                out[speedup_score_metric(M_LOHO_MAPE, strategy, law)] = mape
         return out
 
     def extrapolation_figure(self) -> Figure | None:
@@ -264,6 +274,12 @@ class PooledFit:
             loho = f"  loho_mape {self.loho[name][0]:.3g}%" if name in self.loho else ""
             mark = "  <- chosen" if name == self.chosen else ""
             lines.append(f"  {name:20s} cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{loho}{mark}")
+        lines += [
+            f"speedup on a GPU no run measured, {strategy}: leave-one-GPU-out MAPE pooled comm_time "
+            f"{scores['comm_time']:.3g}% vs N-only {scores['n_only']:.3g}%"
+            + (" <- pooled comm_time serves it" if strategy in self.speedup.laws else "")
+            for strategy, scores in self.speedup.loho.items()
+        ]
         lines += [f"note: {note}" for note in self.notes]
         if self.missing:
             lines.append(
@@ -348,8 +364,11 @@ def choose_pooled(forms: Mapping[str, FormFit], insane: Mapping[str, Sequence[st
     return choose_form(eligible, default=HARDWARE_SLOPES)
 
 
-def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0) -> PooledFit:
-    """The pooled forms over ``fits`` (two hardware or more, most runs first), checked, scored and chosen."""
+def fit_pooled(
+    fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0, workload_aware: bool = True
+) -> PooledFit:
+    """The pooled forms over ``fits`` (two hardware or more, most runs first), checked, scored and chosen;
+    ``workload_aware=False`` leaves the pooled comm-time speedup laws out (N-only laws alone)."""
     covariates = {f.hardware: s.covariates() for f in fits if (s := table.lookup(f.hardware)) is not None}
     missing = [f.hardware for f in fits if f.hardware not in covariates]
     data = pooled_data(fits, covariates)
@@ -360,6 +379,7 @@ def fit_pooled(fits: Sequence[HardwareFit], table: HardwareTable, seed: int = 0)
     chosen = choose_pooled(forms, insane)
     pooled = PooledFit(forms, chosen, loho, covariates, missing, extrapolation=extrapolation, insane=insane)
     pooled.notes, pooled.data = notes, data
+    pooled.speedup = fit_pooled_speedup(fits, table, workload_aware)
     if pooled.chosen != HARDWARE_SLOPES:
         pooled.law = pooled_law(pooled, fits)
     return pooled
@@ -383,6 +403,7 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit]) -> FittedLaw:
         time_law=reference.time_law,
         speedup_laws=reference.speedup_laws,
         n_only_speedup_laws=reference.n_only_speedup_laws,
+        unmeasured_speedup_laws=pooled.speedup.laws,
         ranges=ranges,
         n_runs=sum(f.law.n_runs for f in fits),
         cv_mape=chosen.cv_mape,

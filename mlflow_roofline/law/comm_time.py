@@ -105,7 +105,11 @@ def comm_volume(strategy: str, job: ParallelJob) -> tuple[np.ndarray, np.ndarray
     return zeros, zeros
 
 
-def step_time(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Mapping[str, float]) -> np.ndarray:
+Constants = Mapping[str, "float | np.ndarray"]
+"""The law's constants by name: one number each, or one per job (a law pooled over GPUs)."""
+
+
+def step_time(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Constants) -> np.ndarray:
     """Seconds per step of ``job`` on ``num_devices`` devices under ``strategy`` (the module's t_N)."""
     n = np.asarray(num_devices, dtype=float)
     t1 = job.single_step_s
@@ -115,9 +119,7 @@ def step_time(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: 
     return compute + comm - np.minimum(params["overlap"] * comm, compute)
 
 
-def comm_time_speedup(
-    strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Mapping[str, float]
-) -> np.ndarray:
+def comm_time_speedup(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Constants) -> np.ndarray:
     """S(N) = t1 / t_N of each job (dimensionless); see the module docstring."""
     return job.single_step_s / step_time(strategy, num_devices, job, params)
 

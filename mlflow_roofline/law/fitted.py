@@ -67,6 +67,10 @@ class FittedLaw:
         n_only_speedup_laws: where a strategy's law is workload-aware (``comm_time``), the
             N-only law fitted beside it, by strategy: what a GPU no run measured is served
             with (:mod:`serve.hardware_routing`). Empty where every law is N-only.
+        unmeasured_speedup_laws: a pooled law's comm-time laws fitted over its GPUs, by
+            strategy, for a GPU no run measured: their ``s_per_element`` is at the
+            interconnect ``reference["link_bytes_per_s"]`` and scales to the GPU's own
+            (:mod:`fit.pooled_speedup`). Empty where the N-only law predicted better.
     """
 
     hardware: str
@@ -85,6 +89,7 @@ class FittedLaw:
     covariate_law: LinearLaw | None = None
     loho_mape: float | None = None
     n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
+    unmeasured_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
 
     @property
     def known_hardware(self) -> list[str]:
@@ -103,6 +108,7 @@ class FittedLaw:
         data["time_law"] = self.time_law.to_dict()
         data["speedup_laws"] = {k: v.to_dict() for k, v in self.speedup_laws.items()}
         data["n_only_speedup_laws"] = {k: v.to_dict() for k, v in self.n_only_speedup_laws.items()}
+        data["unmeasured_speedup_laws"] = {k: v.to_dict() for k, v in self.unmeasured_speedup_laws.items()}
         data["hardware_laws"] = {k: v.to_data() for k, v in self.hardware_laws.items()}
         data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
         return data
@@ -147,5 +153,8 @@ class FittedLaw:
             loho_mape=None if data.get(M_LOHO_MAPE) is None else float(data[M_LOHO_MAPE]),
             n_only_speedup_laws={
                 k: SpeedupLaw.from_dict(v) for k, v in (data.get("n_only_speedup_laws") or {}).items()
+            },
+            unmeasured_speedup_laws={
+                k: SpeedupLaw.from_dict(v) for k, v in (data.get("unmeasured_speedup_laws") or {}).items()
             },
         )

@@ -22,6 +22,7 @@ called with N alone, answers for its ``reference`` job: the median workload it w
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -121,3 +122,24 @@ class SpeedupLaw:
             reference={k: float(v) for k, v in (data.get("reference") or {}).items()},
             baseline=str(data.get("baseline") or GLOBAL_BASELINE),
         )
+
+
+REFERENCE_LINK = "link_bytes_per_s"
+"""The key of a pooled comm-time law's ``reference``: the interconnect its ``s_per_element`` is at (bytes/s)."""
+LINK_RANGE = ("link_min_bytes_per_s", "link_max_bytes_per_s")
+"""The keys of a pooled comm-time law's ``reference``: the slowest and fastest interconnect it was fitted on."""
+LINK_REACH = 2.0
+"""How far past the fitted interconnects (a factor either way) a pooled comm-time law is trusted."""
+
+
+def within_reach(law: SpeedupLaw, link: float) -> bool:
+    """True when ``link`` (bytes/s) lies within :data:`LINK_REACH` of the interconnects ``law`` was fitted on."""
+    low, high = (law.reference.get(key, math.nan) for key in LINK_RANGE)
+    return low / LINK_REACH <= link <= high * LINK_REACH
+
+
+def on_link(law: SpeedupLaw, link: float) -> SpeedupLaw:
+    """A comm-time law pooled over GPUs (:mod:`fit.pooled_speedup`) on a GPU whose interconnect moves
+    ``link`` bytes/s: seconds per element moved scale with the inverse of the bandwidth."""
+    scale = law.reference[REFERENCE_LINK] / link
+    return dataclasses.replace(law, params={**law.params, "s_per_element": law.params["s_per_element"] * scale})

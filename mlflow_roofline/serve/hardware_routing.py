@@ -15,17 +15,21 @@ intensity ``I = C/M`` (FLOPs per element, ``MEM_BYTES_PER_ELEMENT`` bytes each) 
 bandwidth ``B`` bytes/s, so the time is multiplied by the ratio of that figure on the
 unmeasured GPU to the reference's. A compute-bound job (intensity above both ridge points
 ``P/B``) scales with peak FLOP/s, a memory-bound one with bandwidth: more FLOP/s at the
-same bandwidth never makes a memory-bound job faster. The speedup there is the reference's
-N-only law (:attr:`~law.fitted.FittedLaw.n_only_speedup_laws`), not its workload-aware one:
-the comm-time constants of one GPU do not carry over to another (its effective bandwidth and
-overlap trade off where communication hides behind compute; scaled by the ratio of the two
-interconnects they missed a left-out T4 by 22 % on the weak-scaling fleet, against 13 % for
-the N-only law). A name neither the law nor the
+same bandwidth never makes a memory-bound job faster. The speedup there is, per strategy,
+the comm-time law pooled over the measured GPUs (:attr:`~law.fitted.FittedLaw.unmeasured_speedup_laws`,
+:mod:`fit.pooled_speedup`), its seconds per element moved scaled to the GPU's interconnect
+(the table's ``interconnect_bytes_per_s``), where it beat the N-only law by leave one GPU out
+and the table gives the GPU's interconnect within a factor ``LINK_REACH`` (2) of the
+interconnects it was fitted on (a PCIe T4 is not predicted from NVLink GPUs); else the reference's N-only law
+(:attr:`~law.fitted.FittedLaw.n_only_speedup_laws`), never the reference's own comm-time
+constants, which do not carry over to another GPU (effective bandwidth and overlap trade off
+where communication hides behind compute). A name neither the law nor the
 table knows is refused with the list of the hardware the model knows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -34,6 +38,7 @@ import pandas as pd
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.speedup import SpeedupLaw, on_link, within_reach
 from mlflow_roofline.serve.errors import invalid, show
 
 HARDWARE_COLUMN = "hardware"
@@ -108,6 +113,21 @@ def pooled_energy(
 def reference_hardware(law: FittedLaw) -> str:
     """The measured hardware whose speedup and time laws serve a GPU no run measured (the most runs)."""
     return law.known_hardware[0]
+
+
+def unmeasured_speedup_laws(law: FittedLaw, own: FittedLaw, covariates: Mapping[str, float]) -> dict[str, SpeedupLaw]:
+    """The speedup laws of a GPU no run measured (covariates ``covariates``): see the module docstring."""
+    laws = {**own.speedup_laws, **own.n_only_speedup_laws}
+    if "log_link" in covariates:
+        link = math.exp(covariates["log_link"])
+        laws.update(
+            {
+                strategy: on_link(pooled, link)
+                for strategy, pooled in law.unmeasured_speedup_laws.items()
+                if within_reach(pooled, link)
+            }
+        )
+    return laws
 
 
 def log_seconds_per_flop(covariates: Mapping[str, float], intensity: np.ndarray) -> np.ndarray:

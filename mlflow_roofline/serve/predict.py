@@ -41,6 +41,7 @@ from mlflow_roofline.serve.hardware_routing import (
     pooled_energy,
     reference_hardware,
     resolve_hardware,
+    unmeasured_speedup_laws,
     unmeasured_time_shift,
 )
 from mlflow_roofline.serve.validate import validate_jobs
@@ -271,8 +272,8 @@ def evaluate_pooled(
             part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
         else:
             shift = unmeasured_time_shift(law, covariates, part_sizes)
-            n_only = dataclasses.replace(own, speedup_laws={**own.speedup_laws, **own.n_only_speedup_laws})
-            part = evaluate_jobs(n_only, part_sizes, strategy[rows], n[rows], speedup[rows], pooled, shift)
+            moved = dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
+            part = evaluate_jobs(moved, part_sizes, strategy[rows], n[rows], speedup[rows], pooled, shift)
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
             part["time_scaled_from"] = np.full(len(rows), reference_hardware(law), dtype=object)
         for key, values in part.items():

@@ -90,3 +90,30 @@ def test_the_law_json_round_trips_with_its_n_only_laws(fits) -> None:
     old = dataclasses.replace(law, n_only_speedup_laws={})
     assert FittedLaw.from_json(old.to_json()).n_only_speedup_laws == {}
 
+
+def test_a_gpu_no_run_measured_gets_the_comm_law_pooled_over_interconnects_within_its_reach() -> None:
+    """Fitted over three NVLink GPUs, the pooled comm-time law serves an unmeasured GPU whose
+    interconnect lies within reach, scaled to it; a PCIe T4 far below gets the N-only law."""
+    from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+    from mlflow_roofline.fit.pooled_speedup import fit_pooled_speedup
+    from mlflow_roofline.serve.hardware_routing import unmeasured_speedup_laws
+
+    table = load_hardware_table(env={})
+    gpus = ("V100 SXM2", "A100 SXM4 80GB", "H100 SXM")
+    runs = generate_weak_fleet_runs(12, gpus=gpus, strategies=("single", "tp"), device_counts=(2, 4), seed=5)
+    fits = sorted((fit_hardware(r.copy(), str(hw)) for hw, r in runs.groupby("hardware")), key=lambda f: -len(f.frame))
+    pooled = fit_pooled_speedup(fits, table)
+    scores = pooled.loho["tp"]
+    assert scores["comm_time"] < scores["n_only"]  # tp efficiency depends on the width: N alone misses it
+    law = dataclasses.replace(fits[0].law, unmeasured_speedup_laws=pooled.laws)
+    own = fits[0].law
+    near = table.lookup("NVIDIA A100-SXM4-40GB")
+    far = table.lookup("Tesla T4")
+    assert near is not None and far is not None
+    on_near = unmeasured_speedup_laws(law, own, near.covariates())["tp"]
+    on_far = unmeasured_speedup_laws(law, own, far.covariates())["tp"]
+    assert on_near.workload_aware and on_near.params["p"] == pooled.laws["tp"].params["p"]
+    ratio = on_near.params["s_per_element"] / pooled.laws["tp"].params["s_per_element"]
+    assert ratio == pytest.approx(pooled.laws["tp"].reference["link_bytes_per_s"] / 600e9)
+    assert on_far == own.n_only_speedup_laws["tp"]
+    assert FittedLaw.from_json(law.to_json()).unmeasured_speedup_laws == pooled.laws
