@@ -59,4 +59,40 @@ for run in runs:
         if key in t:
             print(f"    {key}: {t[key].splitlines()[-1]}")
 PY
+# Shared-GPU check: two measured jobs on GPU 0 at once. Each logs energy_j (its share, by SM
+# utilization) and energy_device_j (the whole GPU); over the same window the shares must sum to
+# the device within 2 %. The two jobs start together and run the same length, so their windows match.
+echo "== shared GPU: two jobs on GPU 0"
+SHARED="${EXPERIMENT}-shared"
+busy='import torch, time
+x = torch.randn(4096, 4096, device="cuda")
+end = time.time() + 20
+while time.time() < end:
+    x = x @ x; x = x / x.norm()
+torch.cuda.synchronize()'
+for job in a b; do
+  CUDA_VISIBLE_DEVICES=0 "$PYTHON" -m mlflow_roofline.cli measure --experiment "$SHARED" --meter nvml \
+    -- "$PYTHON" -c "$busy" &
+done
+wait || status=1
+"$PYTHON" - "$SHARED" <<'PY' || status=1
+import sys
+
+from mlflow.tracking import MlflowClient
+
+client = MlflowClient()
+experiment = client.get_experiment_by_name(sys.argv[1])
+runs = client.search_runs([experiment.experiment_id])
+shares = [r.data.metrics.get("energy_j") for r in runs]
+devices = [r.data.metrics.get("energy_device_j") for r in runs]
+for r in runs:
+    print(f"  {r.info.run_id}: energy_j={r.data.metrics.get('energy_j')} "
+          f"energy_device_j={r.data.metrics.get('energy_device_j')} gpu_share={r.data.tags.get('roofline.gpu_share')}")
+if len(runs) != 2 or None in shares or None in devices:
+    sys.exit("shared-GPU check: expected two runs with energy_j and energy_device_j")
+device = sum(devices) / 2
+gap = abs(sum(shares) - device) / device
+print(f"shares sum {sum(shares):.1f} J vs device {device:.1f} J: {100 * gap:.2f} % apart (limit 2 %)")
+sys.exit(0 if gap <= 0.02 else 1)
+PY
 exit $status

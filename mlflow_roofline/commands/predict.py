@@ -8,7 +8,9 @@ non-dominated (strategy, device count), on the hardware ``--hardware`` names (re
 law pooled over several hardware, such as the ``@champion`` of a multi-GPU fit), and prints a
 table (``--json``: the model's output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
 (the options train, measure and sweep take, checked the same way) add emissions (g CO2e)
-and cost; they are the served model's request params. The work is
+and cost; they are the served model's request params. ``--carbon-now`` asks the live provider
+(``ROOFLINE_CARBON_PROVIDER``) once, here, and passes its intensity on: the served model itself
+never calls a provider, so its answers stay offline and repeatable. The work is
 :func:`mlflow_roofline.serve.ask_model.ask_model`'s.
 """
 
@@ -17,6 +19,8 @@ from __future__ import annotations
 import click
 
 from mlflow_roofline.commands.options import FINITE_FLOAT, carbon_options, pop_carbon_params
+from mlflow_roofline.core.carbon import resolve_carbon_live
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import STRATEGIES
 from mlflow_roofline.serve.ask_model import DEFAULT_MODEL_URI, JobQuery, ask_model
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
@@ -49,6 +53,12 @@ from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE,
     "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True, help="With --recommend."
 )
 @carbon_options
+@click.option(
+    "--carbon-now",
+    is_flag=True,
+    help="Ask the live provider ($ROOFLINE_CARBON_PROVIDER: electricitymaps, watttime) for the grid's intensity "
+    "now, once, and predict with it (falls back to the table for --region, saying why).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
 def predict_command(
     model_uri: str,
@@ -71,9 +81,19 @@ def predict_command(
     region: str | None,
     pue: str | None,
     price_per_kwh: str | None,
+    carbon_now: bool,
     as_json: bool,
 ) -> None:
     """Predict a fine-tuning job's energy and time, or recommend its strategy and device count."""
+    if carbon_now:
+        if carbon_intensity is not None:
+            raise ConfigError("carbon_now", "give either --carbon-now or --carbon-intensity, not both")
+        live = resolve_carbon_live(region=region)
+        if live.intensity_g_per_kwh is not None:
+            carbon_intensity = f"{live.intensity_g_per_kwh:g}"
+            click.echo(f"carbon intensity now: {carbon_intensity} g CO2e/kWh ({live.source})", err=True)
+        else:
+            click.echo(f"carbon intensity now: unknown ({live.note or 'give --region'})", err=True)
     carbon = pop_carbon_params(
         {"carbon_intensity": carbon_intensity, "region": region, "pue": pue, "price_per_kwh": price_per_kwh}
     )

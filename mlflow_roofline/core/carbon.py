@@ -5,8 +5,10 @@ option, the env var ``ROOFLINE_CARBON_INTENSITY``, or a region (option, else env
 ``ROOFLINE_REGION``) looked up in the table shipped as package data
 (``mlflow_roofline/data/carbon_intensity.csv``: yearly country averages from Our World in
 Data / Ember, whose header names the source, licence and year of every figure). With none
-of them the intensity stays unknown: no default region is ever assumed. Nothing here makes
-a network call.
+of them the intensity stays unknown: no default region is ever assumed. Only
+``resolve_carbon_live`` (train, measure, ``track_energy``) may ask a live provider
+(:mod:`mlflow_roofline.core.carbon_live`, ``ROOFLINE_CARBON_PROVIDER``) instead of the table;
+everything else, the served model included, makes no network call.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import overload
 
 import numpy as np
 
+from mlflow_roofline.core import carbon_live
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
     M_CO2E_G,
@@ -55,16 +58,23 @@ class CarbonSettings:
 
     Attributes:
         intensity_g_per_kwh: grid carbon intensity, grams CO2e per kWh; None when unknown.
-        source: where the intensity came from: ``option``, ``env`` or ``table:<region>``;
+        source: where the intensity came from: ``option``, ``env``, ``table:<region>``,
+            ``electricitymaps:<zone>`` or ``watttime:<region>``; a table figure taken because
+            the live provider failed says why (``table:DE (electricitymaps: HTTP 401)``).
             None when unknown.
         pue: power usage effectiveness of the facility (>= 1), multiplies the measured energy.
         price_per_kwh: price of one kWh drawn from the grid (any currency); None when unknown.
+        live: ``(provider, zone)`` when the intensity came from a live provider, so that
+            :func:`over_window` can average it over the run's window.
+        note: why a live provider gave nothing, when the intensity stayed unknown.
     """
 
     intensity_g_per_kwh: float | None = None
     source: str | None = None
     pue: float = 1.0
     price_per_kwh: float | None = None
+    live: tuple[str, str] | None = None
+    note: str | None = None
 
     @property
     def known(self) -> bool:
@@ -166,7 +176,7 @@ def resolve_carbon(
     price_per_kwh: float | str | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> CarbonSettings:
-    """Resolve the emission settings from options, then env vars, then the region table.
+    """Resolve the emission settings from options, then env vars, then the region table (no network call).
 
     A region given is looked up even when an intensity is given too (which then wins), so
     that a misspelt region is never silently ignored.
@@ -177,20 +187,111 @@ def resolve_carbon(
             intensity 0 to :data:`MAX_CARBON_INTENSITY` g/kWh, price 0 to
             :data:`MAX_PRICE_PER_KWH`) or a region absent from the table.
     """
+    return _resolve(carbon_intensity, region, pue, price_per_kwh, env, live=False)
+
+
+def resolve_carbon_live(
+    carbon_intensity: float | str | None = None,
+    region: str | None = None,
+    pue: float | str | None = None,
+    price_per_kwh: float | str | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> CarbonSettings:
+    """:func:`resolve_carbon`, but an intensity not given explicitly is asked of the live provider
+    ``ROOFLINE_CARBON_PROVIDER`` names (see :func:`live_carbon`), if any: train, measure and
+    ``track_energy`` call this; the served model never does.
+
+    Raises:
+        ConfigError: as :func:`resolve_carbon`, and ``carbon_provider`` for an unknown provider.
+    """
+    return _resolve(carbon_intensity, region, pue, price_per_kwh, env, live=True)
+
+
+def _resolve(
+    carbon_intensity: float | str | None,
+    region: str | None,
+    pue: float | str | None,
+    price_per_kwh: float | str | None,
+    env: Mapping[str, str],
+    *,
+    live: bool,
+) -> CarbonSettings:
     raw, source = _given(carbon_intensity, env, ENV_CARBON_INTENSITY)
     intensity = None if raw is None else _number("carbon_intensity", raw, 0.0)
     where, _ = _given(region, env, ENV_REGION)
     figure = None if where is None else lookup_region(str(where))  # refused when unknown, even if unused
-    if intensity is None and figure is not None:
-        intensity, source = figure.g_co2e_per_kwh, SOURCE_TABLE_PREFIX + figure.region
+    provider = _provider(env) if live else carbon_live.PROVIDER_TABLE
     raw_pue, _ = _given(pue, env, ENV_PUE)
     raw_price, _ = _given(price_per_kwh, env, ENV_PRICE_PER_KWH)
-    return CarbonSettings(
-        intensity_g_per_kwh=intensity,
-        source=source if intensity is not None else None,
+    settings = CarbonSettings(
         pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0),
         price_per_kwh=None if raw_price is None else _number("price_per_kwh", raw_price, 0.0),
     )
+    if intensity is not None:
+        return dataclasses.replace(settings, intensity_g_per_kwh=intensity, source=source)
+    if provider != carbon_live.PROVIDER_TABLE:
+        return live_carbon(settings, provider, figure, env)
+    if figure is not None:
+        return dataclasses.replace(
+            settings, intensity_g_per_kwh=figure.g_co2e_per_kwh, source=SOURCE_TABLE_PREFIX + figure.region
+        )
+    return settings
+
+
+def _provider(env: Mapping[str, str]) -> str:
+    try:
+        return carbon_live.provider_name(env)
+    except ValueError as exc:
+        raise ConfigError("carbon_provider", f"{carbon_live.ENV_PROVIDER}: {exc}") from None
+
+
+def live_carbon(
+    settings: CarbonSettings, provider: str, figure: RegionFigure | None, env: Mapping[str, str] = os.environ
+) -> CarbonSettings:
+    """``settings`` with the intensity ``provider`` gives now, else the table's figure and why.
+
+    Electricity Maps is asked about the region's grid (``DE`` for ``eu-central-1``), WattTime
+    about ``$ROOFLINE_WATTTIME_REGION``. Never raises: an unreachable, refusing or slow
+    provider (at most :data:`~mlflow_roofline.core.carbon_live.DEADLINE_S` s) gives the
+    table's figure with the reason in ``source`` (``table:DE (electricitymaps: HTTP 401)``),
+    or an unknown intensity with the reason in ``note`` when no region was given.
+    """
+    zone = carbon_live.provider_zone(provider, None if figure is None else figure.grid, env)
+    if zone is None:
+        where = carbon_live.ENV_WT_REGION if provider == carbon_live.PROVIDER_WATTTIME else "a region (--region)"
+        reason = f"{provider}: no zone to ask about; give {where}"
+    else:
+        try:
+            answer = carbon_live.live_intensity(provider, zone, env)
+        except carbon_live.ProviderError as exc:
+            reason = str(exc)
+        else:
+            return dataclasses.replace(
+                settings, intensity_g_per_kwh=answer.g_per_kwh, source=answer.source, live=(provider, zone)
+            )
+    if figure is None:
+        return dataclasses.replace(settings, note=reason)
+    return dataclasses.replace(
+        settings,
+        intensity_g_per_kwh=figure.g_co2e_per_kwh,
+        source=f"{SOURCE_TABLE_PREFIX}{figure.region} ({reason})",
+    )
+
+
+def over_window(settings: CarbonSettings, started_at: float | None, time_s: float) -> CarbonSettings:
+    """``settings`` with a live intensity averaged over the run's window where the provider gives history.
+
+    ``started_at`` is the window's start (Unix s), ``time_s`` its length (s). Otherwise (no
+    live intensity, no history covering the window, any failure) ``settings`` as they are:
+    the intensity at the run's start.
+    """
+    if settings.live is None or started_at is None:
+        return settings
+    provider, zone = settings.live
+    mean = carbon_live.window_intensity(provider, zone, started_at, started_at + time_s)
+    if mean is None:
+        return settings
+    return dataclasses.replace(settings, intensity_g_per_kwh=mean)
 
 
 @overload
@@ -229,7 +330,7 @@ def carbon_tags(settings: CarbonSettings) -> dict[str, str]:
     """The run tags that say where ``co2e_g`` and ``cost`` came from, or that emissions are unknown."""
     tags = {TAG_PUE: f"{settings.pue:g}"}
     if settings.intensity_g_per_kwh is None:
-        tags[TAG_CARBON_UNKNOWN] = CARBON_UNKNOWN_NOTE
+        tags[TAG_CARBON_UNKNOWN] = CARBON_UNKNOWN_NOTE + (f" ({settings.note})" if settings.note else "")
     else:
         tags[TAG_CARBON_INTENSITY] = f"{settings.intensity_g_per_kwh:g}"
         tags[TAG_CARBON_SOURCE] = str(settings.source)

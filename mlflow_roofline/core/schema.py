@@ -24,7 +24,7 @@ def present_strategies(values: object) -> list[str]:
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 DEVICE_CHOICES: tuple[str, ...] = ("auto",) + DEVICES
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
-ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rapl", "estimate")
+ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm", "rapl", "estimate")
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 
 SIZE_NAMES: tuple[str, ...] = (
@@ -57,6 +57,7 @@ M_PROXY_MEM_TRAFFIC = "proxy_mem_traffic"
 M_ARITHMETIC_INTENSITY = "proxy_arithmetic_intensity"
 M_FLOPS_COUNTED = "flops_counted"
 M_ENERGY_J = "energy_j"
+M_ENERGY_DEVICE_J = "energy_device_j"  # the whole GPU's joules when energy_j is this job's share of it
 M_TIME_S = "time_s"
 M_STEP_TIME_S = "step_time_s"
 M_SAMPLES_PER_S = "samples_per_s"
@@ -107,7 +108,13 @@ TAG_REPEAT = "roofline.repeat"
 TAG_ERROR = "roofline.error"
 TAG_ENERGY_ERROR = "roofline.energy_error"
 TAG_ENERGY_WARNING = "roofline.energy_warning"
-TAG_ENERGY_SCOPE = "roofline.energy_scope"  # what one reading covers: device, node or process
+TAG_ENERGY_SCOPE = "roofline.energy_scope"  # what one reading covers: device, node, process or module
+SCOPE_MODULE = "module"  # a Grace Hopper module: the GPU reading covers the Grace CPU and memory too
+TAG_GPU_SHARE = "roofline.gpu_share"  # how energy_j was told from a shared GPU's energy_device_j
+GPU_SHARE_EXCLUSIVE = "exclusive"  # no other process used the GPU: energy_j = energy_device_j
+GPU_SHARE_PROCESS = "process_utilization"  # split by the job's share of SM utilization (NVML per-process samples)
+GPU_SHARE_MIG = "mig"  # a MIG slice: the parent GPU's energy times the slice's fraction of compute slices
+GPU_SHARE_DEVICE = "device"  # no share could be told (the reason follows): energy_j = energy_device_j
 TAG_DEVICE = "roofline.device"  # train: the resolved device (the param may say "auto")
 TAG_COMMAND = "roofline.command"  # measure: the measured command line
 TAG_EXIT_CODE = "roofline.exit_code"  # measure: its exit status

@@ -61,7 +61,7 @@ class EnergyMeter(MeterWindows):
     """
 
     source: ClassVar[str]
-    scope: ClassVar[str]
+    scope: str
     update_period_s: float = 0.0
     sampled: ClassVar[bool] = False
 

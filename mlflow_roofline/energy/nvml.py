@@ -5,6 +5,9 @@ driver loaded, in millijoules (Volta and newer). A window's energy per GPU is th
 difference of two reads. The counter updates every 20-100 ms, so shorter windows are
 flagged and a counter that did not move is reported as unmeasured, not as 0 J.
 GPUs without the counter raise ``NVMLError_NotSupported``; ``nvml_power`` covers them.
+On a GPU other processes use too, ``energy_j`` is this job's share of it and
+``energy_device_j`` the whole (:mod:`~mlflow_roofline.energy.gpu_share`); on a Grace Hopper
+module the counter covers the Grace CPU and memory too, and the meter's scope is ``module``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
                 "use meter nvml_power"
             ) from exc
         self._last_mj: list[int] = []
+        if self._module_scope():
+            self.scope = "module"
+        self._start_tracker(self._nvml)
+        self._attributes = True
+        self._locked_reads = True  # the share poller and the reads share the tracker
 
     def _read(self) -> list[int]:
         values = []
@@ -59,6 +67,10 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
 
     def _open_session(self) -> None:
         self._last_mj = []
+        self._share_open()
+
+    def _close_session(self) -> None:
+        self._share_close()
 
     def _cumulative(self) -> Snapshot:
         """The counters themselves, in joules since the driver loaded (checked never to go back)."""
@@ -67,7 +79,10 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
             if now < last:
                 raise ReadError(f"energy counter of {device.key} went backwards ({last} -> {now} mJ): driver reloaded?")
         self._last_mj = now_mj
-        return Snapshot({device.key: mj / MJ_PER_J for device, mj in zip(self._devices, now_mj)})
+        return Snapshot(
+            {device.key: mj / MJ_PER_J for device, mj in zip(self._devices, now_mj)}, shares=self._share_state()
+        )
 
     def _close(self) -> None:
+        self._share_release()
         self._nvml.nvmlShutdown()

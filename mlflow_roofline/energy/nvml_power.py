@@ -76,6 +76,10 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         self._kept: list[tuple[float, float]] = []  # (unix s, total watts): the timeline
         self._fresh = False
         self._sampler = PeriodicSampler(self._sample_locked, 1.0 / self.sample_hz, "roofline-nvml-power")
+        if self._module_scope():
+            self.scope = "module"
+        self._start_tracker(self._nvml)
+        self._attributes = True
 
     @property
     def samples_taken(self) -> int:
@@ -120,6 +124,7 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
             self._sample()
             self._fresh = True  # the first window's opening snapshot uses this sample
         self._sampler.start()
+        self._share_open()
 
     def _cumulative(self) -> Snapshot:
         """Joules per GPU integrated since the session opened, up to a sample taken now."""
@@ -128,7 +133,9 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         if not self._fresh:
             self._sample()
         self._fresh = False
-        return Snapshot({d.key: j for d, j in zip(self._devices, self._joules)}, samples=self._count)
+        return Snapshot(
+            {d.key: j for d, j in zip(self._devices, self._joules)}, samples=self._count, shares=self._share_state()
+        )
 
     def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:
         if end.samples - start.samples < 2 and time_s >= self.update_period_s:
@@ -137,7 +144,9 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
 
     def _close_session(self) -> None:
         self._sampler.stop()
+        self._share_close()
 
     def _close(self) -> None:
         self._sampler.close()
+        self._share_release()
         self._nvml.nvmlShutdown()

@@ -9,9 +9,10 @@ import dataclasses
 
 from mlflow_roofline.core.errors import RooflineError
 
-SCOPES: tuple[str, ...] = ("device", "node", "process")
-"""What a meter's joules cover: the GPUs of this process, the whole machine, or this
-process tree. A ``node`` reading must be reported by one process per node only."""
+SCOPES: tuple[str, ...] = ("device", "node", "process", "module")
+"""What a meter's joules cover: the GPUs of this process, the whole machine, this process
+tree, or a Grace Hopper module (GPU, Grace CPU and their memory: no RAPL is added on top).
+A ``node`` reading must be reported by one process per node only."""
 
 
 class MeterError(RooflineError):
@@ -35,6 +36,10 @@ class Measurement:
         error: why ``energy_j`` is ``None``; ``None`` when the reading is good.
         warning: a caveat on a good reading (too short a window, a stalled device...).
         started_at: when the window opened, Unix time in seconds (``time.time``).
+        energy_device_j: the whole devices' joules when ``energy_j`` is this job's share of
+            shared GPUs (see :mod:`mlflow_roofline.energy.gpu_share`); None otherwise.
+        gpu_share: how the share was told (``exclusive``, ``process_utilization``, ``mig``,
+            ``device (<why not>)``); None for a meter that does not attribute.
     """
 
     energy_j: float | None
@@ -44,6 +49,8 @@ class Measurement:
     error: str | None = None
     warning: str | None = None
     started_at: float | None = None
+    energy_device_j: float | None = None
+    gpu_share: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,10 +75,13 @@ class Snapshot:
     Attributes:
         per_device_j: cumulative joules per device (only differences of two snapshots mean anything).
         samples: samples the backend had taken when the snapshot was made (sampled meters).
+        shares: per GPU, the running sums of :class:`~mlflow_roofline.energy.gpu_share.ShareTracker`
+            (meters that attribute a shared GPU).
     """
 
     per_device_j: dict[str, float]
     samples: int = 0
+    shares: dict[str, tuple[float, float, int, int]] | None = None
 
 
 @dataclasses.dataclass

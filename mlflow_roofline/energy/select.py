@@ -1,7 +1,8 @@
 """``make_meter``: build a meter by name, or let ``auto`` pick the best one available.
 
-``auto`` tries, in order: for ``device="cuda"`` ``nvml`` then ``nvml_power``; for
-``device="cpu"`` ``rapl`` then ``estimate``; for ``device="auto"`` all four. The chosen
+``auto`` tries, in order: for ``device="cuda"`` ``nvml``, ``nvml_power`` then ``rocm``
+(AMD GPUs through amdsmi: PyTorch's ROCm build calls them ``cuda`` too); for
+``device="cpu"`` ``rapl`` then ``estimate``; for ``device="auto"`` all five. The chosen
 meter's :attr:`~mlflow_roofline.energy.base.EnergyMeter.selection` says which and why
 the better ones were passed over; it is also logged at INFO level. A CUDA job never
 falls back to a CPU meter silently: without a GPU meter ``auto`` raises, naming
@@ -21,14 +22,15 @@ from mlflow_roofline.energy.estimate import EstimateMeter, resolve_watts_per_cor
 from mlflow_roofline.energy.nvml import NvmlMeter
 from mlflow_roofline.energy.nvml_power import DEFAULT_SAMPLE_HZ, NvmlPowerMeter
 from mlflow_roofline.energy.rapl import RaplMeter
+from mlflow_roofline.energy.rocm import RocmMeter
 
 logger = logging.getLogger(__name__)
 
-METER_NAMES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rapl", "estimate")
+METER_NAMES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rocm", "rapl", "estimate")
 AUTO_ORDER: dict[str, tuple[str, ...]] = {
-    "cuda": ("nvml", "nvml_power"),
+    "cuda": ("nvml", "nvml_power", "rocm"),
     "cpu": ("rapl", "estimate"),
-    "auto": ("nvml", "nvml_power", "rapl", "estimate"),
+    "auto": ("nvml", "nvml_power", "rocm", "rapl", "estimate"),
 }
 
 
@@ -36,6 +38,7 @@ class MeterOptions(TypedDict, total=False):
     """The backend options :func:`make_meter` takes by keyword (for callers that pass them through)."""
 
     nvml: ModuleType | None
+    amdsmi: ModuleType | None
     sample_hz: float | None
     rapl_root: str | None
     watts_per_core: float | str | None
@@ -48,6 +51,7 @@ def make_meter(
     gpu_indices: list[int] | None = None,
     *,
     nvml: ModuleType | None = None,
+    amdsmi: ModuleType | None = None,
     sample_hz: float | None = None,
     rapl_root: str | None = None,
     watts_per_core: float | str | None = None,
@@ -58,8 +62,10 @@ def make_meter(
     Args:
         name: a meter name, or ``auto`` for the best available.
         device: where the job runs: ``cuda``, ``cpu`` or ``auto`` (steers ``auto`` only).
-        gpu_indices: CUDA ordinals the NVML meters read (``None``: every visible GPU).
+        gpu_indices: CUDA ordinals the NVML meters read, board indices ``rocm`` reads
+            (``None``: every visible GPU).
         nvml: a pynvml-compatible module for the NVML meters (default: ``pynvml``).
+        amdsmi: an amdsmi-compatible module for ``rocm`` (default: ``amdsmi``, the extra ``amd``).
         sample_hz: power samples per second for ``nvml_power`` (default 20).
         rapl_root: powercap directory for ``rapl`` (default ``/sys/class/powercap``).
         watts_per_core: figure for ``estimate`` (default: env var, else 6 W).
@@ -77,6 +83,7 @@ def make_meter(
     builders: dict[str, Callable[[], EnergyMeter]] = {
         "nvml": lambda: _nvml(gpu_indices, nvml),
         "nvml_power": lambda: _nvml_power(gpu_indices, nvml, sample_hz),
+        "rocm": lambda: RocmMeter(gpu_indices, amdsmi=amdsmi),
         "rapl": lambda: _rapl(rapl_root),
         "estimate": lambda: _estimate(watts_per_core, include_self),
     }

@@ -75,6 +75,13 @@ class MeterWindows(abc.ABC):
     def _stop_session(self) -> None:
         """Stop reading: the last window closed."""
 
+    _attributes: bool = False
+    """Whether :meth:`_attribute` changes a measurement (meters of shared GPUs)."""
+
+    def _attribute(self, measurement: Measurement, start: Snapshot, end: Snapshot) -> Measurement:
+        """The window's measurement as this job's share of the devices; default: as it is."""
+        return measurement
+
     @abc.abstractmethod
     def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:
         """A caveat on one window from its two snapshots."""
@@ -167,7 +174,8 @@ class MeterWindows(abc.ABC):
             if end is None:
                 return self._failed(time_s, str(error), started_at)
             warning = self._window_warning(start, end, time_s) if self._warns else None
-            return window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
+            measurement = window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
+            return self._attribute(measurement, start, end) if self._attributes else measurement
         finally:
             self._open_count -= 1
             if not self._open_count and self._sessions:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 
-from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
+from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon_live
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_EXIT_CODE
 from mlflow_roofline.energy.base import EnergyMeter
@@ -70,7 +70,7 @@ def measure_command_line(
             "COMMAND", "give the command to measure after --, e.g. mlflow-roofline measure -- python train.py"
         )
     given = dict(carbon or {})
-    settings = resolve_carbon(
+    settings = resolve_carbon_live(
         given.get("carbon_intensity"), given.get("region"), given.get("pue"), given.get("price_per_kwh")
     )
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
@@ -140,5 +140,5 @@ def _measure(
         return outcome.code
     finally:
         if measurement is not None:
-            log_measurement(measurement, meter.hardware, run_id, carbon, client=client)
+            log_measurement(measurement, meter.hardware, run_id, carbon, client=client, scope=meter.scope)
         client.end_run(run_id, outcome.status)

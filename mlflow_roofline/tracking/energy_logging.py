@@ -11,7 +11,11 @@ Metrics: ``energy_j`` (joules), ``time_s`` (seconds), ``avg_power_w`` (watts), a
 ``energy_kwh``, ``co2e_g`` (grams CO2e, when the carbon intensity is known) and ``cost``
 (when a price is known); tags ``roofline.energy_source``, ``roofline.hardware``, the
 carbon tags of :func:`~mlflow_roofline.core.carbon.carbon_tags` and, when there is one,
-``roofline.energy_error`` / ``roofline.energy_warning``. A failed reading logs no
+``roofline.energy_error`` / ``roofline.energy_warning``. A meter of shared GPUs adds
+``energy_device_j`` (the whole GPUs; ``energy_j`` is then this job's share) and
+``roofline.gpu_share``; a Grace Hopper module tags ``roofline.energy_scope=module``. The
+carbon intensity may come from a live provider (``ROOFLINE_CARBON_PROVIDER``), averaged over
+the window where the provider gives history. A failed reading logs no
 ``energy_j`` (never a zero) and says why in ``roofline.energy_error``.
 """
 
@@ -23,15 +27,19 @@ from typing import TYPE_CHECKING
 
 import mlflow
 
-from mlflow_roofline.core.carbon import CarbonSettings, carbon_tags, emissions, resolve_carbon
+from mlflow_roofline.core.carbon import CarbonSettings, carbon_tags, emissions, over_window, resolve_carbon_live
 from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
+    M_ENERGY_DEVICE_J,
     M_ENERGY_J,
     M_TIME_S,
     MAX_TAG_CHARS,
+    SCOPE_MODULE,
     TAG_ENERGY_ERROR,
+    TAG_ENERGY_SCOPE,
     TAG_ENERGY_SOURCE,
     TAG_ENERGY_WARNING,
+    TAG_GPU_SHARE,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
 )
@@ -52,6 +60,8 @@ def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None 
     metrics = {M_TIME_S: measurement.time_s}
     if measurement.energy_j is not None:
         metrics[M_ENERGY_J] = measurement.energy_j
+        if measurement.energy_device_j is not None:
+            metrics[M_ENERGY_DEVICE_J] = measurement.energy_device_j
         if measurement.avg_power_w is not None:
             metrics[M_AVG_POWER_W] = measurement.avg_power_w
         if carbon is not None:
@@ -60,10 +70,18 @@ def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None 
 
 
 def measurement_tags(
-    measurement: Measurement, hardware: str | None = None, carbon: CarbonSettings | None = None
+    measurement: Measurement,
+    hardware: str | None = None,
+    carbon: CarbonSettings | None = None,
+    scope: str | None = None,
 ) -> dict[str, str]:
-    """The tags of a measurement: its source, the hardware (when given), the carbon tags, any error or warning."""
+    """The tags of a measurement: its source, the hardware (when given), the carbon tags, how a
+    shared GPU was attributed, the meter's scope when it is a module, any error or warning."""
     tags = {TAG_ENERGY_SOURCE: measurement.source}
+    if measurement.gpu_share is not None:
+        tags[TAG_GPU_SHARE] = measurement.gpu_share[:MAX_TAG_CHARS]
+    if scope == SCOPE_MODULE:
+        tags[TAG_ENERGY_SCOPE] = scope
     if carbon is not None:
         tags.update(carbon_tags(carbon))
     if hardware is not None:
@@ -82,23 +100,27 @@ def log_measurement(
     carbon: CarbonSettings | None = None,
     *,
     client: TrackingClient | None = None,
+    scope: str | None = None,
 ) -> None:
     """Log a measurement's metrics and tags to ``run_id`` (default: MLflow's active run) in one batch.
 
     ``carbon`` converts the energy to emissions and cost; None resolves it from the
-    ``ROOFLINE_*`` env vars (:func:`~mlflow_roofline.core.carbon.resolve_carbon`).
-    ``client`` is the store to write to (default: MLflow's current one).
+    ``ROOFLINE_*`` env vars (:func:`~mlflow_roofline.core.carbon.resolve_carbon_live`, a live
+    provider included); a live intensity is averaged over the window where the provider
+    gives history. ``client`` is the store to write to (default: MLflow's current one);
+    ``scope`` the meter's (``module`` is tagged).
     """
     if run_id is None:
         run = mlflow.active_run()
         if run is None:
             raise RuntimeError("log_measurement: no active MLflow run and no run_id given")
         run_id = run.info.run_id
-    carbon = resolve_carbon() if carbon is None else carbon
+    carbon = resolve_carbon_live() if carbon is None else carbon
+    carbon = over_window(carbon, measurement.started_at, measurement.time_s)
     (client or TrackingClient()).log(
         run_id,
         metrics=measurement_metrics(measurement, carbon),
-        tags=measurement_tags(measurement, hardware, carbon),
+        tags=measurement_tags(measurement, hardware, carbon, scope),
     )
 
 
@@ -119,7 +141,8 @@ def track_energy(
         device: where the block's work runs (``auto``, ``cuda``, ``cpu``), for ``auto``.
         gpu_indices: CUDA ordinals to read with the NVML meters.
         carbon: how to convert the energy to ``co2e_g`` and ``cost``; None resolves it from
-            the ``ROOFLINE_*`` env vars (before the block runs, so a bad value fails early).
+            the ``ROOFLINE_*`` env vars and a live provider (before the block runs, so a bad
+            value fails early).
         options: passed to :func:`~mlflow_roofline.energy.make_meter`.
     Yields:
         a :class:`~mlflow_roofline.energy.Window` whose ``measurement`` is set after the block.
@@ -129,7 +152,7 @@ def track_energy(
     logged even when the block raises. Raises MeterError before the block runs when
     the meter is unknown or unavailable.
     """
-    carbon = resolve_carbon() if carbon is None else carbon
+    carbon = resolve_carbon_live() if carbon is None else carbon
     own_meter = isinstance(meter, str)
     built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter
     own_run = mlflow.active_run() is None
@@ -150,7 +173,7 @@ def track_energy(
         finally:
             handle.measurement = built.end()
             try:
-                log_measurement(handle.measurement, built.hardware, run.info.run_id, carbon)
+                log_measurement(handle.measurement, built.hardware, run.info.run_id, carbon, scope=built.scope)
             finally:
                 if own_run:
                     mlflow.end_run(status)

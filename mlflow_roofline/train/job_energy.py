@@ -92,6 +92,10 @@ class JobMeters:
                 self.node = _companion("rapl", self.extra, "node_error", **options)
         elif self.main.source == "rapl":
             self.extra.node_read = True
+        elif self.main.scope == "module":
+            self.extra.node_error = (
+                f"{self.main.source} meter: a Grace Hopper module's reading covers its CPU and memory; RAPL not added"
+            )
         else:
             self.extra.node_error = f"{self.main.source} meter: the node's CPU and DRAM energy is not measured"
 

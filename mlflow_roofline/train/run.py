@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mlflow_roofline.core.carbon import resolve_carbon
+from mlflow_roofline.core.carbon import resolve_carbon_live
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
@@ -90,7 +90,7 @@ def _train(
     try:
         config = parse_config(options)
         check_meter(meter, config.device)
-        settings = resolve_carbon(**carbon)
+        settings = resolve_carbon_live(**carbon)
     except RooflineError as bad_input:
         from mlflow_roofline.train.run_logging import train_run  # imports MLflow, heavy: only once it is needed
 

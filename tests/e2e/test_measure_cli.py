@@ -94,10 +94,10 @@ def test_terminated_measure_passes_sigterm_on_and_ends_the_run(tracking_uri: str
     [
         (
             ["--meter", "joules", "--", "true"],
-            "meter: must be one of auto, nvml, nvml_power, rapl, estimate, got 'joules'",
+            "meter: must be one of auto, nvml, nvml_power, rocm, rapl, estimate, got 'joules'",
         ),
         (["--meter", "nvml", "--", "true"], "meter nvml is not available here"),
-        (["--meter", "rapl", "--", "true"], "choices: auto, nvml, nvml_power, rapl, estimate"),
+        (["--meter", "rapl", "--", "true"], "choices: auto, nvml, nvml_power, rocm, rapl, estimate"),
         ([], "COMMAND: give the command to measure after --"),
         (["--"], "COMMAND: give the command to measure after --"),
     ],

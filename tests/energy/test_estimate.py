@@ -117,7 +117,7 @@ def test_auto_on_this_machine_chooses_estimate() -> None:
 
 
 def test_unknown_meter_and_device_name_the_choices() -> None:
-    with pytest.raises(MeterError, match="meter: must be one of auto, nvml, nvml_power, rapl, estimate, got 'joules'"):
+    with pytest.raises(MeterError, match="meter: must be one of auto, nvml, nvml_power, rocm, rapl, estimate, got 'joules'"):
         make_meter("joules")
     with pytest.raises(MeterError, match="device: must be one of auto, cuda, cpu, got 'tpu'"):
         make_meter("estimate", device="tpu")

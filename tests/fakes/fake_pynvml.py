@@ -9,6 +9,15 @@ in millijoules since "driver load", ``nvmlDeviceGetPowerUsage`` in milliwatts, a
 The module is its own state, like the real one: :func:`configure` sets the GPUs. A
 GPU draws a constant ``power_w``; its energy counter follows wall time and moves in
 steps of ``counter_period_s``, like the real counter's 20-100 ms updates.
+
+Shared GPUs and MIG: ``nvmlDeviceGetComputeRunningProcesses`` lists a GPU's ``processes``
+(``pid`` -> SM utilization percent); ``nvmlDeviceGetProcessUtilization(handle, lastSeenTimeStamp)``
+returns one ``c_nvmlProcessUtilizationSample_t``-like sample per process (``pid``,
+``timeStamp`` in µs, ``smUtil``, ``memUtil``, ``encUtil``, ``decUtil``) newer than the stamp,
+raises ``NVMLError_NotFound`` when there is none and ``NVMLError_NotSupported`` where the GPU
+gives no per-process samples. A GPU's ``mig`` slices have UUIDs of their own
+(``nvmlDeviceGetHandleByUUID``), their parent (``nvmlDeviceGetDeviceHandleFromMigDeviceHandle``)
+and ``gpuInstanceSliceCount`` (``nvmlDeviceGetAttributes``) out of ``nvmlDeviceGetMaxMigDeviceCount``.
 """
 
 from __future__ import annotations
@@ -104,14 +113,45 @@ class FakeGPU:
     fail_after_reads: int | None = None
     base_mj: int = 123_456_789
     reads: int = 0
+    processes: dict[int, float] = dataclasses.field(default_factory=dict)
+    process_samples: bool = True
+    mig: dict[str, int] = dataclasses.field(default_factory=dict)  # MIG UUID -> its gpuInstanceSliceCount
+    max_mig_devices: int = 7
 
 
 class _Handle:
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, mig: str | None = None) -> None:
         self.index = index
+        self.mig = mig
 
     def __repr__(self) -> str:
-        return f"<c_nvmlDevice_t {self.index}>"
+        return f"<c_nvmlDevice_t {self.index}{' ' + self.mig if self.mig else ''}>"
+
+
+@dataclasses.dataclass
+class c_nvmlProcessInfo_t:
+    pid: int
+    usedGpuMemory: int
+    gpuInstanceId: int = 0xFFFFFFFF
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+@dataclasses.dataclass
+class c_nvmlProcessUtilizationSample_t:
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int
+    encUtil: int = 0
+    decUtil: int = 0
+
+
+@dataclasses.dataclass
+class c_nvmlDeviceAttributes_t:
+    multiprocessorCount: int
+    gpuInstanceSliceCount: int
+    computeInstanceSliceCount: int
+    memorySizeMB: int = 0
 
 
 _gpus: list[FakeGPU] = []
@@ -183,7 +223,46 @@ def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle:
     for i, gpu in enumerate(_gpus):
         if gpu.uuid == uuid:
             return _Handle(i)
+        if uuid in gpu.mig:
+            return _Handle(i, uuid)
     raise NVMLError(NVML_ERROR_NOT_FOUND)
+
+
+def nvmlDeviceGetIndex(handle: _Handle) -> int:
+    _gpu(handle)
+    return handle.index
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle: _Handle) -> _Handle:
+    _gpu(handle)
+    if handle.mig is None:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return _Handle(handle.index)
+
+
+def nvmlDeviceGetAttributes(handle: _Handle) -> c_nvmlDeviceAttributes_t:
+    gpu = _gpu(handle)
+    slices = gpu.mig[handle.mig] if handle.mig is not None else gpu.max_mig_devices
+    return c_nvmlDeviceAttributes_t(16 * slices, slices, slices)
+
+
+def nvmlDeviceGetMaxMigDeviceCount(handle: _Handle) -> int:
+    return _gpu(handle).max_mig_devices
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: _Handle) -> list[c_nvmlProcessInfo_t]:
+    return [c_nvmlProcessInfo_t(pid, 1 << 30) for pid in _gpu(handle).processes]
+
+
+def nvmlDeviceGetProcessUtilization(handle: _Handle, timeStamp: int) -> list[c_nvmlProcessUtilizationSample_t]:
+    """One sample per process stamped now (µs), if newer than ``timeStamp``."""
+    gpu = _gpu(handle)
+    if not gpu.process_samples:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    now_us = int(time.time() * 1e6)
+    if not gpu.processes or now_us <= timeStamp:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return [c_nvmlProcessUtilizationSample_t(pid, now_us, int(util), 0) for pid, util in gpu.processes.items()]
 
 
 def nvmlDeviceGetUUID(handle: _Handle) -> str:

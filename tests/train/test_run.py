@@ -56,7 +56,7 @@ CASES = [
     ({"precision": "fp8"}, "precision: must be one of fp32, bf16, fp16"),
     ({"device": "gpu"}, "device: must be one of auto, cuda, cpu"),
     ({"device": "cuda"}, "device: cuda was asked for but no CUDA device is visible"),
-    ({"meter": "joulemeter"}, "meter: must be one of auto, nvml, nvml_power, rapl, estimate"),
+    ({"meter": "joulemeter"}, "meter: must be one of auto, nvml, nvml_power, rocm, rapl, estimate"),
     ({"num-layers": None}, "num_layers: is required"),
 ]
 
