@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
