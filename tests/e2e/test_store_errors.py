@@ -145,3 +145,14 @@ def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str
     assert line.startswith(
         f"Error: tracking store {uri} is locked by another process and stayed locked past the wait (database is locked)"
     )
+
+
+@pytest.mark.parametrize("command", ["measure", "predict"])
+def test_a_store_whose_folder_is_a_file_is_one_line(tmp_path: Path, command: str) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the store's folder should be\n")
+    for database in (blocker / "mlflow.db", blocker / "deeper" / "mlflow.db"):
+        uri = f"sqlite:///{database}"
+        line = _one_error_line(_run(command, uri, cwd=tmp_path))
+        assert line == f"Error: tracking store {uri} cannot be created: {blocker} is a file, not a folder"
+    assert blocker.read_text() == "a file where the store's folder should be\n"
