@@ -120,7 +120,7 @@ def run_command(command: list[str], watchdog: Watchdog) -> CommandResult:
             except subprocess.TimeoutExpired:
                 for pid in tree.adopt():
                     watchdog.stop_tree(pid)
-    tree.adopt()  # orphans that exited: reaped now, so that the meter's end counts them
+    tree.adopt(thorough=True)  # orphans that exited: reaped now, so that the meter's end counts them
     interrupted = received[0] if received else None
     if interrupted is not None:
         return CommandResult(returncode, interrupted, followed, stopped=tree.stop(STOP_GRACE_S))

@@ -64,19 +64,26 @@ class ProcessTree:
                     foreign.update(p.pid for p in child.children(recursive=True))
         return [p for p in descendants if p.pid not in foreign]
 
-    def adopt(self) -> list[int]:
-        """Reap adopted orphans that have exited; return the pids of those adopted since the last call."""
-        try:
-            children = self._me.children()
-        except psutil.Error:
-            return []
+    def adopt(self, thorough: bool = False) -> list[int]:
+        """Reap adopted orphans that have exited; return the pids of those adopted since the last call.
+
+        ``thorough``: list this process's children from all of ``/proc`` (milliseconds), not
+        from the kernel's per-thread lists (a tenth of that, which may miss a child that is
+        being born or reparented at that instant: the next call sees it).
+        """
+        children = None if thorough else _listed_children()
+        if children is None:
+            try:
+                children = {p.pid for p in self._me.children()}
+            except psutil.Error:
+                return []
         new: list[int] = []
-        for child in children:
-            if child.pid == self.root_pid or child.pid in self.foreign:
+        for pid in children:
+            if pid == self.root_pid or pid in self.foreign:
                 continue
-            if child.pid not in self.adopted:
-                self.adopted.add(child.pid)
-                new.append(child.pid)
+            if pid not in self.adopted:
+                self.adopted.add(pid)
+                new.append(pid)
         for pid in list(self.adopted):
             try:
                 done, _ = os.waitpid(pid, os.WNOHANG)
@@ -107,5 +114,21 @@ class ProcessTree:
             with contextlib.suppress(psutil.Error, OSError):
                 proc.kill()
         psutil.wait_procs(alive, timeout=grace_s)
-        self.adopt()
+        self.adopt(thorough=True)
         return len(left)
+
+
+def _listed_children() -> set[int] | None:
+    """This process's children from ``/proc/self/task/*/children``; None where the kernel has no such list."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):  # no CONFIG_PROC_CHILDREN, or no /proc
+        return None
+    found: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+        for tid in tasks:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that just ended
+                with open(f"/proc/self/task/{tid}/children") as listing:
+                    found.update(int(pid) for pid in listing.read().split())
+    except OSError:
+        return None
+    return found
