@@ -15,6 +15,7 @@ import mlflow
 import pytest
 from integration_jobs import run_trainer, tiny_bert
 from mlflow import MlflowClient
+from support.file_modes import honour_file_modes
 
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.integrations.transformers import RooflineCallback
@@ -96,3 +97,28 @@ def test_a_store_that_cannot_be_written_leaves_training_going_with_one_warning(
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith(f"roofline: tracking store {bad} cannot be created: {blocker} is a file")
     assert warnings[0].endswith("training goes on, not measured")
+
+
+def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(tracking_uri: str, tmp_path: Path) -> None:
+    store = Path(tracking_uri.removeprefix("sqlite:///"))
+    MlflowClient().create_experiment("launched")  # the store exists, then cannot be written
+    store.chmod(0o444)
+    out = tmp_path / "run.json"
+    try:
+        done = subprocess.run(
+            [sys.executable, JOBS, "trainer", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=honour_file_modes,
+        )
+    finally:
+        store.chmod(0o644)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "'train_runtime'" in done.stdout  # the Trainer's summary: it trained to the end
+    ours = [line for line in done.stderr.splitlines() if "roofline" in line or "mlflow" in line.lower()]
+    assert ours == [
+        f"roofline: tracking store {tracking_uri} cannot be written (attempt to write a readonly database): "
+        "check the file's and its folder's permissions; training goes on, not measured"
+    ]
+    assert not out.exists()  # no run
