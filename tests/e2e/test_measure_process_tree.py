@@ -89,6 +89,7 @@ def _run() -> mlflow.entities.Run:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("code", "sig", "description"),
     [
@@ -107,6 +108,7 @@ def test_a_command_that_crashes_on_a_signal_is_failed_with_the_signal(
     assert run.data.tags[TAG_EXIT_CODE] == str(128 + sig)
 
 
+@pytest.mark.slow
 def test_the_cpu_time_of_a_daemons_children_is_counted_and_the_daemon_named(tracking_uri: str, tmp_path: Path) -> None:
     pidfile = tmp_path / "daemon.pid"
     script = _script(tmp_path, BURN)
@@ -132,6 +134,7 @@ def test_the_cpu_time_of_a_daemons_children_is_counted_and_the_daemon_named(trac
             daemon.kill()
 
 
+@pytest.mark.slow
 def test_sigterm_takes_the_whole_tree_down_detached_daemons_included(tracking_uri: str, tmp_path: Path) -> None:
     pidfile = tmp_path / "daemon.pid"
     script = _script(tmp_path, "time.sleep(120)")

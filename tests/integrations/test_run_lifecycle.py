@@ -40,6 +40,7 @@ def _stalled_job(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     return job, _run_id(out)
 
 
+@pytest.mark.slow
 def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(tracking_uri: str, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     done = subprocess.run([sys.executable, JOBS, "interrupt", str(out)], capture_output=True, text=True, timeout=300)
@@ -50,6 +51,7 @@ def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(track
     assert run.data.tags[TAG_ERROR] == "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
 
 
+@pytest.mark.slow
 def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, tmp_path: Path) -> None:
     job, run_id = _stalled_job(tmp_path)
     try:
@@ -62,6 +64,7 @@ def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, 
     assert run.data.tags[TAG_ERROR] == "the training process got SIGTERM"
 
 
+@pytest.mark.slow
 def test_a_training_process_killed_outright_has_its_run_ended_by_the_watchdog(
     tracking_uri: str, tmp_path: Path
 ) -> None:
@@ -99,6 +102,7 @@ def test_a_store_that_cannot_be_written_leaves_training_going_with_one_warning(
     assert warnings[0].endswith("training goes on, not measured")
 
 
+@pytest.mark.slow
 def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(tracking_uri: str, tmp_path: Path) -> None:
     store = Path(tracking_uri.removeprefix("sqlite:///"))
     MlflowClient().create_experiment("launched")  # the store exists, then cannot be written
