@@ -7,6 +7,7 @@ free of the torch import the training commands need.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -60,9 +61,23 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the group, turning our own errors into one line, exit 2.
 
     A tracking store that cannot be used (read-only, locked past its wait, unreachable
-    database) is one line naming the store, exit 2, whichever command met it.
+    database) is one line naming the store, exit 2, whichever command met it. Running out
+    of memory (a plan or an input too large for the machine) is one line, exit 1.
     """
     quiet_store_logging()
+    try:
+        _run(argv)
+    except MemoryError:
+        pass  # out of the handler first: its traceback holds what filled the memory
+    else:
+        return
+    gc.collect()
+    click.echo(f"Error: {_out_of_memory(argv)}", err=True)
+    sys.exit(1)
+
+
+def _run(argv: list[str] | None) -> None:
+    """Run the group (see :func:`main`); a MemoryError is left to the caller."""
     try:
         # Without standalone mode click returns (not raises) the code of a ctx.exit(code).
         exit_code = cli.main(args=argv, prog_name="mlflow-roofline", standalone_mode=False)
@@ -82,6 +97,17 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"Error: {line or exc}", err=True)
         sys.exit(2)
+
+
+def _out_of_memory(argv: list[str] | None) -> str:
+    """The line for a command that ran out of memory."""
+    args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if a in COMMANDS), None)
+    where = f"{command}: " if command else ""
+    return (
+        f"{where}out of memory: what was asked is too large for this machine's memory "
+        "(a sweep's grid x repeats, a file to read); make it smaller"
+    )
 
 
 def _tracking_uri() -> str:

@@ -6,7 +6,9 @@ and launched by them under ``accelerate launch``::
     accelerate launch --multi_gpu --num_processes 2 tests/integration_jobs.py trainer OUT_JSON
     accelerate launch --use_fsdp --fsdp_version 2 --num_processes 2 tests/integration_jobs.py loop OUT_JSON
 
-The main process writes the MLflow run id it logged to into OUT_JSON.
+The main process writes the MLflow run id it logged to into OUT_JSON. ``interrupt`` and
+``stall`` (one process, ``python tests/integration_jobs.py stall OUT_JSON``) stop a Trainer
+job at step 4: by a KeyboardInterrupt, or by sleeping until the test kills the process.
 """
 
 from __future__ import annotations
@@ -130,8 +132,51 @@ def _loop_job() -> str | None:
     return run.run_id if run else None
 
 
+def _stopped_trainer_job(how: str, out: str) -> None:
+    """A Trainer job that stops at step 4: ``interrupt`` raises KeyboardInterrupt (under
+    ``report_to="mlflow"``), ``stall`` prints ``stalled`` and sleeps until it is killed.
+    The run id goes to ``out`` first."""
+    import time
+
+    from transformers import TrainerCallback
+
+    from mlflow_roofline.integrations.transformers import RooflineCallback
+
+    roofline = RooflineCallback(meter="estimate", warmup_steps=1, forecast_after_steps=2)
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step < 4:
+                return
+            assert roofline.tracker is not None and roofline.tracker.run is not None
+            with open(out, "w") as f:
+                json.dump({"run_id": roofline.tracker.run.run_id}, f)
+            if how == "interrupt":
+                raise KeyboardInterrupt
+            print("stalled", flush=True)
+            time.sleep(600)
+
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(
+        "trainer-out",
+        max_steps=20,
+        per_device_train_batch_size=4,
+        logging_steps=2,
+        report_to=["mlflow"] if how == "interrupt" else [],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    Trainer(model=tiny_bert(), args=args, train_dataset=TokenData(200), callbacks=[roofline, Stop()]).train()
+
+
 if __name__ == "__main__":
     kind, out = sys.argv[1], sys.argv[2]
+    if kind in ("interrupt", "stall"):
+        _stopped_trainer_job(kind, out)
+        sys.exit(0)
     run_id = _trainer_job() if kind == "trainer" else _loop_job()
     if run_id is not None:
         with open(out, "w") as f:

@@ -15,7 +15,9 @@ The process tree is: this process (``time.process_time``, every thread), its chi
 that have exited and been waited for (``getrusage(RUSAGE_CHILDREN)``: a child's waited-for
 descendants roll up into it), and its live descendants (``/proc`` via psutil, with
 their own waited-for children). The sum is continuous when a child exits and is reaped,
-so nothing is counted twice. Descendants that detach (double fork) are not counted.
+so nothing is counted twice. Descendants that detach (double fork) are counted only when
+this process adopts them as a child subreaper (``measure`` does:
+:mod:`mlflow_roofline.system.process_tree`); otherwise they leave the tree.
 Listing live descendants scans ``/proc`` (about 1 ms), so the list is refreshed at most
 every ``rescan_s`` seconds and at every window's end when it is older than that; the CPU
 time of known descendants is read at every window edge.

@@ -18,7 +18,10 @@ the model received, the global batch (rows x processes x accumulation steps), th
 precision (``accelerator.mixed_precision``, else the weights' dtype), and the strategy
 and device count from ``torch.distributed`` and the prepared model's own types (an
 Accelerate FSDP or TP request that fell back to DDP is recorded as ``ddp``). The run
-is logged as for the Trainer callback, with ``roofline.source=accelerate``.
+is logged as for the Trainer callback, with ``roofline.source=accelerate``. A loop that
+runs past ``total_steps`` gets one warning and is measured to its end (the forecast and
+the budget cover the planned steps); one that raises ends its own run FAILED, or KILLED
+on a ``KeyboardInterrupt``, with the reason (:mod:`~mlflow_roofline.integrations.run_log`).
 """
 
 from __future__ import annotations
@@ -103,13 +106,13 @@ class AccelerateHook:
         self.should_stop = self.tracker.step_end(self.global_step, should_log)
         return self.should_stop
 
-    def close(self, failed: bool) -> None:
-        """Close the window and log the run (after a failure: only end the run)."""
+    def close(self, failed: bool, error: BaseException | None = None) -> None:
+        """Close the window and log the run (after the loop raised ``error``: only end the run)."""
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
         if failed:
-            self.tracker.abort()
+            self.tracker.abort(error)
         else:
             self.tracker.end()
 
@@ -155,7 +158,7 @@ def track_training(
     handle.begin()
     try:
         yield handle
-    except BaseException:
-        handle.close(failed=True)
+    except BaseException as exc:
+        handle.close(failed=True, error=exc)
         raise
     handle.close(failed=False)

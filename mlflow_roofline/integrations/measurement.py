@@ -7,7 +7,8 @@ samples, and at each logging step (and at the K-th measured step) reaches a sync
 it gathers every rank's samples, adds them to the job's totals (joules, seconds, per
 rank), logs the history (``energy_j``, ``energy_interval_j``, ``energy_per_step_j``,
 ``power_w``, ``time_s``) and the forecast, and says whether the forecast's lower bound
-exceeds the energy budget. :meth:`JobMeasurement.end` closes the window at the last step
+exceeds the energy budget; a job that runs past its planned steps gets one warning and
+is measured on. :meth:`JobMeasurement.end` closes the window at the last step
 and logs the run's summary in the train run's schema:
 
 - start: ``roofline.run_type=train``, ``roofline.source``, the resolved device, the
@@ -95,7 +96,7 @@ class JobRunLog(Protocol):
 
     def log_text(self, text: str, path: str) -> None: ...
 
-    def finish(self, failed: bool = False) -> None: ...
+    def finish(self, failed: bool = False, error: BaseException | None = None) -> None: ...
 
 
 class PriorSource(Protocol):
@@ -149,15 +150,23 @@ class JobMeasurement:
         self.window = RankWindow(meter, reads)
         self.hardware = hardware_name(device if device != "auto" else "cpu")
         if facts.parallel.is_main:
-            # Both import MLflow (seconds): only the main process, which talks to MLflow, pays for it.
-            from mlflow_roofline.integrations.law_prior import LawLoader
-            from mlflow_roofline.integrations.run_log import RunLog
-
-            self.law = LawLoader(self.options.model_uri)
-            self.run = RunLog(self.options.experiment, self.options.run_name)
-            self.run.log(0, tags=self.start_tags(meter))
+            self._open_run(meter)
         if self.options.warmup_steps == 0:
             self._open()
+
+    def _open_run(self, meter: EnergyMeter) -> None:
+        """Open or join the run and start loading the law; a store that fails: one warning, no run."""
+        # Both import MLflow (seconds): only the main process, which talks to MLflow, pays for it.
+        from mlflow_roofline.integrations.law_prior import LawLoader
+        from mlflow_roofline.integrations.run_log import RunLog, store_failure
+
+        try:
+            self.run = RunLog(self.options.experiment, self.options.run_name)
+        except Exception as exc:  # the store cannot be used: training is the user's, never ours to stop
+            logger.warning("roofline: %s; training goes on, not measured", store_failure(exc))
+            return
+        self.law = LawLoader(self.options.model_uri)
+        self.run.log(0, tags=self.start_tags(meter))
 
     def batch_seen(self, rows: int, seq_len: int) -> None:
         """Count a training micro-batch of ``rows`` samples padded to ``seq_len`` tokens."""
@@ -180,8 +189,11 @@ class JobMeasurement:
         self.measured += 1
         self._in_sample += 1
         planned = self.planned_measured
-        last = stopping or (planned is not None and self.measured >= planned)
-        sync = should_log or last or self.measured == self.options.forecast_after_steps
+        last = stopping
+        at_plan = planned is not None and self.measured == planned
+        if planned is not None and self.measured == planned + 1:
+            self._past_plan(planned)
+        sync = should_log or last or at_plan or self.measured == self.options.forecast_after_steps
         if sync or self._in_sample >= self.options.sample_steps:
             if sync:
                 self._drain()  # the queued kernels belong to this sample, not to the pause
@@ -214,12 +226,23 @@ class JobMeasurement:
             if self.run is not None:
                 self.run.finish()
 
-    def abort(self) -> None:
-        """After the loop failed: no collective (other ranks may be gone); end an own run FAILED."""
+    def abort(self, error: BaseException | None = None) -> None:
+        """After the loop raised ``error``: no collective (other ranks may be gone); end an own run
+        KILLED after a ``KeyboardInterrupt``, else FAILED, with the reason."""
         if self.window is not None:
             self.window.meter.close()
         if self.run is not None:
-            self.run.finish(failed=True)
+            self.run.finish(failed=True, error=error)
+
+    def _past_plan(self, planned: int) -> None:
+        """The job runs past its planned steps: say so once (main process), and measure on."""
+        if self.facts is not None and self.facts.parallel.is_main:
+            logger.warning(
+                "roofline: step %d runs past the %s planned steps; measuring on "
+                "(the forecast and the budget cover the planned steps)",
+                self.last_step,
+                self.facts.planned_steps,
+            )
 
     @property
     def planned_measured(self) -> int | None:

@@ -10,28 +10,61 @@ A param the run already holds with another value (``MLflowCallback`` logs the Tr
 ``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
 logged param. The value measured here goes to the ``roofline.param_conflict`` tag.
 
-The Trainer calls no callback when training raises; an own run still open when the
-process exits is ended FAILED with ``roofline.error`` saying so, never left RUNNING.
+Never left RUNNING while training runs, whoever opened the run:
+
+- the Trainer calls no callback when training raises: a run still open when the process
+  exits is ended with the reason in ``roofline.error``: KILLED after a
+  ``KeyboardInterrupt`` (Ctrl-C), FAILED after another exception, which it names. A run
+  this job joined is ended so only when MLflow's own exit would have ended it (it is
+  still MLflow's active run), which would have said FINISHED;
+- SIGTERM ends the run KILLED, then the signal takes its course (the previous handler,
+  or the default: the process ends);
+- SIGKILL (the OOM killer) runs nothing in this process: a watchdog
+  (:mod:`mlflow_roofline.system.watchdog`) ends the run KILLED within seconds.
+
+A tracking store that fails (cannot be written, a path that cannot be created) never
+stops training: one warning line, and the job goes on without logging.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
-from collections.abc import Mapping
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from types import FrameType
 
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR, TAG_PARAM_CONFLICT
-from mlflow_roofline.tracking.client import PendingWrite, TrackingClient
+from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.tracking.client import PendingWrite, RunStatus, TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import experiment_id_for
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ownership import same_param
+from mlflow_roofline.tracking.store_errors import quiet_store_logging, store_error_line
 
 logger = logging.getLogger(__name__)
 
+SIGTERM_REASON = "the training process got SIGTERM"
+UNFINISHED_REASON = "training stopped before its end (an exception?)"
+
+_FINISHED: tuple[RunStatus, str | None] = ("FINISHED", None)
+
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+"""What ``signal.signal`` returns: a Python handler, ``SIG_DFL``/``SIG_IGN``, or None."""
+
 
 class RunLog:
-    """One MLflow run this job's measurements go to."""
+    """One MLflow run this job's measurements go to.
+
+    Raises:
+        Exception: the store cannot open or join the run (see :func:`open_run_log`).
+    """
 
     def __init__(self, experiment: str | None, run_name: str | None) -> None:
+        quiet_store_logging()
         self.client = TrackingClient()
         active = self.client.active_run_id()
         self.own = active is None
@@ -39,47 +72,158 @@ class RunLog:
             self.run_id = active
         else:
             self.run_id = self.client.open_run(experiment_id_for(self.client, experiment), run_name)
-            atexit.register(self._left_open)
         self._pending: list[PendingWrite] = []
+        self._ended = False
+        self._broken = False
+        # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
+        self._watchdog: Watchdog | None = Watchdog()
+        self._watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(self.run_id))
+        atexit.register(self._left_open)
+        self._previous_sigterm: SignalHandler = None
+        self._sigterm_installed = False
+        self._install_sigterm()
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
         """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits)."""
+        if self._broken:
+            return
         short_tags = {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()}
-        pending = self.client.log_async(self.run_id, metrics, short_tags, step)
+        try:
+            pending = self.client.log_async(self.run_id, metrics, short_tags, step)
+        except Exception as exc:
+            self._break(exc)
+            return
         if pending is not None:
             self._pending.append(pending)
 
     def log_params(self, params: Mapping[str, str]) -> None:
         """Log the params the run does not hold yet; tag those it holds with another value."""
-        existing = self.client.get_run(self.run_id).data.params
-        new = {k: v for k, v in params.items() if k not in existing}
-        conflicts = [
-            f"{k}={v} (the run has {existing[k]})"
-            for k, v in params.items()
-            if k in existing and not same_param(k, existing[k], v)
-        ]
-        tags = {TAG_PARAM_CONFLICT: "; ".join(conflicts)[:MAX_TAG_CHARS]} if conflicts else {}
-        if conflicts:
-            logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))
-        self.client.log(self.run_id, params=new, tags=tags)
+        if self._broken:
+            return
+        try:
+            existing = self.client.get_run(self.run_id).data.params
+            new = {k: v for k, v in params.items() if k not in existing}
+            conflicts = [
+                f"{k}={v} (the run has {existing[k]})"
+                for k, v in params.items()
+                if k in existing and not same_param(k, existing[k], v)
+            ]
+            tags = {TAG_PARAM_CONFLICT: "; ".join(conflicts)[:MAX_TAG_CHARS]} if conflicts else {}
+            if conflicts:
+                logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))
+            self.client.log(self.run_id, params=new, tags=tags)
+        except Exception as exc:
+            self._break(exc)
 
     def log_text(self, text: str, path: str) -> None:
         """Store ``text`` as the artifact ``path``."""
-        self.client.log_text(self.run_id, text, path)
+        if self._broken:
+            return
+        try:
+            self.client.log_text(self.run_id, text, path)
+        except Exception as exc:
+            self._break(exc)
 
-    def finish(self, failed: bool = False) -> None:
-        """Wait for the queued logging; end the run when it is this job's own."""
-        for operation in self._pending:
-            operation.wait()
+    def finish(self, failed: bool = False, error: BaseException | None = None) -> None:
+        """Wait for the queued logging; end the run when it is this job's own.
+
+        ``failed``: the loop raised ``error`` (None: unknown); the run ends KILLED after a
+        ``KeyboardInterrupt``, FAILED otherwise, with the reason in ``roofline.error``.
+        """
+        try:
+            for operation in self._pending:
+                operation.wait()
+        except Exception as exc:
+            self._break(exc)
         self._pending = []
-        if self.own:
-            atexit.unregister(self._left_open)
-            self.client.end_run(self.run_id, "FAILED" if failed else "FINISHED")
+        if self.own and not self._broken:
+            status, reason = _outcome(error) if failed else _FINISHED
+            try:
+                self._end(status, reason)
+            except Exception as exc:
+                self._break(exc)
+        self._let_go()
+
+    def _end(self, status: RunStatus, reason: str | None) -> None:
+        """End the run (once) with ``status``, ``reason`` in ``roofline.error``."""
+        if self._ended:
+            return
+        self._ended = True
+        if reason:
+            self.client.set_tag(self.run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
+        self.client.end_run_and_deactivate(self.run_id, status)
+
+    def _let_go(self) -> None:
+        """Training is over: no watchdog, no exit hook, the previous SIGTERM handler back."""
+        atexit.unregister(self._left_open)
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
+        if self._sigterm_installed and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._sigterm_installed = False
+
+    def _break(self, exc: BaseException) -> None:
+        """The store failed: say so once and log nothing more; training goes on."""
+        if not self._broken:
+            self._broken = True
+            logger.warning("roofline: %s; training goes on, no longer logged", store_failure(exc, self.client))
 
     def _left_open(self) -> None:
-        """At exit, an own run training never ended: FAILED, with the reason."""
+        """At exit, a run training never ended: KILLED after Ctrl-C, else FAILED, with the reason."""
         try:
-            self.client.set_tag(self.run_id, TAG_ERROR, "training stopped before its end (an exception?)")
-            self.client.end_run(self.run_id, "FAILED")
+            still_open = self.own or self.client.active_run_id() == self.run_id
+            if still_open and not self._broken and self.client.get_run(self.run_id).info.status == "RUNNING":
+                failure = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
+                status, reason = _outcome(failure)
+                self._end(status, reason if failure is not None else UNFINISHED_REASON)
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
+        finally:
+            self._let_go()
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python lets only the main thread set handlers; the watchdog still covers a kill
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous == signal.SIG_IGN:
+            return  # SIGTERM does not end this process: nothing to end
+        self._previous_sigterm = signal.SIG_DFL if previous is None else previous  # None: set outside Python
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._sigterm_installed = True
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        """End the run KILLED, then let SIGTERM do what it did before (by default: end the process)."""
+        previous = self._previous_sigterm
+        try:
+            if not self._broken:
+                self._end("KILLED", SIGTERM_REASON)
+        except Exception:
+            logger.exception("could not end run %s", self.run_id)
+        finally:
+            self._let_go()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGTERM)  # the default handler is back: the process ends
+
+
+def _outcome(error: BaseException | None) -> tuple[RunStatus, str | None]:
+    """The status and reason of a run whose training raised ``error`` (None: unknown)."""
+    if isinstance(error, KeyboardInterrupt):
+        return "KILLED", "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
+    if error is None:
+        return "FAILED", UNFINISHED_REASON
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return "FAILED", f"training raised {type(error).__name__}" + (f": {first}" if first else "")
+
+
+def store_failure(exc: BaseException, client: TrackingClient | None = None) -> str:
+    """One line for a failing tracking store (names the store and the cause)."""
+    uri = client.tracking_uri if client is not None else current_tracking_uri()
+    line = store_error_line(exc, uri)
+    if line is not None:
+        return line
+    text = str(exc).strip()
+    return f"tracking store {uri} failed: {text.splitlines()[0] if text else type(exc).__name__}"

@@ -16,7 +16,10 @@ its parameters' types (FSDP2, tensor parallel DTensors).
 
 Every process runs the callback; only the main one talks to MLflow. It logs into the
 Trainer's MLflow run when MLflow's ``MLflowCallback`` opened one (``report_to="mlflow"``),
-else into its own. ``transformers`` is imported here only, when this module is.
+else into its own. The run is never left RUNNING when training stops early (an exception,
+Ctrl-C, SIGTERM, SIGKILL): :mod:`~mlflow_roofline.integrations.run_log` says how. A
+tracking store that fails is one warning, and training goes on unmeasured.
+``transformers`` is imported here only, when this module is.
 """
 
 from __future__ import annotations

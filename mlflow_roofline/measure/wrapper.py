@@ -7,9 +7,14 @@ Logged: tag ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``,
 when a signal N killed it); a command that cannot start is refused before any run, with
 the shell's codes: 127 when it (or the interpreter its ``#!`` line names) is not found,
 126 when it is not executable or a directory. The run ends FINISHED on exit code 0,
-KILLED on a signal, FAILED otherwise. If the wrapper is killed outright (SIGKILL), its
-watchdog (:mod:`mlflow_roofline.system.watchdog`) stops the command's process tree and
-ends the run KILLED within seconds.
+KILLED when the wrapper was interrupted (SIGTERM or SIGHUP, passed on to the command's
+whole process tree, or Ctrl-C), FAILED otherwise: a command that crashed on a signal
+(SIGSEGV, SIGABRT, the OOM killer's SIGKILL) is FAILED with the signal named in
+``roofline.error``. The command's whole process tree is followed, daemons it detaches
+included (:mod:`~mlflow_roofline.measure.command_process`); what still runs when it exits
+is named in one line (or, after an interruption, stopped). If the wrapper is killed
+outright (SIGKILL), its watchdog (:mod:`mlflow_roofline.system.watchdog`) stops the
+command's process tree and ends the run KILLED within seconds.
 
 ``auto`` measures the node's NVIDIA GPUs where NVML works, else RAPL, else the
 ``estimate`` (the child's process-tree CPU time, not the wrapper's). Bad input (unknown
@@ -28,7 +33,7 @@ from mlflow_roofline.core.schema import TAG_ERROR, TAG_EXIT_CODE
 from mlflow_roofline.energy.base import EnergyMeter
 from mlflow_roofline.energy.readings import Measurement
 from mlflow_roofline.energy.select import make_meter
-from mlflow_roofline.measure.command_process import CommandExit, command_exit, run_forwarding_signals
+from mlflow_roofline.measure.command_process import CommandExit, CommandResult, command_exit, run_command
 from mlflow_roofline.measure.measured_run import open_measure_run, summary
 from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
 from mlflow_roofline.system.watchdog import Watchdog
@@ -101,6 +106,26 @@ def measure(
         return _measure(command, meter, experiment, watchdog, carbon, echo)
 
 
+def tree_lines(result: CommandResult, source: str) -> list[str]:
+    """What the wrapper says about the command's process tree: what it could not follow or left running."""
+    lines = []
+    if not result.followed and source == "estimate":
+        lines.append(
+            "processes the command detached (double fork, setsid) cannot be followed on this system: "
+            "their CPU time is not counted"
+        )
+    if result.left_running:
+        pids = ", ".join(str(pid) for pid in result.left_running[:10])
+        more = "" if len(result.left_running) <= 10 else f" and {len(result.left_running) - 10} more"
+        lines.append(
+            f"{len(result.left_running)} process(es) the command started still run after it exited "
+            f"(pid {pids}{more}): counted up to its exit, left running"
+        )
+    if result.stopped:
+        lines.append(f"stopped {result.stopped} process(es) the command had left running")
+    return lines
+
+
 def _measure(
     command: list[str],
     meter: EnergyMeter,
@@ -119,7 +144,7 @@ def _measure(
     try:
         meter.begin()
         try:
-            returncode = run_forwarding_signals(command, watchdog)
+            result = run_command(command, watchdog)
         except OSError as exc:  # changed since it was checked (permissions, interpreter)
             failure = start_failure(command[0], exc)
             client.set_tag(run_id, TAG_ERROR, str(failure))
@@ -127,16 +152,19 @@ def _measure(
             return failure.exit_code
         finally:
             measurement = meter.end()
-        outcome = command_exit(returncode)
+        outcome = command_exit(result.returncode, result.interrupted_by)
         if outcome.error is not None:
             client.set_tag(run_id, TAG_ERROR, outcome.error)
         client.set_tag(run_id, TAG_EXIT_CODE, str(outcome.code))
+        for line in tree_lines(result, meter.source):
+            echo(f"mlflow-roofline measure: {line}")
         if measurement.error:
             echo(f"mlflow-roofline measure: energy not measured: {measurement.error}")
         echo(f"mlflow-roofline measure: run {run_id}: {summary(measurement, carbon)}, exit code {outcome.code}")
         return outcome.code
     except KeyboardInterrupt:
-        outcome = CommandExit(130, "KILLED")
+        outcome = CommandExit(130, "KILLED", "interrupted by SIGINT (Ctrl-C)")
+        client.set_tag(run_id, TAG_ERROR, outcome.error or "")
         return outcome.code
     finally:
         if measurement is not None:

@@ -1,11 +1,11 @@
 """Signal handling in one place: SIGTERM and SIGINT as exceptions (so that whatever was in
-flight can end its runs KILLED), ignoring them during cleanup, and forwarding them to a child."""
+flight can end its runs KILLED), and ignoring them during cleanup. (``measure`` passes them
+on to its command's process tree: :mod:`mlflow_roofline.measure.command_process`.)"""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -44,34 +44,3 @@ def ignore_stop_signals() -> None:
         return
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def forwarding_signals(
-    proc: subprocess.Popen[bytes] | subprocess.Popen[str],
-    forwarded: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
-    ignored: tuple[signal.Signals, ...] = (signal.SIGINT,),
-) -> Iterator[None]:
-    """Inside the block, ``forwarded`` signals are passed on to ``proc`` and ``ignored`` ones dropped.
-
-    For a wrapper that waits for one child and exits with its status: SIGTERM or SIGHUP
-    sent to the wrapper reach the child, and a terminal's Ctrl-C (which the child gets
-    itself, being in the same process group) does not end the wrapper before its child.
-    The previous handlers come back afterwards; outside the main thread the block runs
-    unchanged.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in forwarded}
-    previous.update({sig: signal.signal(sig, signal.SIG_IGN) for sig in ignored})
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -74,6 +74,11 @@ class MetricPoint:
     timestamp_ms: int | None = None
 
 
+def current_tracking_uri() -> str:
+    """The tracking URI MLflow uses in this process now (no store is opened to say it)."""
+    return str(mlflow.get_tracking_uri())
+
+
 def now_ms() -> int:
     """Milliseconds since the epoch, MLflow's timestamp unit."""
     return int(time.time() * 1000)
@@ -143,6 +148,15 @@ class TrackingClient:
     def end_run(self, run_id: str, status: RunStatus = "FINISHED") -> None:
         """End the run with ``status`` and the current time."""
         self._client.set_terminated(run_id, status)
+
+    def end_run_and_deactivate(self, run_id: str, status: RunStatus) -> None:
+        """End the run with ``status``; if it is MLflow's active run in this process, it stops being
+        active (so that MLflow's own exit does not end it again, FINISHED)."""
+        active = mlflow.active_run()
+        if active is not None and active.info.run_id == run_id:
+            mlflow.end_run(status=status)
+        else:
+            self._client.set_terminated(run_id, status)
 
     def delete_run(self, run_id: str) -> None:
         self._client.delete_run(run_id)

@@ -1,6 +1,6 @@
 """Ending the run of a launcher that died without ending it (called by the watchdog).
 
-The launcher (``train``, ``measure``) gives its watchdog
+The launcher (``train``, ``measure``, the Trainer callback and the Accelerate hook) gives its watchdog
 (:mod:`mlflow_roofline.system.watchdog`) the hook :data:`END_ORPHANED_RUN` and the
 arguments of :func:`orphan_hook_kwargs`; if the launcher is killed outright, the
 watchdog calls :func:`end_orphaned_run` and the run ends KILLED with the reason in

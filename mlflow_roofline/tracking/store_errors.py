@@ -11,7 +11,9 @@ keeps MLflow from printing the page.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 STORE_LOGGER = "mlflow.store.db.utils"
@@ -35,8 +37,12 @@ def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
     """One line for an error of the tracking store behind ``exc``, or ``None`` if it is not one.
 
     The line names the store (without any password in its URI) and the cause: cannot be
-    written, locked by another process, or the database's own one-line message.
+    created (a file stands where its folder must be), cannot be written, locked by another
+    process, or the database's own one-line message.
     """
+    blocker = _blocking_file(exc, tracking_uri)
+    if blocker is not None:
+        return f"tracking store {redact(tracking_uri)} cannot be created: {blocker} is a file, not a folder"
     cause = _database_error(exc)
     if cause is None:
         return None
@@ -55,12 +61,32 @@ def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
     return f"{store} failed: {reason.strip()}"
 
 
+def _blocking_file(exc: BaseException, tracking_uri: str) -> Path | None:
+    """The file standing where a folder of the SQLite store's path must be, when that is what ``exc`` met."""
+    if not any(isinstance(e, (FileExistsError, NotADirectoryError)) for e in _chain(exc)):
+        return None
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = Path(tracking_uri[len("sqlite:///") :].split("?", 1)[0])
+    for folder in database.parents:
+        if os.path.lexists(folder):
+            return None if folder.is_dir() else folder
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, each once."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in found):
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
 def _database_error(exc: BaseException) -> BaseException | None:
     """The first database error (SQLAlchemy's or the driver's) in ``exc``'s chain."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if type(current).__name__ in _DB_ERROR_NAMES and type(current).__module__.split(".")[0] in (
             "sqlalchemy",
             "sqlite3",
@@ -72,7 +98,6 @@ def _database_error(exc: BaseException) -> BaseException | None:
             return current
         if type(current).__name__ == "MlflowException" and _DBAPI_LINE.search(str(current)):
             return current
-        current = current.__cause__ or current.__context__
     return None
 
 

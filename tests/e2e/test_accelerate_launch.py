@@ -100,4 +100,4 @@ def test_a_trainer_job_that_raises_leaves_no_run_running(tracking_uri: str, tmp_
     client = MlflowClient()
     (run,) = client.search_runs([client.get_experiment_by_name("crash").experiment_id])
     assert run.info.status == "FAILED"
-    assert run.data.tags["roofline.error"] == "training stopped before its end (an exception?)"
+    assert run.data.tags["roofline.error"] == "training raised RuntimeError: boom at the fifth batch"

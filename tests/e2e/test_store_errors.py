@@ -7,7 +7,6 @@ lock held by another process (``BEGIN EXCLUSIVE`` in a subprocess) past the stor
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -17,12 +16,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import TINY_SHAPE
+from support.file_modes import honour_file_modes
 
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
 
 CLI = str(Path(sys.executable).parent / "mlflow-roofline")
-PR_CAPBSET_DROP = 24  # linux/prctl.h
-CAP_DAC_OVERRIDE = 1  # linux/capability.h
 TINY = [
     *TINY_SHAPE,
     "--num-steps",
@@ -39,14 +37,6 @@ COMMANDS = {
     "fit": ["fit", "--experiment", "roofline-bert", "--allow-estimate", "true"],
     "predict": ["predict", *TINY[:12], "--num-steps", "10"],
 }
-
-
-def _honour_file_modes() -> None:
-    """In the child, before exec: root loses the capability that writes through a 0444 mode."""
-    if os.geteuid() == 0:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 @pytest.fixture
@@ -99,7 +89,7 @@ def test_a_read_only_store_is_one_line(store: Path, command: str) -> None:
     before = store.read_bytes()
     store.chmod(0o444)
     try:
-        done = _run(command, uri, preexec_fn=_honour_file_modes)
+        done = _run(command, uri, preexec_fn=honour_file_modes)
     finally:
         store.chmod(0o644)
     assert _one_error_line(done) == (
@@ -145,3 +135,14 @@ def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str
     assert line.startswith(
         f"Error: tracking store {uri} is locked by another process and stayed locked past the wait (database is locked)"
     )
+
+
+@pytest.mark.parametrize("command", ["measure", "predict"])
+def test_a_store_whose_folder_is_a_file_is_one_line(tmp_path: Path, command: str) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the store's folder should be\n")
+    for database in (blocker / "mlflow.db", blocker / "deeper" / "mlflow.db"):
+        uri = f"sqlite:///{database}"
+        line = _one_error_line(_run(command, uri, cwd=tmp_path))
+        assert line == f"Error: tracking store {uri} cannot be created: {blocker} is a file, not a folder"
+    assert blocker.read_text() == "a file where the store's folder should be\n"

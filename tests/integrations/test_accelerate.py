@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from accelerate import Accelerator
@@ -56,3 +58,45 @@ def test_a_budget_needs_the_planned_steps() -> None:
         track_training(None, None, energy_budget_kwh=1.0),
     ):
         pass
+
+
+def test_a_loop_past_total_steps_gets_one_warning_and_is_measured_to_its_end(tracking_uri: str, caplog) -> None:
+    accelerator = Accelerator(cpu=True)
+    model = tiny_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.utils.data.DataLoader(TokenData(40), batch_size=4)  # 10 steps
+    model, optimizer, data = accelerator.prepare(model, optimizer, data)
+    with (
+        caplog.at_level(logging.WARNING, logger="mlflow_roofline"),
+        track_training(
+            accelerator, model, total_steps=6, logging_steps=2, meter="estimate", warmup_steps=2, forecast_after_steps=2
+        ) as tracker,
+    ):
+        for batch in data:
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            tracker.step()
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_roofline")]
+    assert warnings == [
+        "roofline: step 7 runs past the 6 planned steps; measuring on "
+        "(the forecast and the budget cover the planned steps)"
+    ]
+    run = MlflowClient().get_run(tracker.tracker.run.run_id)
+    assert run.data.params["num_steps"] == "8"  # steps 3..10: every step after warm-up
+    history = MlflowClient().get_metric_history(run.info.run_id, "energy_interval_j")
+    assert [m.step for m in history] == [4, 6, 8, 10]
+    assert sum(m.value for m in history) == pytest.approx(run.data.metrics["energy_j"], rel=1e-9)
+
+
+def test_ctrl_c_in_the_loop_ends_its_run_killed_with_the_reason(tracking_uri: str) -> None:
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(tiny_bert())
+    with (
+        pytest.raises(KeyboardInterrupt),
+        track_training(accelerator, model, total_steps=5, meter="estimate") as tracker,
+    ):
+        raise KeyboardInterrupt
+    run = MlflowClient().get_run(tracker.tracker.run.run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["roofline.error"] == "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
