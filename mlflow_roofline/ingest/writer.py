@@ -4,8 +4,11 @@ skipping rows already imported (:func:`import_file`, what ``mlflow-roofline impo
 Each run carries the same params, proxies and tags as a run this project measured
 (``roofline.run_type=train``, hardware, config and workload hashes), plus
 ``roofline.source=import:<format>``, the row's content hash, the file name and the row's
-place in it. The hashes already present in the experiment are read once, with one paged
-search, before anything is logged.
+place in it. The experiment's import runs are read once, with one paged search, before
+anything is logged: a row with a FINISHED run is present. Every other row is claimed
+before it is logged (:mod:`ingest.claim`), so that an import run twice at once, or run
+again after one was killed, stores each row exactly once. SIGTERM or SIGINT ends the row
+in flight KILLED and stops the import (:class:`~mlflow_roofline.core.errors.Interrupted`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from mlflow_roofline.core.errors import Interrupted
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
     M_AVG_POWER_W,
@@ -33,10 +37,12 @@ from mlflow_roofline.core.schema import (
     TAG_SOURCE,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.ingest import claim
 from mlflow_roofline.ingest.mapping import load_mapping
 from mlflow_roofline.ingest.records import Record, RowError, check_columns, check_row
 from mlflow_roofline.ingest.sources import read_table
-from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.system.signals import raising_on_signals
+from mlflow_roofline.tracking.client import Run, TrackingClient
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
 
@@ -82,6 +88,8 @@ def import_file(
     run); the refused ones are in the counts with their field and rule.
 
     Raises:
+        Interrupted: SIGTERM or SIGINT while rows were logged: the row in flight ended
+            KILLED, the rows before it are stored, a rerun stores the rest.
         ConfigError: the file or the mapping cannot be used: a required field missing from
             the whole file, unknown columns under ``strict``, an unreadable file or mapping.
     """
@@ -93,45 +101,80 @@ def import_file(
         counts = ImportCounts(imported=[r.where for r in records])
     else:
         client = TrackingClient()
-        counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
+        with raising_on_signals(Interrupted):
+            counts = log_records(client, get_or_create_experiment(client, experiment), records, fmt, file.name)
     counts.refused = [r for r in checked if isinstance(r, RowError)]
     counts.ignored_columns = ignored
     return counts
 
 
-def imported_hashes(client: TrackingClient, experiment_id: str, fmt: str) -> set[str]:
-    """Row hashes of the runs this format already imported into the experiment."""
-    source = f"{SOURCE_IMPORT_PREFIX}{fmt}"
-    flt = f"tags.`{TAG_SOURCE}` = '{source}'"
-    return {
-        r.data.tags[TAG_IMPORT_ROW_HASH]
-        for r in client.iter_runs([experiment_id], flt)
-        if TAG_IMPORT_ROW_HASH in r.data.tags
-    }
+def import_runs(client: TrackingClient, experiment_id: str, fmt: str) -> dict[str, list[Run]]:
+    """The runs this format imported into the experiment, by row hash (one paged search)."""
+    by_hash: dict[str, list[Run]] = {}
+    for run in client.iter_runs([experiment_id], claim.source_filter(fmt)):
+        row_hash = run.data.tags.get(TAG_IMPORT_ROW_HASH)
+        if row_hash is not None:
+            by_hash.setdefault(row_hash, []).append(run)
+    return by_hash
 
 
 def log_records(
     client: TrackingClient, experiment_id: str, records: Iterable[Record], fmt: str, file_name: str
 ) -> ImportCounts:
-    """Log every record whose hash is not yet in the experiment as one FINISHED train run."""
+    """Log every record not yet stored in the experiment as one FINISHED train run, each claimed first."""
     counts = ImportCounts()
-    seen = imported_hashes(client, experiment_id, fmt)
+    known = import_runs(client, experiment_id, fmt)
+    done: set[str] = set()
     for record in records:
         row_hash = record.row_hash(fmt)
-        if row_hash in seen:
+        first_look = claim.row_state(known.get(row_hash, []))
+        if (
+            row_hash in done
+            or first_look.present
+            or not _claim_and_log(client, experiment_id, record, fmt, file_name, row_hash, first_look)
+        ):
             counts.already_present.append(record.where)
-            continue
-        _log_one(client, experiment_id, record, fmt, file_name, row_hash)
-        seen.add(row_hash)
-        counts.imported.append(record.where)
+        else:
+            counts.imported.append(record.where)
+        done.add(row_hash)
     return counts
 
 
-def _log_one(
-    client: TrackingClient, experiment_id: str, record: Record, fmt: str, file_name: str, row_hash: str
-) -> None:
+def _claim_and_log(
+    client: TrackingClient,
+    experiment_id: str,
+    record: Record,
+    fmt: str,
+    file_name: str,
+    row_hash: str,
+    state: claim.RowState,
+) -> bool:
+    """Claim the row and log it (True), or find it stored by another import meanwhile (False)."""
+    while True:
+        if state.present:
+            return False
+        if state.holder is None:
+            for orphan in state.orphans:
+                claim.end_orphan(client, orphan)
+            ticket = claim.open_ticket(
+                client, experiment_id, record.config.run_name, _tags(record, fmt, file_name, row_hash)
+            )
+            try:
+                lost = claim.check_ticket(claim.row_runs(client, experiment_id, fmt, row_hash), ticket)
+                if lost is None:
+                    _log_into(client, ticket, record)
+                    return True
+                claim.withdraw(client, ticket, lost)
+            except BaseException as exc:
+                claim.end_interrupted(client, ticket, exc)
+                raise
+        claim.pause()
+        state = claim.row_state(claim.row_runs(client, experiment_id, fmt, row_hash))
+
+
+def _tags(record: Record, fmt: str, file_name: str, row_hash: str) -> dict[str, str]:
     config = record.config
-    tags = {
+    return {
         TAG_RUN_TYPE: "train",
         TAG_SOURCE: f"{SOURCE_IMPORT_PREFIX}{fmt}",
         TAG_HARDWARE: record.hardware,
@@ -143,6 +186,11 @@ def _log_one(
         TAG_IMPORT_FILE: file_name,
         TAG_IMPORT_ROW: record.where,
     }
+
+
+def _log_into(client: TrackingClient, run_id: str, record: Record) -> None:
+    """Log the record's params and metrics into its ticket and end it FINISHED."""
+    config = record.config
     energy_j, time_s = record.metrics[M_ENERGY_J], record.metrics[M_TIME_S]
     metrics = {
         **proxy_metrics(config),
@@ -150,6 +198,5 @@ def _log_one(
         M_AVG_POWER_W: energy_j / time_s,
         M_SAMPLES_PER_S: config.batch_size * config.num_steps / time_s,
     }
-    run_id = client.open_run(experiment_id, config.run_name)
-    client.log(run_id, params=config.to_params(), metrics=metrics, tags=tags)
+    client.log(run_id, params=config.to_params(), metrics=metrics)
     client.end_run(run_id, "FINISHED")
