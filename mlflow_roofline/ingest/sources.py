@@ -161,8 +161,10 @@ def _codecarbon_rows(cells: Cells, mapping: Mapping, path: str) -> list[RawRow]:
     missing = [c for c in CODECARBON_COLUMNS if c not in cells.header]
     if missing:
         raise ConfigError("file", f"{path} is not a CodeCarbon emissions.csv: no column {', '.join(missing)}")
-    if mapping.energy_unit != "J" or mapping.time_unit != "s" or mapping.columns:
-        raise ConfigError("mapping", "codecarbon files have fixed columns and units (kWh, s): give only constants/rows")
+    if mapping.columns:
+        raise ConfigError("mapping.columns", "codecarbon files have fixed columns: give only constants and rows")
+    if mapping.energy_unit != "J" or mapping.time_unit != "s":
+        raise ConfigError("mapping.units", "codecarbon files have fixed units (kWh, s): give only constants and rows")
     _check_mapping(set(CODECARBON_MEASURED), mapping, None, "CodeCarbon's file measures this field")
     if mapping.row_key is not None and mapping.row_key not in cells.header:
         raise ConfigError("mapping.rows.key", f"the file has no column {mapping.row_key!r}")
