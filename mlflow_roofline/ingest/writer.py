@@ -6,7 +6,7 @@ Each run carries the same params, proxies and tags as a run this project measure
 ``roofline.source=import:<format>``, the row's content hash, the file name and the row's
 place in it. The experiment's import runs are read once, with one paged search, before
 anything is logged: a row with a FINISHED run is present. Every other row is claimed
-before it is logged (:mod:`ingest.claim`), so that an import run twice at once, or run
+before it is logged (:mod:`ingest.row_claim`), so that an import run twice at once, or run
 again after one was killed, stores each row exactly once. SIGTERM or SIGINT ends the row
 in flight KILLED and stops the import (:class:`~mlflow_roofline.core.errors.Interrupted`).
 """
@@ -37,7 +37,7 @@ from mlflow_roofline.core.schema import (
     TAG_SOURCE,
     TAG_WORKLOAD_HASH,
 )
-from mlflow_roofline.ingest import claim
+from mlflow_roofline.ingest import row_claim
 from mlflow_roofline.ingest.mapping import load_mapping
 from mlflow_roofline.ingest.records import Record, RowError, check_columns, check_row
 from mlflow_roofline.ingest.sources import read_table
@@ -111,7 +111,7 @@ def import_file(
 def import_runs(client: TrackingClient, experiment_id: str, fmt: str) -> dict[str, list[Run]]:
     """The runs this format imported into the experiment, by row hash (one paged search)."""
     by_hash: dict[str, list[Run]] = {}
-    for run in client.iter_runs([experiment_id], claim.source_filter(fmt)):
+    for run in client.iter_runs([experiment_id], row_claim.source_filter(fmt)):
         row_hash = run.data.tags.get(TAG_IMPORT_ROW_HASH)
         if row_hash is not None:
             by_hash.setdefault(row_hash, []).append(run)
@@ -127,7 +127,7 @@ def log_records(
     done: set[str] = set()
     for record in records:
         row_hash = record.row_hash(fmt)
-        first_look = claim.row_state(known.get(row_hash, []))
+        first_look = row_claim.row_state(known.get(row_hash, []))
         if (
             row_hash in done
             or first_look.present
@@ -147,7 +147,7 @@ def _claim_and_log(
     fmt: str,
     file_name: str,
     row_hash: str,
-    state: claim.RowState,
+    state: row_claim.RowState,
 ) -> bool:
     """Claim the row and log it (True), or find it stored by another import meanwhile (False)."""
     while True:
@@ -155,21 +155,21 @@ def _claim_and_log(
             return False
         if state.holder is None:
             for orphan in state.orphans:
-                claim.end_orphan(client, orphan)
-            ticket = claim.open_ticket(
+                row_claim.end_orphan(client, orphan)
+            ticket = row_claim.open_ticket(
                 client, experiment_id, record.config.run_name, _tags(record, fmt, file_name, row_hash)
             )
             try:
-                lost = claim.check_ticket(claim.row_runs(client, experiment_id, fmt, row_hash), ticket)
+                lost = row_claim.check_ticket(row_claim.row_runs(client, experiment_id, fmt, row_hash), ticket)
                 if lost is None:
                     _log_into(client, ticket, record)
                     return True
-                claim.withdraw(client, ticket, lost)
+                row_claim.withdraw(client, ticket, lost)
             except BaseException as exc:
-                claim.end_interrupted(client, ticket, exc)
+                row_claim.end_interrupted(client, ticket, exc)
                 raise
-        claim.pause()
-        state = claim.row_state(claim.row_runs(client, experiment_id, fmt, row_hash))
+        row_claim.pause()
+        state = row_claim.row_state(row_claim.row_runs(client, experiment_id, fmt, row_hash))
 
 
 def _tags(record: Record, fmt: str, file_name: str, row_hash: str) -> dict[str, str]:
