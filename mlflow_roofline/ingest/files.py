@@ -11,7 +11,9 @@ name once. A header that is a single name holding ``;``, a tab or ``|`` is a fil
 separated by another delimiter and is refused saying so. A Parquet file is read
 whole (under the same cap) by pandas: its footer must be read first.
 
-Problems of the whole file are one :class:`ConfigError` naming ``file``.
+Problems of the whole file are one :class:`ConfigError` naming ``file``. The mapping
+file is read under the same rules (:func:`read_small_text`, at most
+:data:`MAX_MAPPING_BYTES`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from mlflow_roofline.core.errors import ConfigError
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 """Largest file import reads, in bytes (256 MiB: about a million rows of a wide table)."""
+MAX_MAPPING_BYTES = 1024 * 1024
+"""Largest mapping file import reads, in bytes (1 MiB: thousands of ``rows`` entries)."""
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
 OTHER_DELIMITERS: tuple[str, ...] = (";", "\t", "|")
 """Delimiters a single-column header betrays (the file is not comma-separated)."""
@@ -64,25 +68,36 @@ def read_cells(path: Path, max_bytes: int = MAX_IMPORT_BYTES) -> Cells:
         return _csv_cells(path, handle)
 
 
-def _open_regular(path: Path, max_bytes: int) -> io.BufferedReader:
+def read_small_text(path: Path, field: str, max_bytes: int = MAX_MAPPING_BYTES) -> str:
+    """The UTF-8 text of a small regular file (a mapping), under the rules of :func:`read_cells`.
+
+    Raises:
+        ConfigError: naming ``field``: not a regular file, over ``max_bytes``, unreadable, not UTF-8.
+    """
+    with _open_regular(path, max_bytes, field) as handle:
+        try:
+            return handle.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(field, f"cannot read {path}: {exc}") from None
+
+
+def _open_regular(path: Path, max_bytes: int, field: str = "file") -> io.BufferedReader:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO's open must not wait for a writer
     except OSError as exc:
-        raise ConfigError("file", f"cannot read {path}: {exc.strerror or exc}") from None
+        raise ConfigError(field, f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                "file", f"{path} is {_kind(info.st_mode)}, not a regular file: import reads CSV or Parquet"
-            )
+            raise ConfigError(field, f"{path} is {_kind(info.st_mode)}, not a regular file")
         if info.st_size > max_bytes:
             raise ConfigError(
-                "file", f"{path} holds {info.st_size} bytes, more than the {max_bytes} import reads: split it"
+                field, f"{path} holds {info.st_size} bytes, more than the {max_bytes} import reads: split it"
             )
-        return io.BufferedReader(_Capped(io.FileIO(fd, "rb", closefd=True), path, max_bytes))
     except BaseException:
         os.close(fd)
         raise
+    return io.BufferedReader(_Capped(io.FileIO(fd, "rb", closefd=True), path, max_bytes, field))
 
 
 def _kind(mode: int) -> str:
@@ -101,8 +116,8 @@ def _kind(mode: int) -> str:
 class _Capped(io.RawIOBase):
     """A raw reader that refuses to go past ``limit`` bytes (a file that grows while it is read)."""
 
-    def __init__(self, raw: io.FileIO, path: Path, limit: int) -> None:
-        self._raw, self._path, self._left = raw, path, limit
+    def __init__(self, raw: io.FileIO, path: Path, limit: int, field: str) -> None:
+        self._raw, self._path, self._limit, self._left, self._field = raw, path, limit, limit, field
 
     def readable(self) -> bool:
         return True
@@ -111,7 +126,7 @@ class _Capped(io.RawIOBase):
         count = self._raw.readinto(buffer) or 0
         self._left -= count
         if self._left < 0:
-            raise ConfigError("file", f"{self._path} grew past the {MAX_IMPORT_BYTES} bytes import reads while read")
+            raise ConfigError(self._field, f"{self._path} grew past the {self._limit} bytes import reads while read")
         return count
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ import yaml
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_J, M_ENERGY_NODE_J, M_TIME_S
+from mlflow_roofline.ingest.files import read_small_text
 
 ENERGY_UNITS_J: dict[str, float] = {"J": 1.0, "Wh": 3600.0, "kWh": 3.6e6}
 """Joules in one unit of each accepted energy unit."""
@@ -80,14 +81,16 @@ def load_mapping(path: str | Path | None) -> Mapping:
     """Read and check a mapping file; no path is the identity mapping in joules and seconds.
 
     Raises:
-        ConfigError: an unreadable file, an unknown key or unit, or a malformed section,
-            naming the key.
+        ConfigError: an unreadable file (not a regular file, over 1 MiB: see
+            :func:`ingest.files.read_small_text`), an unknown key or unit, or a malformed
+            section, naming the key.
     """
     if path is None:
         return Mapping()
+    text = read_small_text(Path(path), "mapping")  # a regular file of at most 1 MiB: never /dev/zero or a FIFO
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise ConfigError("mapping", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
     return parse_mapping(raw or {})
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.ingest.files import read_cells
+from mlflow_roofline.ingest.files import MAX_MAPPING_BYTES, read_cells
+from mlflow_roofline.ingest.mapping import load_mapping
 
 
 def test_dev_zero_is_refused_before_reading() -> None:
@@ -81,3 +82,19 @@ def test_records_keep_their_line_and_extra_cells_are_a_row_problem(tmp_path: Pat
     assert cells.header == ("a", "b")
     assert cells.rows == [("line 2", {"a": "1", "b": "2"}), ("line 5", {"a": "x\ny"}), ("line 6", {"a": "3", "b": "4"})]
     assert cells.problems == {"line 6": ("file", "has 3 cells, but the header names 2 columns")}
+
+
+def test_a_mapping_path_that_is_not_a_small_regular_file_is_refused_naming_mapping(tmp_path: Path) -> None:
+    fifo = tmp_path / "map.yaml"
+    os.mkfifo(fifo)
+    for path, rule in (
+        (Path("/dev/zero"), "is a character device, not a regular file"),
+        (fifo, "is a FIFO, not a regular file"),
+    ):
+        with pytest.raises(ConfigError, match=rule) as caught:
+            load_mapping(path)
+        assert caught.value.field == "mapping"
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * MAX_MAPPING_BYTES + "\n")
+    with pytest.raises(ConfigError, match=f"more than the {MAX_MAPPING_BYTES} import reads"):
+        load_mapping(big)
