@@ -41,7 +41,7 @@ from mlflow_roofline.ingest import row_claim
 from mlflow_roofline.ingest.mapping import load_mapping
 from mlflow_roofline.ingest.records import Record, RowError, check_columns, check_row
 from mlflow_roofline.ingest.sources import read_table
-from mlflow_roofline.system.signals import raising_on_signals
+from mlflow_roofline.system.signals import holding_stop_signals, raising_on_signals
 from mlflow_roofline.tracking.client import Run, TrackingClient
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
@@ -156,20 +156,38 @@ def _claim_and_log(
         if state.holder is None:
             for orphan in state.orphans:
                 row_claim.end_orphan(client, orphan)
-            ticket = row_claim.open_ticket(
-                client, experiment_id, record.config.run_name, _tags(record, fmt, file_name, row_hash)
-            )
-            try:
-                lost = row_claim.check_ticket(row_claim.row_runs(client, experiment_id, fmt, row_hash), ticket)
-                if lost is None:
-                    _log_into(client, ticket, record)
-                    return True
-                row_claim.withdraw(client, ticket, lost)
-            except BaseException as exc:
-                row_claim.end_interrupted(client, ticket, exc)
-                raise
+            if _try_row(client, experiment_id, record, fmt, _tags(record, fmt, file_name, row_hash)):
+                return True
         row_claim.pause()
         state = row_claim.row_state(row_claim.row_runs(client, experiment_id, fmt, row_hash))
+
+
+def _try_row(client: TrackingClient, experiment_id: str, record: Record, fmt: str, tags: dict[str, str]) -> bool:
+    """One claim of the row: its ticket logged and FINISHED (True), or withdrawn (False).
+
+    A signal or an error ends the ticket KILLED (:func:`row_claim.end_interrupted`).
+    Creating the ticket and ending it FINISHED hold stop signals back until the call
+    returns, so that the ticket's id is known and a FINISHED run is never ended again.
+    """
+    ticket: str | None = None
+    finished = False
+    try:
+        with holding_stop_signals():
+            ticket = row_claim.open_ticket(client, experiment_id, record.config.run_name, tags)
+        rows = row_claim.row_runs(client, experiment_id, fmt, tags[TAG_IMPORT_ROW_HASH])
+        lost = row_claim.check_ticket(rows, ticket)
+        if lost is not None:
+            row_claim.withdraw(client, ticket, lost)
+            return False
+        client.log(ticket, params=record.config.to_params(), metrics=_metrics(record))
+        with holding_stop_signals():
+            client.end_run(ticket, "FINISHED")
+            finished = True
+        return True
+    except BaseException as exc:
+        if ticket is not None and not finished:
+            row_claim.end_interrupted(client, ticket, exc)
+        raise
 
 
 def _tags(record: Record, fmt: str, file_name: str, row_hash: str) -> dict[str, str]:
@@ -188,15 +206,13 @@ def _tags(record: Record, fmt: str, file_name: str, row_hash: str) -> dict[str, 
     }
 
 
-def _log_into(client: TrackingClient, run_id: str, record: Record) -> None:
-    """Log the record's params and metrics into its ticket and end it FINISHED."""
+def _metrics(record: Record) -> dict[str, float]:
+    """The run's metrics: the proxies, the measured energies and time, average power and throughput."""
     config = record.config
     energy_j, time_s = record.metrics[M_ENERGY_J], record.metrics[M_TIME_S]
-    metrics = {
+    return {
         **proxy_metrics(config),
         **record.metrics,
         M_AVG_POWER_W: energy_j / time_s,
         M_SAMPLES_PER_S: config.batch_size * config.num_steps / time_s,
     }
-    client.log(run_id, params=config.to_params(), metrics=metrics)
-    client.end_run(run_id, "FINISHED")

@@ -1,5 +1,6 @@
 """Signal handling in one place: SIGTERM and SIGINT as exceptions (so that whatever was in
-flight can end its runs KILLED), ignoring them during cleanup, and forwarding them to a child."""
+flight can end its runs KILLED), held back over a step that must not be cut in two,
+ignoring them during cleanup, and forwarding them to a child."""
 
 from __future__ import annotations
 
@@ -33,6 +34,33 @@ def raising_on_signals(make_error: Callable[[int], BaseException]) -> Iterator[N
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def holding_stop_signals() -> Iterator[None]:
+    """Inside the block, SIGTERM and SIGINT wait; once it is done, the first one that came is
+    delivered to the handler in place again (:func:`raising_on_signals`' raises there).
+
+    For a store call whose effect the caller must know: creating a run (its id must be in
+    hand to end the run) or ending it (a run must not be ended twice). Outside the main
+    thread the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if received:
+            signal.raise_signal(received[0])
 
 
 def ignore_stop_signals() -> None:
