@@ -3,8 +3,9 @@
 Exit status: 0 when every row was imported or already present, 1 when some rows were
 refused (the others are imported all the same), 2 when the file or mapping cannot be used
 (a required column missing from the file, unknown columns under ``--strict``), 128 + the
-signal's number when SIGTERM or SIGINT stopped it (the row in flight ended KILLED; the
-rows before it are stored; running the import again stores the rest, once each).
+signal's number when SIGTERM or SIGINT stopped it (between rows: the row in flight is
+stored first, or ended KILLED by a second signal; running the import again stores the
+rest, once each).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, 
         counts = import_file(file, experiment, fmt, mapping, dry_run, strict)
     except Interrupted as exc:
         click.echo(
-            f"Error: {exc.reason}; the row in flight ended KILLED, the rows before it are stored: "
-            "run the import again to store the rest",
+            f"Error: {exc.reason}; the import stopped between rows, nothing is left RUNNING: "
+            "run it again to store the rest",
             err=True,
         )
         sys.exit(128 + exc.signum)

@@ -21,9 +21,11 @@ instead of the config hash and repeat):
    ticket (ended KILLED and deleted, like a sweep's), pauses a random moment and starts
    over at 1.
 
-A signal (SIGTERM, SIGINT: :class:`~mlflow_roofline.core.errors.Interrupted`) or an
-error while a ticket is open ends that ticket KILLED with the reason in
-``roofline.error``; nothing is left RUNNING by an import that could still act.
+The importer holds SIGTERM and SIGINT back over steps 1's orphan ending to 4
+(:func:`~mlflow_roofline.system.signals.holding_stop_signals`) and stops between
+attempts; an error, or a second signal, while a ticket is open ends that ticket KILLED
+with the reason in ``roofline.error`` (:func:`end_interrupted`). Nothing is left
+RUNNING by an import that could still act.
 """
 
 from __future__ import annotations

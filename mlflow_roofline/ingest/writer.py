@@ -7,8 +7,11 @@ Each run carries the same params, proxies and tags as a run this project measure
 place in it. The experiment's import runs are read once, with one paged search, before
 anything is logged: a row with a FINISHED run is present. Every other row is claimed
 before it is logged (:mod:`ingest.row_claim`), so that an import run twice at once, or run
-again after one was killed, stores each row exactly once. SIGTERM or SIGINT ends the row
-in flight KILLED and stops the import (:class:`~mlflow_roofline.core.errors.Interrupted`).
+again after one was killed, stores each row exactly once. SIGTERM or SIGINT stops the
+import between two attempts at a row (:class:`~mlflow_roofline.core.errors.Interrupted`):
+the row in flight ends FINISHED (or its lost claim withdrawn) first, since cutting a
+store call in two can leave the store's connection unusable and the run RUNNING; a
+second signal does not wait, and ends the run in flight KILLED.
 """
 
 from __future__ import annotations
@@ -88,8 +91,8 @@ def import_file(
     run); the refused ones are in the counts with their field and rule.
 
     Raises:
-        Interrupted: SIGTERM or SIGINT while rows were logged: the row in flight ended
-            KILLED, the rows before it are stored, a rerun stores the rest.
+        Interrupted: SIGTERM or SIGINT while rows were logged: the rows before it are
+            stored (a second signal ends the row in flight KILLED), a rerun stores the rest.
         ConfigError: the file or the mapping cannot be used: a required field missing from
             the whole file, unknown columns under ``strict``, an unreadable file or mapping.
     """
@@ -154,10 +157,11 @@ def _claim_and_log(
         if state.present:
             return False
         if state.holder is None:
-            for orphan in state.orphans:
-                row_claim.end_orphan(client, orphan)
-            if _try_row(client, experiment_id, record, fmt, _tags(record, fmt, file_name, row_hash)):
-                return True
+            with holding_stop_signals():  # a stop comes between attempts, never inside a store call
+                for orphan in state.orphans:
+                    row_claim.end_orphan(client, orphan)
+                if _try_row(client, experiment_id, record, fmt, _tags(record, fmt, file_name, row_hash)):
+                    return True
         row_claim.pause()
         state = row_claim.row_state(row_claim.row_runs(client, experiment_id, fmt, row_hash))
 
@@ -165,24 +169,22 @@ def _claim_and_log(
 def _try_row(client: TrackingClient, experiment_id: str, record: Record, fmt: str, tags: dict[str, str]) -> bool:
     """One claim of the row: its ticket logged and FINISHED (True), or withdrawn (False).
 
-    A signal or an error ends the ticket KILLED (:func:`row_claim.end_interrupted`).
-    Creating the ticket and ending it FINISHED hold stop signals back until the call
-    returns, so that the ticket's id is known and a FINISHED run is never ended again.
+    The caller holds stop signals back over it; an error, or a second signal that would
+    not wait, ends the ticket KILLED (:func:`row_claim.end_interrupted`) unless it is
+    FINISHED already.
     """
     ticket: str | None = None
     finished = False
     try:
-        with holding_stop_signals():
-            ticket = row_claim.open_ticket(client, experiment_id, record.config.run_name, tags)
+        ticket = row_claim.open_ticket(client, experiment_id, record.config.run_name, tags)
         rows = row_claim.row_runs(client, experiment_id, fmt, tags[TAG_IMPORT_ROW_HASH])
         lost = row_claim.check_ticket(rows, ticket)
         if lost is not None:
             row_claim.withdraw(client, ticket, lost)
             return False
         client.log(ticket, params=record.config.to_params(), metrics=_metrics(record))
-        with holding_stop_signals():
-            client.end_run(ticket, "FINISHED")
-            finished = True
+        client.end_run(ticket, "FINISHED")
+        finished = True
         return True
     except BaseException as exc:
         if ticket is not None and not finished:

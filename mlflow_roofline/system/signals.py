@@ -10,6 +10,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
@@ -38,28 +39,36 @@ def raising_on_signals(make_error: Callable[[int], BaseException]) -> Iterator[N
 
 @contextlib.contextmanager
 def holding_stop_signals() -> Iterator[None]:
-    """Inside the block, SIGTERM and SIGINT wait; once it is done, the first one that came is
-    delivered to the handler in place again (:func:`raising_on_signals`' raises there).
+    """Inside the block, a SIGTERM or SIGINT waits; once the block is done, it is delivered to
+    the handler in place again (:func:`raising_on_signals`' raises there).
 
-    For a store call whose effect the caller must know: creating a run (its id must be in
-    hand to end the run) or ending it (a run must not be ended twice). Outside the main
-    thread the block runs unchanged.
+    For work that must not be cut in two, such as a few store calls that create a run,
+    log into it and end it: an exception raised in the middle of a database call can
+    leave the store's connection unusable, and the run could then not be ended. A second
+    signal during the block is not held: it goes to the handler in place at once (a
+    user who insists, a store that hangs). Outside the main thread the block runs
+    unchanged.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
+    previous: dict[signal.Signals, Any] = {}
 
     def hold(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
+        if len(received) > 1:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            signal.raise_signal(signum)
 
-    previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
+    previous.update({sig: signal.signal(sig, hold) for sig in STOP_SIGNALS})
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-        if received:
+        if len(received) == 1:
             signal.raise_signal(received[0])
 
 

@@ -128,7 +128,9 @@ def test_a_rerun_reclaims_the_row_a_killed_import_left_running(tracking_uri: str
     assert "its importer ended before the row was stored" in runs[orphan.info.run_id].data.tags[TAG_ERROR]
 
 
-def test_sigterm_ends_the_row_in_flight_and_a_rerun_stores_the_rest(tracking_uri: str, tmp_path: Path) -> None:
+def test_sigterm_stops_between_rows_leaving_nothing_running_then_a_rerun_stores_the_rest(
+    tracking_uri: str, tmp_path: Path
+) -> None:
     data = write_rows(tmp_path / "runs.csv", 60)
     init_store()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -147,7 +149,7 @@ def test_sigterm_ends_the_row_in_flight_and_a_rerun_stores_the_rest(tracking_uri
         if process.poll() is None:
             process.kill()
     assert process.returncode == 128 + signal.SIGTERM, err
-    assert "Error: interrupted by SIGTERM; the row in flight ended KILLED" in err
+    assert "Error: interrupted by SIGTERM; the import stopped between rows, nothing is left RUNNING" in err
     statuses = Counter(r.info.status for r in runs_of())
     assert "RUNNING" not in statuses and 1 <= statuses["FINISHED"] < 60, statuses
 

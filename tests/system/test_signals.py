@@ -55,3 +55,18 @@ def test_a_held_stop_signal_waits_for_the_block_then_raises(signum: signal.Signa
         steps.append("after the block")  # never: the held signal is raised as the block ends
     assert steps == ["the held step completed"]
     assert caught.value.signum == signum
+
+
+def test_a_second_stop_signal_is_not_held() -> None:
+    """A user who insists (or a store call that hangs) is not held back: the second signal raises at once."""
+    steps: list[str] = []
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(Interrupted), raising_on_signals(Interrupted):
+        with holding_stop_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("held")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)  # the second signal raises well before this ends
+            steps.append("never")
+    assert steps == ["held"]
+    assert {sig: signal.getsignal(sig) for sig in before} == before  # the old handlers are back
