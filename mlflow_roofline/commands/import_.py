@@ -1,7 +1,8 @@
 """``mlflow-roofline import``: measurements from another tool as train runs the fit uses.
 
 Exit status: 0 when every row was imported or already present, 1 when some rows were
-refused (the others are imported all the same), 2 when the file or mapping cannot be used
+refused, or held by another import's RUNNING run past the wait (the others are imported
+all the same), 2 when the file or mapping cannot be used
 (a required column missing from the file, unknown columns under ``--strict``), 128 + the
 signal's number when SIGTERM or SIGINT stopped it (between rows: the row in flight is
 stored first, or ended KILLED by a second signal; running the import again stores the
@@ -58,6 +59,8 @@ def import_command(file: Path, experiment: str, fmt: str, mapping: Path | None, 
         click.echo(warning, err=True)
     for error in counts.refused:
         click.echo(f"refused {error}", err=True)
+    for line in counts.held_lines():
+        click.echo(line, err=True)
     click.echo(counts.summary(dry_run))
-    if counts.refused:
+    if counts.refused or counts.held:
         raise click.exceptions.Exit(1)

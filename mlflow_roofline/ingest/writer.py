@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -48,6 +49,13 @@ from mlflow_roofline.system.signals import holding_stop_signals, raising_on_sign
 from mlflow_roofline.tracking.client import Run, TrackingClient
 from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
+STORED = "stored"
+PRESENT = "present"
+HOLD_WAIT_S = 60.0
+"""Seconds an import waits for a row that another import's RUNNING run holds, before it
+reports the row held and goes on (a live importer stores a row in well under a second;
+a run recorded on another host cannot be checked from here and may never end)."""
+
 
 @dataclasses.dataclass
 class ImportCounts:
@@ -57,12 +65,16 @@ class ImportCounts:
         imported: rows logged as new runs (or that would be, in a dry run).
         already_present: rows whose hash a run of the experiment already carries.
         refused: rows that failed their check, with the field and rule.
+        held: rows another import still held after :data:`HOLD_WAIT_S` seconds, with the
+            run that holds each (RUNNING, its importer alive or on another host): not stored
+            by this import.
         ignored_columns: the file's columns the schema does not know, ignored (sorted).
     """
 
     imported: list[str] = dataclasses.field(default_factory=list)
     already_present: list[str] = dataclasses.field(default_factory=list)
     refused: list[RowError] = dataclasses.field(default_factory=list)
+    held: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     ignored_columns: list[str] = dataclasses.field(default_factory=list)
 
     def warning(self) -> str | None:
@@ -77,7 +89,16 @@ class ImportCounts:
         detail = ", ".join(f"{n} on {field}" for field, n in by_field.most_common())
         verb = "would import" if dry_run else "imported"
         text = f"{verb} {len(self.imported)}, skipped {len(self.already_present)} already present, "
-        return text + f"refused {len(self.refused)}" + (f" ({detail})" if detail else "")
+        text += f"refused {len(self.refused)}" + (f" ({detail})" if detail else "")
+        return text + (f", left {len(self.held)} held by another import" if self.held else "")
+
+    def held_lines(self) -> list[str]:
+        """One line per held row: where, the run holding it, and what to do."""
+        return [
+            f"held {where}: run {run_id} of another import holds this row (RUNNING); "
+            "run the import again once that run has ended"
+            for where, run_id in self.held
+        ]
 
 
 def import_file(
@@ -131,15 +152,18 @@ def log_records(
     for record in records:
         row_hash = record.row_hash(fmt)
         first_look = row_claim.row_state(known.get(row_hash, []))
-        if (
-            row_hash in done
-            or first_look.present
-            or not _claim_and_log(client, experiment_id, record, fmt, file_name, row_hash, first_look)
-        ):
+        if row_hash in done or first_look.present:
             counts.already_present.append(record.where)
-        else:
+            continue
+        outcome = _claim_and_log(client, experiment_id, record, fmt, file_name, row_hash, first_look)
+        if outcome == STORED:
             counts.imported.append(record.where)
-        done.add(row_hash)
+            done.add(row_hash)
+        elif outcome == PRESENT:
+            counts.already_present.append(record.where)
+            done.add(row_hash)
+        else:
+            counts.held.append((record.where, outcome))
     return counts
 
 
@@ -151,17 +175,21 @@ def _claim_and_log(
     file_name: str,
     row_hash: str,
     state: row_claim.RowState,
-) -> bool:
-    """Claim the row and log it (True), or find it stored by another import meanwhile (False)."""
+) -> str:
+    """Claim the row and log it (:data:`STORED`), find it stored by another import meanwhile
+    (:data:`PRESENT`), or the id of the run that still holds it after :data:`HOLD_WAIT_S`."""
+    deadline = time.monotonic() + HOLD_WAIT_S
     while True:
         if state.present:
-            return False
+            return PRESENT
+        if state.holder is not None and time.monotonic() > deadline:
+            return state.holder
         if state.holder is None:
             with holding_stop_signals():  # a stop comes between attempts, never inside a store call
                 for orphan in state.orphans:
                     row_claim.end_orphan(client, orphan)
                 if _try_row(client, experiment_id, record, fmt, _tags(record, fmt, file_name, row_hash)):
-                    return True
+                    return STORED
         row_claim.pause()
         state = row_claim.row_state(row_claim.row_runs(client, experiment_id, fmt, row_hash))
 

@@ -20,7 +20,11 @@ from mlflow.tracking import MlflowClient
 from support.sweeps import CLI, init_store, wait_until
 
 from mlflow_roofline.cli import main
-from mlflow_roofline.core.schema import TAG_ERROR, TAG_IMPORT_ROW_HASH
+from mlflow_roofline.core.schema import TAG_ERROR, TAG_HOST, TAG_IMPORT_ROW_HASH, TAG_PID, TAG_RUN_TYPE, TAG_SOURCE
+from mlflow_roofline.ingest import writer
+from mlflow_roofline.ingest.mapping import load_mapping
+from mlflow_roofline.ingest.records import Record, check_row
+from mlflow_roofline.ingest.sources import read_rows
 
 pytestmark = pytest.mark.slow
 
@@ -158,3 +162,30 @@ def test_sigterm_stops_between_rows_leaving_nothing_running_then_a_rerun_stores_
     assert len(finished) == 60 and len({r.data.tags[TAG_IMPORT_ROW_HASH] for r in finished}) == 60
     killed = [r for r in runs_of() if r.info.status == "KILLED"]
     assert all(r.data.tags[TAG_ERROR] == "interrupted by SIGTERM" for r in killed)
+
+
+def test_a_row_held_by_a_run_of_another_host_is_reported_held_not_skipped_nor_waited_on_forever(
+    tracking_uri: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RUNNING run recorded on another host cannot be checked from here: it may be live, so it holds its
+    row; the import waits a bounded time, reports the row held (exit 1) and stores the others."""
+    data = write_rows(tmp_path / "runs.csv", 3)
+    record = check_row(read_rows(data, "table", load_mapping(None))[0])
+    assert isinstance(record, Record)
+    client = MlflowClient()
+    held = client.create_run(
+        client.create_experiment("imported"),
+        tags={
+            TAG_RUN_TYPE: "train",
+            TAG_SOURCE: "import:table",
+            TAG_IMPORT_ROW_HASH: record.row_hash("table"),
+            TAG_HOST: "another-host",
+            TAG_PID: "4242",
+        },
+    ).info.run_id
+    monkeypatch.setattr(writer, "HOLD_WAIT_S", 0.5)
+    assert run_cli(["import", str(data), "--experiment", "imported"]) == 1
+    out = capsys.readouterr()
+    assert f"held line 2: run {held} of another import holds this row (RUNNING)" in out.err
+    assert "imported 2, skipped 0 already present, refused 0, left 1 held by another import" in out.out
+    assert Counter(r.info.status for r in runs_of()) == {"FINISHED": 2, "RUNNING": 1}  # the other host's run untouched
