@@ -89,13 +89,23 @@ REGEX_SYNTAX = frozenset("\\()[]{}^$+")
 def glob_matches(pattern: str, text: str) -> bool:
     """Whether ``text`` is matched by the glob ``pattern`` (``*`` any run, ``?`` one character), any case.
 
-    The classic two-pointer match: it backtracks only to the last ``*``, so it takes at most
-    ``len(pattern) * len(text)`` steps, never exponential time.
+    The classic two-pointer match (:func:`glob_match_steps`): never exponential time.
+    """
+    return glob_match_steps(pattern, text)[0]
+
+
+def glob_match_steps(pattern: str, text: str) -> tuple[bool, int]:
+    """Whether the glob ``pattern`` matches ``text`` (any case), and the loop steps it took.
+
+    It backtracks only to the last ``*``, so the steps are at most
+    ``(len(pattern) + 1) * (len(text) + 1)`` whatever the input: no regular expression and
+    no ``fnmatch`` (which translates globs to regular expressions) is involved.
     """
     p, t = pattern.lower(), text.lower()
-    pi = ti = 0
+    pi = ti = steps = 0
     star, resume = -1, 0
     while ti < len(t):
+        steps += 1
         if pi < len(p) and p[pi] != "*" and (p[pi] == "?" or p[pi] == t[ti]):
             pi, ti = pi + 1, ti + 1
         elif pi < len(p) and p[pi] == "*":
@@ -105,8 +115,8 @@ def glob_matches(pattern: str, text: str) -> bool:
             resume += 1
             pi, ti = star + 1, resume
         else:
-            return False
-    return all(c == "*" for c in p[pi:])
+            return False, steps
+    return all(c == "*" for c in p[pi:]), steps
 
 
 def split_patterns(pattern: str) -> tuple[str, ...]:

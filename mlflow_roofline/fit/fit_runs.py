@@ -2,8 +2,9 @@
 
 One hardware: one fit run. Several: a parent fit run with the pooled comparison (and the
 pooled law as the model when it wins), one nested fit run per hardware, then every
-model registered with its aliases (``alias``, ``alias-<hardware>``). What the job
-produced is a :class:`FitOutcome`.
+model registered with its aliases (``alias``, ``alias-<hardware>``). Hardware names
+that make one ``alias-<hardware>`` (``GPU A`` and ``GPU-A``) never share it: see
+:func:`aliases_of`. What the job produced is a :class:`FitOutcome`.
 
 Each fit run (``roofline.run_type=fit``) gets the metrics of :func:`fit.hardware_fit.fit_metrics`,
 the params, the files, figures, table and description of :mod:`fit.report.run_page`, and
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from mlflow_roofline.core.schema import (
     BASELINE_KINDS,
@@ -161,13 +163,53 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "hardware"
 
 
-def aliases_of(fits: Sequence[HardwareFit], alias: str, pooled_wins: bool = False) -> list[list[str]]:
+def hardware_alias(alias: str, hardware: str) -> str:
+    """``alias-<slug of hardware>``: the alias one hardware's law is first given (``champion-gpu-a``)."""
+    return f"{alias}-{_slug(hardware)}"
+
+
+def distinct_hardware_alias(alias: str, hardware: str) -> str:
+    """``alias-<slug>-<first 8 hex of the name's sha256>``: a hardware's alias when its plain one is another's."""
+    return f"{hardware_alias(alias, hardware)}-{hashlib.sha256(hardware.encode()).hexdigest()[:8]}"
+
+
+def aliases_of(
+    fits: Sequence[HardwareFit],
+    alias: str,
+    pooled_wins: bool = False,
+    owners: Mapping[str, str | None] | None = None,
+) -> list[list[str]]:
     """The aliases of each fit's version: ``alias`` alone, or ``alias-<hardware>`` each and ``alias`` on the
-    first (unless the pooled law wins: then ``alias`` is its own)."""
+    first (unless the pooled law wins: then ``alias`` is its own).
+
+    Hardware names are data: two may make one slug (``GPU A``, ``GPU-A``, or two long names
+    alike in their first 60 characters). A plain ``alias-<slug>`` goes to the hardware that
+    owns it already (``owners``: alias -> the hardware of the version it points at in the
+    registry, None when it points nowhere), else to the first hardware of this fit that makes
+    it; any other hardware gets :func:`distinct_hardware_alias`. No law ever takes the alias
+    of another hardware's law.
+    """
     if len(fits) == 1:
         return [[alias]]
+    owners = owners or {}
     first = [] if pooled_wins else [alias]
-    return [[f"{alias}-{_slug(fit.hardware)}"] + (first if i == 0 else []) for i, fit in enumerate(fits)]
+    given: set[str] = set()
+    result = []
+    for i, fit in enumerate(fits):
+        plain = hardware_alias(alias, fit.hardware)
+        owner = owners.get(plain)
+        if plain not in given and owner in (None, fit.hardware):
+            name = plain
+        else:
+            name = distinct_hardware_alias(alias, fit.hardware)
+        given.add(name)
+        result.append([name] + (first if i == 0 else []))
+    return result
+
+
+def hardware_aliases(fits: Sequence[HardwareFit], alias: str) -> list[str]:
+    """The plain per-hardware aliases a fit of several hardware may set (those whose owner to look up)."""
+    return [hardware_alias(alias, fit.hardware) for fit in fits] if len(fits) > 1 else []
 
 
 def _register_all(
@@ -182,7 +224,8 @@ def _register_all(
         return
     if pooled is not None:
         ledger.register(pooled[0], pooled[1], [alias])  # type: ignore[arg-type]
-    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, pooled is not None)):
+    owners = ledger.alias_owners(hardware_aliases(fits, alias))
+    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, pooled is not None, owners)):
         ledger.register(fit, model_uri, aliases)
 
 

@@ -35,7 +35,7 @@ from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.failure import record_failure
-from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, log_and_register
+from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, hardware_aliases, log_and_register
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import fit_pooled
@@ -136,8 +136,10 @@ def run_fit(
         clock = time.perf_counter()
         fits, skipped = _fit_every_hardware(run_data, allow_estimate, missing_baseline, seed, echo)
         pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
-        if register:
-            for fit_aliases in aliases_of(fits, alias, pooled is not None and pooled.law is not None):
+        ledger = RegistryLedger(model_name) if register else None
+        if ledger is not None:
+            owners = ledger.alias_owners(hardware_aliases(fits, alias))
+            for fit_aliases in aliases_of(fits, alias, pooled is not None and pooled.law is not None, owners):
                 for name in fit_aliases:
                     check_alias(name)
         timings["fit"] = time.perf_counter() - clock
@@ -145,7 +147,7 @@ def run_fit(
         outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
-        log_and_register(outcome, start, params, RegistryLedger(model_name) if register else None, alias)
+        log_and_register(outcome, start, params, ledger, alias)
         timings["log"] = time.perf_counter() - clock
     except Exception as exc:
         raise record_failure(

@@ -80,6 +80,14 @@ class RegistryLedger:
             self.client.create_registered_model(self.model_name)
             self.created_model = True
 
+    def alias_owners(self, aliases: Sequence[str]) -> dict[str, str | None]:
+        """Each alias -> the hardware (``roofline.hardware``) of the version it points at now; None when unset."""
+        owners: dict[str, str | None] = {}
+        for alias in aliases:
+            version = self.client.version_by_alias(self.model_name, alias)
+            owners[alias] = None if version is None else (version.tags or {}).get(TAG_HARDWARE)
+        return owners
+
     def _previous_version(self, alias: str) -> str | None:
         version = self.client.version_by_alias(self.model_name, alias)
         return None if version is None else str(version.version)

@@ -5,9 +5,9 @@ A mapping is YAML with four optional keys::
     columns:              # file column -> schema name
       layers: num_layers
       joules: energy_j
-    units:                # of the energy and time columns
-      energy: kWh         # J, Wh or kWh
-      time: min           # s, min or h
+    units:                # of every energy and every time field
+      energy: kWh         # J, Wh or kWh: energy_j, energy_cpu_j, energy_dram_j, energy_node_j
+      time: min           # s, min or h: time_s
     constants:            # schema fields the file lacks, the same for every row
       hardware: NVIDIA A100-SXM4-80GB
       precision: bf16
@@ -18,6 +18,7 @@ A mapping is YAML with four optional keys::
 
 The file is read strictly (:mod:`mlflow_roofline.core.strict_yaml`): YAML 1.2 scalars (``1:30``
 and ``yes`` are text, ``1e-300`` a number), a key written twice is an error, aliases are bounded.
+Each file column maps to its own field: two columns renamed to one field are refused.
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ from pathlib import Path
 import yaml
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_J, M_ENERGY_NODE_J, M_TIME_S
 from mlflow_roofline.core.strict_yaml import load_yaml
+from mlflow_roofline.ingest.files import read_small_text
 
 ENERGY_UNITS_J: dict[str, float] = {"J": 1.0, "Wh": 3600.0, "kWh": 3.6e6}
 """Joules in one unit of each accepted energy unit."""
 
 TIME_UNITS_S: dict[str, float] = {"s": 1.0, "min": 60.0, "h": 3600.0}
 """Seconds in one unit of each accepted time unit."""
+
+ENERGY_FIELDS: tuple[str, ...] = (M_ENERGY_J, M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_J)
+"""Every energy field of a run: the mapping's energy unit applies to each (joules once converted)."""
+
+TIME_FIELDS: tuple[str, ...] = (M_TIME_S,)
+"""Every time field of a run: the mapping's time unit applies to each (seconds once converted)."""
 
 MAPPING_KEYS: tuple[str, ...] = ("columns", "units", "constants", "rows")
 
@@ -46,8 +55,8 @@ class Mapping:
 
     Attributes:
         columns: file column -> schema field.
-        energy_unit: unit of the energy column (a key of :data:`ENERGY_UNITS_J`).
-        time_unit: unit of the time column (a key of :data:`TIME_UNITS_S`).
+        energy_unit: unit of every energy field (a key of :data:`ENERGY_UNITS_J`).
+        time_unit: unit of every time field (a key of :data:`TIME_UNITS_S`).
         constants: schema field -> value for every row.
         row_key: the file column whose value selects one entry of ``row_values``.
         row_values: key value -> schema field -> value, for that row only.
@@ -62,12 +71,12 @@ class Mapping:
 
     @property
     def joules_per_unit(self) -> float:
-        """Joules in one unit of the file's energy column."""
+        """Joules in one unit of the file's energy fields."""
         return ENERGY_UNITS_J[self.energy_unit]
 
     @property
     def seconds_per_unit(self) -> float:
-        """Seconds in one unit of the file's time column."""
+        """Seconds in one unit of the file's time fields."""
         return TIME_UNITS_S[self.time_unit]
 
 
@@ -75,14 +84,16 @@ def load_mapping(path: str | Path | None) -> Mapping:
     """Read and check a mapping file; no path is the identity mapping in joules and seconds.
 
     Raises:
-        ConfigError: an unreadable file, an unknown key or unit, or a malformed section,
-            naming the key.
+        ConfigError: an unreadable file (not a regular file, over 1 MiB: see
+            :func:`ingest.files.read_small_text`), an unknown key or unit, or a malformed
+            section, naming the key.
     """
     if path is None:
         return Mapping()
+    text = read_small_text(Path(path), "mapping")  # a regular file of at most 1 MiB: never /dev/zero or a FIFO
     try:
-        raw = load_yaml(Path(path).read_text(encoding="utf-8"), what="mapping")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raw = load_yaml(text, what="mapping")
+    except yaml.YAMLError as exc:
         raise ConfigError("mapping", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
     except ConfigError as exc:
         field = exc.field if exc.field == "mapping" else f"mapping.{exc.field}"
@@ -102,6 +113,7 @@ def parse_mapping(raw: object) -> Mapping:
     if unknown:
         raise ConfigError(f"mapping.{unknown[0]}", f"unknown key; expected one of {', '.join(MAPPING_KEYS)}")
     columns = _str_dict(raw.get("columns") or {}, "mapping.columns")
+    _check_one_column_per_field(columns)
     units = _str_dict(raw.get("units") or {}, "mapping.units")
     for key in sorted(set(units) - {"energy", "time"}):
         raise ConfigError(f"mapping.units.{key}", "unknown unit kind; expected energy or time")
@@ -116,6 +128,18 @@ def parse_mapping(raw: object) -> Mapping:
         raise ConfigError("mapping.constants", "must be a mapping of schema field -> value")
     row_key, row_values = _rows(raw.get("rows"))
     return Mapping(columns, energy_unit, time_unit, {str(k): v for k, v in constants.items()}, row_key, row_values)
+
+
+def _check_one_column_per_field(columns: dict[str, str]) -> None:
+    """Refuse two file columns renamed to one field (one of them would silently win)."""
+    source_of: dict[str, str] = {}
+    for column, field in columns.items():
+        if field in source_of:
+            raise ConfigError(
+                f"mapping.columns.{column}",
+                f"{source_of[field]!r} and {column!r} are both mapped to {field!r}: map one column to each field",
+            )
+        source_of[field] = column
 
 
 def _str_dict(value: object, field: str) -> dict[str, str]:

@@ -12,6 +12,13 @@ measured by another implementation is imported.
 takes its share of the batch), it as is under single and tp. A row giving both that
 disagree is refused naming both.
 
+Values are what the file says, or refused: integers are parsed exactly, however large
+(``"9007199254740993"`` is not rounded through a float; beyond int64 it is refused); a
+text field (``strategy``, ``device``, ``precision``, ``hardware``, ``energy_source``)
+holds text or a plain number, never a list, mapping, bytes or boolean (refused, not
+stored as Python's repr), and at most :data:`MAX_TEXT_CHARS` characters (refused before
+any hash is taken, so that no tag is cut short after it).
+
 File-level problems are one message for the whole file, not one per row: a required field
 that no column, constant or per-row mapping entry gives (:class:`ConfigError`), and, under
 ``strict``, columns the schema does not know; without ``strict`` those are ignored and
@@ -21,11 +28,14 @@ listed once.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import hashlib
 import json
 import math
 from collections.abc import Collection
 from typing import SupportsFloat, SupportsIndex
+
+import numpy as np
 
 from mlflow_roofline.core.config import INT64_MAX, INT_FIELDS, TrainConfig
 from mlflow_roofline.core.errors import ConfigError
@@ -42,7 +52,7 @@ from mlflow_roofline.core.schema import (
     PARAM_NAMES,
     PRECISIONS,
 )
-from mlflow_roofline.ingest.sources import UNMATCHED_ROW_KEY, RawRow
+from mlflow_roofline.ingest.sources import RawRow
 
 REQUIRED: tuple[str, ...] = (
     *[p for p in PARAM_NAMES if p != "warmup_steps"],
@@ -55,6 +65,9 @@ NODE_METRICS: tuple[str, ...] = (M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_
 PER_DEVICE_BATCH = "per_device_batch_size"
 """Samples each device takes per step: accepted in place of ``batch_size``, converted by strategy."""
 KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS, PER_DEVICE_BATCH))
+MAX_TEXT_CHARS = 250
+"""Longest text field value (a hardware name, say) import accepts, in characters."""
+TEXT_FIELDS: tuple[str, ...] = ("strategy", "device", "precision", "hardware", "energy_source")
 STAND_INS: dict[str, str] = {"batch_size": PER_DEVICE_BATCH}
 """Required field -> the field that may give it instead."""
 
@@ -131,10 +144,9 @@ class RowError:
 
 def check_row(row: RawRow) -> Record | RowError:
     """The row as a :class:`Record`, or the first :class:`RowError` it holds."""
-    fields = row.fields
-    if UNMATCHED_ROW_KEY in fields:
-        return RowError(row.where, "mapping.rows.values", f"no entry for {fields[UNMATCHED_ROW_KEY]}")
-    fields = {k: v for k, v in fields.items() if k in KNOWN_FIELDS}  # unknown columns: see check_columns
+    if row.problem is not None:
+        return RowError(row.where, *row.problem)
+    fields = {k: v for k, v in row.fields.items() if k in KNOWN_FIELDS}  # unknown columns: see check_columns
     for name in REQUIRED:
         if not _given(name, fields):
             return RowError(row.where, name, "is missing: add a column, or a constant in the mapping")
@@ -160,17 +172,24 @@ def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tu
         if name in INT_FIELDS or name == PER_DEVICE_BATCH:
             number = _integer(raw)
             if number is None:
-                return values, (name, f"must be an integer, got {raw!r}")
+                return values, (name, f"must be an integer, got {_shown(raw)}")
+            if abs(number) > INT64_MAX:
+                return values, (name, f"must be at most {INT64_MAX} (the int64 range), got {_shown(raw)}")
             values[name] = number
         elif name in (M_ENERGY_J, M_TIME_S, *NODE_METRICS):
             measured = _float(raw)
             if measured is None:
-                return values, (name, f"must be a number, got {raw!r}")
+                return values, (name, f"must be a number, got {_shown(raw)}")
             if name in NODE_METRICS and not (math.isfinite(measured) and measured >= 0):
                 return values, (name, f"must be finite and non-negative, got {raw!r}")
             values[name] = measured
         else:
-            values[name] = str(raw).strip()
+            text = _text(raw)
+            if text is None:
+                return values, (name, f"must be text, got {type(raw).__name__} {_shown(raw)}")
+            if len(text) > MAX_TEXT_CHARS:
+                return values, (name, f"must be at most {MAX_TEXT_CHARS} characters, got {len(text)}")
+            values[name] = text
     for name, allowed in (("device", DEVICES), ("precision", PRECISIONS), ("energy_source", ENERGY_SOURCES)):
         if values[name] not in allowed:
             return values, (name, f"must be one of {', '.join(allowed)}, got {values[name]!r}")
@@ -201,18 +220,56 @@ def _global_batch(values: dict[str, int | float | str]) -> tuple[str, str] | Non
 
 
 def _integer(raw: object) -> int | None:
-    if isinstance(raw, bool):
+    """``raw`` as an exact integer (``"12"``, ``12``, ``"12.0"``, ``"1e3"``), or None when it is not one.
+
+    A value past int64 comes back as ``INT64_MAX + 1`` (its digits are never expanded).
+    """
+    if isinstance(raw, (bool, bytes, np.bool_)):
         return None
-    number = _float(raw)
-    if number is None or not math.isfinite(number) or not number.is_integer() or abs(number) > INT64_MAX:
+    if isinstance(raw, (int, np.integer)):
+        number = int(raw)
+    elif isinstance(raw, (float, np.floating)):
+        if not math.isfinite(raw) or not float(raw).is_integer():
+            return None
+        number = int(raw)
+    elif isinstance(raw, str):
+        try:
+            exact = decimal.Decimal(raw.strip())  # exact, however many digits: never through a float
+        except decimal.InvalidOperation:
+            return None
+        if not exact.is_finite():
+            return None
+        if exact.adjusted() > 19:
+            return INT64_MAX + 1
+        if exact != exact.to_integral_value():
+            return None
+        number = int(exact)
+    else:
         return None
-    return int(number)
+    return number
 
 
 def _float(raw: object) -> float | None:
-    if isinstance(raw, bool) or not isinstance(raw, (str, bytes, SupportsFloat, SupportsIndex)):
-        return None  # float() refuses any other type
+    if isinstance(raw, (bool, bytes, np.bool_)) or not isinstance(raw, (str, SupportsFloat, SupportsIndex)):
+        return None  # float() refuses any other type; bytes and booleans are not numbers
     try:
         return float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _text(raw: object) -> str | None:
+    """A text field's value stripped: a string, or a plain number written as text; None for anything else."""
+    if isinstance(raw, str):
+        return raw.strip()
+    if isinstance(raw, (bool, np.bool_)):
+        return None
+    if isinstance(raw, (int, float, np.integer, np.floating)):
+        return str(raw)
+    return None
+
+
+def _shown(raw: object) -> str:
+    """``raw`` as a message shows it: its repr, at most 60 characters."""
+    text = repr(raw)
+    return text if len(text) <= 60 else f"{text[:57]}..."

@@ -1,6 +1,7 @@
 """Signal handling in one place: SIGTERM and SIGINT as exceptions (so that whatever was in
-flight can end its runs KILLED), and ignoring them during cleanup. (``measure`` passes them
-on to its command's process tree: :mod:`mlflow_roofline.measure.command_process`.)"""
+flight can end its runs KILLED), held back over a step that must not be cut in two, and
+ignoring them during cleanup. (``measure`` passes them on to its command's process tree:
+:mod:`mlflow_roofline.measure.command_process`.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
@@ -33,6 +35,41 @@ def raising_on_signals(make_error: Callable[[int], BaseException]) -> Iterator[N
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def holding_stop_signals() -> Iterator[None]:
+    """Inside the block, a SIGTERM or SIGINT waits; once the block is done, it is delivered to
+    the handler in place again (:func:`raising_on_signals`' raises there).
+
+    For work that must not be cut in two, such as a few store calls that create a run,
+    log into it and end it: an exception raised in the middle of a database call can
+    leave the store's connection unusable, and the run could then not be ended. A second
+    signal during the block is not held: it goes to the handler in place at once (a
+    user who insists, a store that hangs). Outside the main thread the block runs
+    unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous: dict[signal.Signals, Any] = {}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            signal.raise_signal(signum)
+
+    previous.update({sig: signal.signal(sig, hold) for sig in STOP_SIGNALS})
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if len(received) == 1:
+            signal.raise_signal(received[0])
 
 
 def ignore_stop_signals() -> None:

@@ -14,6 +14,7 @@ from mlflow_roofline.core.gpu_datasheets import (
     DEVICE_RANGES,
     ENV_HARDWARE_TABLE,
     OPTIONAL_COLUMNS,
+    glob_match_steps,
     glob_matches,
     load_hardware_table,
     shipped_specs,
@@ -133,6 +134,21 @@ def test_globs_match_any_case_and_never_take_exponential_time() -> None:
     assert glob_matches("HL-225*", "hl-225h") and glob_matches("a?c", "ABC") and glob_matches("*", "")
     assert not glob_matches("HL-225*", "HL-325L") and not glob_matches("a?c", "ac")
     assert glob_matches("*a*a*a*a*b", "a" * 30 + "b") and not glob_matches("*a*a*a*a*a*a*b", "a" * 5000)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        ("*a*a*a*a*a*a*a*a*b", "a" * 30 + "!"),  # a 31-character request against nested stars
+        ("*?*?*?*?*?*?*?*?*?x", "y" * 31),
+        ("NVIDIA*A100*SXM*80GB*", "nvidia " * 4 + "a100 "),
+    ],
+)
+def test_a_glob_match_takes_steps_bounded_by_pattern_times_text(pattern: str, text: str) -> None:
+    """Counted, not timed: a backtracking matcher takes exponentially many steps on these."""
+    matched, steps = glob_match_steps(pattern, text)
+    assert not matched
+    assert steps <= (len(pattern) + 1) * (len(text) + 1)
 
 
 def test_every_shipped_row_fills_every_column_within_a_real_device_s_range() -> None:

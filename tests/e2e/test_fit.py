@@ -23,6 +23,7 @@ from support.law_inputs import law_query
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import TAG_RUN_TYPE
+from mlflow_roofline.fit.fit_runs import distinct_hardware_alias
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.fit.pipeline import run_fit
 from mlflow_roofline.fit.runs.run_data import load_train_runs
@@ -260,3 +261,32 @@ def test_mlflow_run_fit_entry_point(tracking_uri: str) -> None:
     version = client.get_model_version_by_alias("via-project", "champion")
     assert version.tags["roofline.fit_run_id"] == fit_run.info.run_id
     assert "tp: saturating_exp" in result.stdout + result.stderr
+
+
+def test_hardware_names_that_make_one_alias_never_replace_each_others_law(tracking_uri: str) -> None:
+    """`GPU A` and `GPU-A` both slug to champion-gpu-a: the second gets a distinct alias, in one fit or later."""
+    client = MlflowClient()
+    first, later, both = (client.create_experiment(name) for name in ("first", "later", "both"))
+    for experiment_id, hardware, seed in (
+        (first, "GPU A", 1),
+        (first, "GPU B", 2),
+        (later, "GPU-A", 3),
+        (later, "GPU B", 4),
+        (both, "GPU A", 5),
+        (both, "GPU-A", 6),
+    ):
+        log_synthetic_runs(
+            client, experiment_id, 5, hardware=hardware, seed=seed, strategies=("single", "ddp"), device_counts=(2,)
+        )
+    run_fit(["first"], model_name="m", alias="champion", echo=lambda _: None)
+    gpu_a = client.get_model_version_by_alias("m", "champion-gpu-a")
+    assert gpu_a.tags["roofline.hardware"] == "GPU A"
+    run_fit(["later"], model_name="m", alias="champion", echo=lambda _: None)
+    assert client.get_model_version_by_alias("m", "champion-gpu-a").version == gpu_a.version  # not replaced
+    other = client.get_model_version_by_alias("m", distinct_hardware_alias("champion", "GPU-A"))
+    assert other.tags["roofline.hardware"] == "GPU-A" and other.version != gpu_a.version
+    # both names in one fit: two versions, two aliases
+    outcome = run_fit(["both"], model_name="n", alias="champion", echo=lambda _: None)
+    aliases = {a for fit in outcome.fits for a in fit.aliases if a != "champion"}
+    assert len(aliases) == 2
+    assert {client.get_model_version_by_alias("n", a).tags["roofline.hardware"] for a in aliases} == {"GPU A", "GPU-A"}

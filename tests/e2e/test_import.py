@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -362,3 +363,50 @@ def test_codecarbon_row_without_a_mapping_entry_is_refused_by_name(tracking_uri:
     args = codecarbon_import_args(emissions, tmp_path / "cc.yaml")
     assert run_cli(args) == 1
     assert "line 3: mapping.rows.values: no entry for project_name='bert-L4-single'" in capsys.readouterr().err
+
+
+def _semicolons(path: Path) -> Path:
+    path.write_text(";".join(HEADER) + "\n" + ";".join(map(str, ROWS[0])) + "\n")
+    return path
+
+
+def _fifo(tmp_path: Path) -> Path:
+    os.mkfifo(tmp_path / "runs.csv")
+    return tmp_path / "runs.csv"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda tmp: write_csv(tmp / "runs.csv", [[*row, GPU, 9] for row in ROWS], [*HEADER, "hardware", "layers"]),
+            "runs.csv names the column 'layers' twice (columns 1 and 16): name each column once",
+        ),
+        (
+            lambda tmp: _semicolons(tmp / "runs.csv"),
+            "it looks separated by ';', but import reads comma-separated CSV",
+        ),
+        (lambda tmp: Path("/dev/zero"), "/dev/zero is a character device, not a regular file"),
+        (_fifo, "runs.csv is a FIFO, not a regular file"),
+    ],
+    ids=["duplicated-column", "semicolons", "dev-zero", "fifo"],
+)
+def test_a_file_that_cannot_be_read_as_a_table_is_one_line_and_exit_2(
+    tracking_uri: str, tmp_path: Path, capsys, make, message: str
+) -> None:
+    data = make(tmp_path)
+    (tmp_path / "map.yaml").write_text(MAPPING)
+    code = run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("Error: file: ") and message in err
+    assert imported_runs() == []
+
+
+def test_units_scale_every_energy_column_of_a_table(tracking_uri: str, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "runs.csv", [[*ROWS[0], 1.5]], [*HEADER, "node_kwh"])
+    (tmp_path / "map.yaml").write_text(MAPPING.replace("minutes: time_s", "minutes: time_s, node_kwh: energy_node_j"))
+    assert run_cli(["import", str(data), "--experiment", "imported", "--mapping", str(tmp_path / "map.yaml")]) == 0
+    (run,) = imported_runs()
+    assert run.data.metrics["energy_node_j"] == pytest.approx(1.5 * 3.6e6)  # kWh, like energy_j
+    assert run.data.metrics[M_ENERGY_J] == pytest.approx(0.5 * 3.6e6)

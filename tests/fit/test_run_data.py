@@ -91,3 +91,13 @@ def test_runs_the_law_cannot_use_are_dropped_but_not_those_that_break_only_a_lau
     assert data.dropped == {"with invalid param strategy": 1, "with invalid param num_devices": 1}
     assert data.beyond_launcher == {"num_devices": 1, "num_heads": 1}
     assert "kept 2 that this launcher could not start (1 on num_devices, 1 on num_heads)" in data.summary()
+
+
+def test_fitting_a_deleted_experiment_says_it_is_deleted(client: MlflowClient) -> None:
+    experiment_id = client.create_experiment("old-sweep")
+    log_runs(client, experiment_id, generate_synthetic_runs(1, seed=0, strategies=("single",))[1])
+    client.delete_experiment(experiment_id)
+    for name in ("old-sweep", experiment_id):  # by name and by id
+        with pytest.raises(RooflineError) as caught:
+            run_data.load_train_runs(TrackingClient(client.tracking_uri), [name])
+        assert str(caught.value).startswith(f"experiment: {name!r} is deleted (id {experiment_id}); restore it")

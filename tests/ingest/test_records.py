@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.ingest.records import KNOWN_FIELDS, REQUIRED, Record, RowError, check_columns, check_row
+from mlflow_roofline.ingest.records import (
+    KNOWN_FIELDS,
+    MAX_TEXT_CHARS,
+    REQUIRED,
+    Record,
+    RowError,
+    check_columns,
+    check_row,
+)
 from mlflow_roofline.ingest.sources import RawRow
 
 
@@ -97,3 +105,42 @@ def test_check_columns_names_every_missing_required_field_in_one_message() -> No
 
 def test_every_required_field_is_known() -> None:
     assert set(REQUIRED) <= KNOWN_FIELDS and "per_device_batch_size" in KNOWN_FIELDS
+
+
+def test_integers_past_two_to_the_53_are_exact() -> None:
+    big = 2**53 + 1
+    record = check_row(RawRow("line 2", fields(num_steps=str(big), seq_len=f"{2**60 + 1}")))
+    assert isinstance(record, Record)
+    assert record.config.num_steps == big and record.config.seq_len == 2**60 + 1
+    assert record.config.to_params()["num_steps"] == "9007199254740993"
+    nearby = check_row(RawRow("line 3", fields(num_steps=str(big + 1))))
+    assert isinstance(nearby, Record) and nearby.row_hash("table") != record.row_hash("table")
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "1e400", 2**64])
+def test_integers_past_int64_are_refused_by_name(value: object) -> None:
+    error = check_row(RawRow("line 2", fields(num_steps=value)))
+    assert isinstance(error, RowError) and error.field == "num_steps" and "int64" in error.rule
+
+
+@pytest.mark.parametrize("value", [["A100"], {"name": "A100"}, b"A100", True])
+def test_a_list_dict_bytes_or_boolean_in_a_text_field_is_refused(value: object) -> None:
+    error = check_row(RawRow("line 2", fields(hardware=value)))
+    assert isinstance(error, RowError) and error.field == "hardware" and error.rule.startswith("must be text, got")
+
+
+def test_bytes_are_not_a_number() -> None:
+    error = check_row(RawRow("line 2", fields(num_layers=b"12")))
+    assert isinstance(error, RowError) and error.field == "num_layers"
+
+
+def test_an_over_long_name_is_refused_before_hashing() -> None:
+    error = check_row(RawRow("line 2", fields(hardware="G" * (MAX_TEXT_CHARS + 1))))
+    assert isinstance(error, RowError) and error.field == "hardware"
+    assert error.rule == f"must be at most {MAX_TEXT_CHARS} characters, got {MAX_TEXT_CHARS + 1}"
+    assert isinstance(check_row(RawRow("line 3", fields(hardware="G" * MAX_TEXT_CHARS))), Record)
+
+
+def test_a_row_problem_from_the_source_refuses_the_row() -> None:
+    error = check_row(RawRow("line 2", fields(), ("gpu_energy", "must be finite")))
+    assert error == RowError("line 2", "gpu_energy", "must be finite")

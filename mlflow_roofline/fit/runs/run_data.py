@@ -93,7 +93,8 @@ def resolve_experiment_ids(client: TrackingClient, experiments: Sequence[str]) -
     """Experiment ids of ``experiments`` (names, or ids when no name matches).
 
     Raises:
-        RooflineError: an experiment that exists neither as a name nor as an id.
+        RooflineError: an experiment that exists neither as a name nor as an id, or one
+            that was deleted (its runs are in the trash: the message says so).
     """
     ids: list[str] = []
     for name in experiments:
@@ -106,6 +107,11 @@ def resolve_experiment_ids(client: TrackingClient, experiments: Sequence[str]) -
         if experiment is None:
             raise RooflineError(
                 f"experiment: no experiment named {name!r}; run a sweep into it first or pass --experiment NAME"
+            )
+        if experiment.lifecycle_stage != "active":
+            raise RooflineError(
+                f"experiment: {name!r} is deleted (id {experiment.experiment_id}); restore it "
+                f"(mlflow experiments restore --experiment-id {experiment.experiment_id}) or fit another"
             )
         ids.append(experiment.experiment_id)
     return ids
