@@ -33,6 +33,7 @@ the tracking client does not wrap.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -45,6 +46,7 @@ import scipy
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
+from mlflow.protos.databricks_pb2 import INTERNAL_ERROR
 from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType, TensorSpec
@@ -85,6 +87,8 @@ EXAMPLE_QUERY: dict[str, int | str] = {
     "num_devices": 4,
 }
 """The DESIGN.md query: BERT-base, 1000 steps of batch 32, FSDP on 4 devices."""
+
+_LOGGER = logging.getLogger(__name__)
 
 
 def input_example(law: FittedLaw) -> pd.DataFrame:
@@ -179,8 +183,25 @@ class RooflineEnergyModel(PythonModel):
         """One output row per input row (pareto mode: per frontier point); columns in the mode's module.
 
         Raises:
-            MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param.
+            MlflowException: INVALID_PARAMETER_VALUE (HTTP 400) naming the bad field or param;
+                INTERNAL_ERROR (HTTP 500) for a failure of the model itself, one line naming
+                the exception type, never a stack trace or a server path (the traceback goes
+                to the server's log).
         """
+        try:
+            return self._answer(context, model_input, params)
+        except MlflowException:
+            raise
+        except Exception as exc:  # the model's own failure: the client gets one line, the log the rest
+            _LOGGER.exception("the roofline model failed on a request")
+            raise MlflowException(
+                f"the energy model failed on this request ({type(exc).__name__}); the server log has the details",
+                error_code=INTERNAL_ERROR,
+            ) from None
+
+    def _answer(
+        self, context: PythonModelContext, model_input: pd.DataFrame, params: Mapping[str, object] | None
+    ) -> pd.DataFrame:
         if self.law is None:
             self.load_context(context)
         law = self.law

@@ -116,3 +116,27 @@ def test_a_bad_hardware_table_stops_the_model_loading_not_each_request(
         mlflow.pyfunc.load_model(registered)
     monkeypatch.delenv("ROOFLINE_HARDWARE_TABLE")
     assert len(mlflow.pyfunc.load_model(registered).predict(pd.DataFrame([query()]))) == 1
+
+
+def test_a_failure_of_the_model_itself_is_one_line_without_a_stack_trace(law: FittedLaw, caplog) -> None:
+    """An internal error (here a law whose time law is missing) reaches the client as one line
+    naming the exception type, error code INTERNAL_ERROR, no traceback and no server path; the
+    traceback goes to the server's log."""
+    import dataclasses
+    import re
+
+    from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, ErrorCode
+
+    from mlflow_roofline.serve.pyfunc_model import RooflineEnergyModel
+
+    model = RooflineEnergyModel()
+    model.law = dataclasses.replace(law, time_law=None)  # type: ignore[arg-type]
+    with pytest.raises(MlflowException) as raised:
+        model.predict(None, query())  # type: ignore[arg-type]
+    error = raised.value
+    assert error.error_code == ErrorCode.Name(INTERNAL_ERROR)
+    assert re.fullmatch(
+        r"the energy model failed on this request \(\w+Error\); the server log has the details", error.message
+    )
+    assert "stack_trace" not in error.serialize_as_json() and "/" not in error.message
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
