@@ -102,7 +102,7 @@ def test_terminated_measure_passes_sigterm_on_and_ends_the_run(tracking_uri: str
         (["--"], "COMMAND: give the command to measure after --"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_no_run(tracking_uri: str, args: list[str], message: str) -> None:
+def test_bad_input_is_one_line_exit_2_and_no_run(unopened_tracking_uri: str, args: list[str], message: str) -> None:
     if "rapl" in args and Path("/sys/class/powercap/intel-rapl:0/energy_uj").exists():
         pytest.skip("RAPL exists on this machine")
     if "nvml" in args and _nvml_works():
@@ -114,7 +114,7 @@ def test_bad_input_is_one_line_exit_2_and_no_run(tracking_uri: str, args: list[s
     assert not Path("mlflow.db").exists() or all_runs() == []
 
 
-def test_command_not_found_exits_127_without_a_run(tracking_uri: str) -> None:
+def test_command_not_found_exits_127_without_a_run(unopened_tracking_uri: str) -> None:
     proc = measure("--", "no-such-command-xyz", "arg")
     assert proc.returncode == 127
     assert proc.stderr.strip() == "Error: COMMAND: 'no-such-command-xyz' is not an executable on PATH"

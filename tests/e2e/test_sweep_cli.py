@@ -42,7 +42,9 @@ def _run(client, experiment_id: str, config: TrainConfig, status: str | None, ex
     return run.info.run_id
 
 
-def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_uri: str, tmp_path: Path) -> None:
+def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(
+    unopened_tracking_uri: str, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(spec_with(grid_strategy=["single", "zero3"])))
     proc = subprocess.run(
@@ -68,7 +70,7 @@ def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
 
 @pytest.mark.parametrize("args", [(), ("--dry-run",)])
 def test_the_cli_refuses_a_nan_timeout_in_one_line_before_the_store(
-    tracking_uri: str, tmp_path: Path, args: tuple[str, ...]
+    unopened_tracking_uri: str, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     spec = tmp_path / "nan.yaml"
     spec.write_text(TOP + "timeout_s: .nan\ngrid: {num_layers: 1, hidden_size: 16}\n")
