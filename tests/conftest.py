@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,19 @@ os.environ.setdefault("MLFLOW_TRACKING_INSECURE_TLS", "false")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-@pytest.fixture
-def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh SQLite store under tmp_path, set for this process and its children.
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This worker's empty migrated SQLite store, for :func:`tracking_uri` to copy (support/store_template)."""
+    from support.store_template import make_store_template
 
+    return make_store_template(tmp_path_factory.mktemp("store-template"))
+
+
+@pytest.fixture
+def unopened_tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The URI of an SQLite store under tmp_path whose file does not exist yet, set for this process and its children.
+
+    For tests that check a command never touched the store; the others take :func:`tracking_uri`.
     The working directory moves to tmp_path too, so that artifacts (./mlruns by
     default next to an SQLite store) never land in the repository.
     """
@@ -43,3 +53,16 @@ def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     # an id from this store must not follow the next test into another store.
     mlflow.tracking.fluent._active_experiment_id = None
     os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+
+
+@pytest.fixture
+def tracking_uri(unopened_tracking_uri: str, tmp_path: Path, store_template: Path) -> str:
+    """A fresh empty SQLite store under tmp_path (a copy of the migrated template), set for this process and children.
+
+    As :func:`unopened_tracking_uri`, but the file exists: the test and its children skip
+    MLflow's schema migration. The Default experiment appears on first open, as on a new store.
+    """
+    from support.store_template import copy_store
+
+    copy_store(store_template, tmp_path / "mlflow.db")
+    return unopened_tracking_uri

@@ -9,6 +9,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
+from support.cli_in_process import run_cli
 
 import mlflow_roofline
 from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings, lookup_region
@@ -161,12 +162,7 @@ def test_measure_with_region_pue_and_price(tracking_uri: str) -> None:
     ],
 )
 def test_measure_bad_carbon_option_exits_2_before_any_run(tracking_uri: str, args: list[str], field: str) -> None:
-    proc = subprocess.run(
-        check=False,
-        args=[*CLI, "measure", *args, "--", sys.executable, "-c", "pass"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("measure", *args, "--", sys.executable, "-c", "pass")
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"Error: {field}:") and len(proc.stderr.strip().splitlines()) == 1
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
@@ -257,13 +253,7 @@ def test_sweep_passes_carbon_options_to_every_child(tracking_uri: str, tmp_path:
 
 @pytest.mark.slow
 def test_sweep_bad_carbon_option_exits_2_before_any_run(tracking_uri: str, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        check=False,
-        args=[*CLI, "sweep", "smoke", "--region", "atlantis"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("sweep", "smoke", "--region", "atlantis")
     assert proc.returncode == 2 and proc.stderr.startswith("Error: region:")
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
 

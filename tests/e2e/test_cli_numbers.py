@@ -7,10 +7,12 @@ editing this test): click number types, and text options whose metavar says a nu
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 import pytest
 from support.cli_args import TINY_SHAPE
+from support.store_template import copy_store
 
 from mlflow_roofline import cli
 from mlflow_roofline.commands.options import CARBON_OPTION_NAMES, FiniteFloat
@@ -63,16 +65,16 @@ NUMERIC = _numeric_options()
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+def shared_store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> str:
     """One SQLite store for the module (``train`` ends its refused runs FAILED there)."""
     from mlflow.tracking import MlflowClient
 
     root = tmp_path_factory.mktemp("numbers")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = f"sqlite:///{copy_store(store_template, root / 'mlflow.db')}"
     here = os.getcwd()
     os.chdir(root)  # the store's artifact root (./mlruns) resolves here, not in the repository
     try:
-        MlflowClient(uri).search_experiments()  # creates the tables once
+        MlflowClient(uri).search_experiments()  # creates the Default experiment once
     finally:
         os.chdir(here)
     return uri

@@ -1,4 +1,8 @@
-"""``mlflow-roofline measure`` end to end: a real child command, a real SQLite store."""
+"""``mlflow-roofline measure`` end to end: a real child command, a real SQLite store.
+
+Input the command refuses before it starts anything is checked through the CLI's ``main`` in
+this process (support/cli_in_process); the measured runs go through the console script.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from support.cli_in_process import run_cli
 
 CLI = str(Path(sys.executable).parent / "mlflow-roofline")
 PY = sys.executable
@@ -102,20 +107,20 @@ def test_terminated_measure_passes_sigterm_on_and_ends_the_run(tracking_uri: str
         (["--"], "COMMAND: give the command to measure after --"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_no_run(tracking_uri: str, args: list[str], message: str) -> None:
+def test_bad_input_is_one_line_exit_2_and_no_run(unopened_tracking_uri: str, args: list[str], message: str) -> None:
     if "rapl" in args and Path("/sys/class/powercap/intel-rapl:0/energy_uj").exists():
         pytest.skip("RAPL exists on this machine")
     if "nvml" in args and _nvml_works():
         pytest.skip("NVML works on this machine")
-    proc = measure(*args)
+    proc = run_cli("measure", *args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], proc.stderr
     assert not Path("mlflow.db").exists() or all_runs() == []
 
 
-def test_command_not_found_exits_127_without_a_run(tracking_uri: str) -> None:
-    proc = measure("--", "no-such-command-xyz", "arg")
+def test_command_not_found_exits_127_without_a_run(unopened_tracking_uri: str) -> None:
+    proc = run_cli("measure", "--", "no-such-command-xyz", "arg")
     assert proc.returncode == 127
     assert proc.stderr.strip() == "Error: COMMAND: 'no-such-command-xyz' is not an executable on PATH"
     assert not Path("mlflow.db").exists() or all_runs() == []
@@ -139,7 +144,7 @@ def test_watts_per_core_option_sets_the_estimate_figure(tracking_uri: str) -> No
 
 
 def test_bad_watts_per_core_is_named_and_logs_nothing(tracking_uri: str) -> None:
-    proc = measure("--watts-per-core", "-3", "--", PY, "-c", "pass")
+    proc = run_cli("measure", "--watts-per-core", "-3", "--", PY, "-c", "pass")
     assert proc.returncode == 2
     assert (
         proc.stderr.strip().splitlines()[-1]

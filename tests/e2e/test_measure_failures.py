@@ -49,7 +49,7 @@ def _bash_code(program: str, env: dict[str, str]) -> int:
     ],
 )
 def test_a_command_that_cannot_start_gets_the_shells_code_and_no_run(
-    tracking_uri: str, tmp_path: Path, case: str, code: int, message: str
+    unopened_tracking_uri: str, tmp_path: Path, case: str, code: int, message: str
 ) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -16,6 +16,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import mlflow_run_train
+from support.store_template import copy_store
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
@@ -50,8 +51,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, mlflow.entities.Run]:
+def runs(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> dict[str, mlflow.entities.Run]:
     tmp = tmp_path_factory.mktemp("train_e2e")
+    copy_store(store_template, tmp / "mlflow.db")
     # The four runs write concurrently: give SQLite's lock waits room on a loaded machine.
     uri = f"sqlite:///{tmp / 'mlflow.db'}?timeout=60"
     client = MlflowClient(uri)

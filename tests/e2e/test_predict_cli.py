@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,9 +23,9 @@ def law() -> FittedLaw:
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory: pytest.TempPathFactory, law: FittedLaw) -> Iterator[str]:
+def registered(tmp_path_factory: pytest.TempPathFactory, store_template: Path, law: FittedLaw) -> Iterator[str]:
     """The law logged, registered and aliased @champion in this module's own store; its models:/ URI."""
-    yield from registered_law(tmp_path_factory, law)
+    yield from registered_law(tmp_path_factory, store_template, law)
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -24,9 +25,9 @@ MODEL_URI = "models:/roofline-energy@champion"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringServer, Any]]:
+def served(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[tuple[ScoringServer, Any]]:
     """Synthetic runs logged into a fresh store, fitted and registered by the real fit, then served."""
-    with module_store(tmp_path_factory.mktemp("serve-store")) as (uri, _):
+    with module_store(tmp_path_factory.mktemp("serve-store"), store_template) as (uri, _):
         client = mlflow.MlflowClient()
         log_synthetic_runs(client, client.create_experiment("roofline-bert"), 12, seed=1)
         run_fit(["roofline-bert"], model_name="roofline-energy", alias="champion", echo=lambda *_: None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -35,12 +36,12 @@ JOB = {
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScoringServer, Any]]:
+def served(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[tuple[ScoringServer, Any]]:
     """The fleet's runs (their GPUs in the user's hardware table) fitted into one pooled law and served."""
     warnings.simplefilter("ignore")
     root = tmp_path_factory.mktemp("pooled-store")
     table = write_fleet_table(root / "fleet.csv")
-    with module_store(root) as (uri, patch):
+    with module_store(root, store_template) as (uri, patch):
         patch.setenv(ENV_HARDWARE_TABLE, str(table))
         client = mlflow.MlflowClient()
         frame = generate_roofline_runs(20, hardware=FLEET, seed=0)

@@ -17,6 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import TINY_SHAPE
 from support.file_modes import honour_file_modes
+from support.store_template import copy_store
 
 from mlflow_roofline.testing.synthetic import log_synthetic_runs
 
@@ -40,9 +41,9 @@ COMMANDS = {
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_template: Path) -> Iterator[Path]:
     """A store holding an experiment with finished train runs (what fit needs to reach its writes)."""
-    db = tmp_path / "mlflow.db"
+    db = copy_store(store_template, tmp_path / "mlflow.db")
     monkeypatch.chdir(tmp_path)
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)

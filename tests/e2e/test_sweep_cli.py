@@ -1,5 +1,9 @@
 """`mlflow-roofline sweep` on the command line: specs refused in one line before anything starts
-(bad keys, non-finite numbers, files that are not text, grids too large to plan), and dry runs."""
+(bad keys, non-finite numbers, files that are not text, grids too large to plan), and dry runs.
+
+The first test runs the real command; the others call the CLI's ``main`` in this process
+(support/cli_in_process), which answers the same and saves a Python and MLflow start each.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.sweeps import CLI, TOP, spec_with
+from support.cli_in_process import run_cli
+from support.sweeps import TOP, spec_with
 
 from mlflow_roofline.core.config import (
     MAX_CPU_PROCESSES_PER_CORE,
@@ -24,7 +29,8 @@ HW = "cpu:test"
 
 
 def sweep_cli(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "sweep", str(spec), *args], check=False, capture_output=True, text=True, timeout=120)
+    """``mlflow-roofline sweep SPEC ARGS`` in this process (the first test runs the real command)."""
+    return run_cli("sweep", str(spec), *args)
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -42,7 +48,9 @@ def _run(client, experiment_id: str, config: TrainConfig, status: str | None, ex
     return run.info.run_id
 
 
-def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_uri: str, tmp_path: Path) -> None:
+def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(
+    unopened_tracking_uri: str, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(spec_with(grid_strategy=["single", "zero3"])))
     proc = subprocess.run(
@@ -56,19 +64,14 @@ def test_cli_rejects_a_bad_spec_in_one_line_before_touching_the_store(tracking_u
 
 
 def test_retry_failed_must_be_a_boolean(tracking_uri: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "smoke", "--retry-failed", "maybe", "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("sweep", "smoke", "--retry-failed", "maybe", "--dry-run")
     assert proc.returncode == 2
     assert "retry_failed: must be true or false, got 'maybe'" in proc.stderr
 
 
 @pytest.mark.parametrize("args", [(), ("--dry-run",)])
 def test_the_cli_refuses_a_nan_timeout_in_one_line_before_the_store(
-    tracking_uri: str, tmp_path: Path, args: tuple[str, ...]
+    unopened_tracking_uri: str, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     spec = tmp_path / "nan.yaml"
     spec.write_text(TOP + "timeout_s: .nan\ngrid: {num_layers: 1, hidden_size: 16}\n")
@@ -181,12 +184,7 @@ def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_pat
     hw = hardware_name("cpu")
     run = client.create_run(exp, tags={TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: done.config_hash(hw)})
     client.set_terminated(run.info.run_id, "FINISHED")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", str(spec), "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = sweep_cli(spec, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert f"L2-d16-h2-ff32-S8-B4-single-x1  already done (run {run.info.run_id})" in proc.stdout
     assert "4 configurations: 3 to run, 1 already done" in proc.stdout

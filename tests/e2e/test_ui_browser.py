@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.store_template import copy_store
 
 pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (pip install -e '.[test]')")
 if not Path("/usr/bin/chromium").exists():
@@ -69,9 +70,9 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Store:
     root = tmp_path_factory.mktemp("ui_store")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = f"sqlite:///{copy_store(store_template, root / 'mlflow.db')}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(MLFLOW_TRACKING_URI=uri, OMP_NUM_THREADS="1")
     (root / "tiny.yaml").write_text(SPEC)

@@ -24,9 +24,9 @@ def law() -> FittedLaw:
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory: pytest.TempPathFactory, law: FittedLaw) -> Iterator[str]:
+def registered(tmp_path_factory: pytest.TempPathFactory, store_template: Path, law: FittedLaw) -> Iterator[str]:
     """The law logged, registered and aliased @champion in this module's own store; its models:/ URI."""
-    yield from registered_law(tmp_path_factory, law)
+    yield from registered_law(tmp_path_factory, store_template, law)
 
 
 def test_logged_model_holds_the_law_as_json_and_no_pickle(registered: str, law: FittedLaw) -> None:

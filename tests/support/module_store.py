@@ -9,15 +9,18 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from support.store_template import copy_store
+
 
 @contextlib.contextmanager
-def module_store(root: Path) -> Iterator[tuple[str, pytest.MonkeyPatch]]:
-    """A fresh SQLite store under ``root``, current for this process and its children for the block.
+def module_store(root: Path, template: Path) -> Iterator[tuple[str, pytest.MonkeyPatch]]:
+    """A fresh SQLite store under ``root`` (a copy of ``template``, the ``store_template`` fixture),
+    current for this process and its children for the block.
 
     The working directory moves to ``root`` (artifacts land there); yields the store's URI and
     the monkeypatch, for more environment the block needs. Everything is undone afterwards.
     """
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = f"sqlite:///{copy_store(template, root / 'mlflow.db')}"
     previous = mlflow.get_tracking_uri()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)

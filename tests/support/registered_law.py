@@ -7,6 +7,7 @@ Shared by the tests of the pyfunc model and of the ``predict`` command: each mod
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -18,13 +19,15 @@ from support.module_store import module_store
 MODEL_NAME = "roofline-energy-test"
 
 
-def registered_law(tmp_path_factory: pytest.TempPathFactory, law: FittedLaw) -> Iterator[str]:
+def registered_law(tmp_path_factory: pytest.TempPathFactory, template: Path, law: FittedLaw) -> Iterator[str]:
     """The law logged in a run, registered and aliased @champion; yields its models:/ URI.
+
+    ``template`` is the ``store_template`` fixture (support/store_template).
 
     One SQLite store for the whole module (creating a store and logging a model take
     seconds); the tests only read from it.
     """
-    with module_store(tmp_path_factory.mktemp("pyfunc-store")):
+    with module_store(tmp_path_factory.mktemp("pyfunc-store"), template):
         with mlflow.start_run():
             info = log_law_model(law)
         version = mlflow.register_model(info.model_uri, MODEL_NAME)

@@ -15,6 +15,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import mlflow_run_train
+from support.store_template import copy_store
 
 import mlflow_roofline.train.run as train_run
 from mlflow_roofline.cli import main
@@ -83,10 +84,10 @@ def _error_line(capsys: pytest.CaptureFixture) -> str:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[str]:
     """One SQLite store for the in-process cases (creating one costs seconds); a case per experiment."""
     tmp = tmp_path_factory.mktemp("bad_input")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    uri = f"sqlite:///{copy_store(store_template, tmp / 'mlflow.db')}"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp)
         patch.setenv("MLFLOW_TRACKING_URI", uri)
