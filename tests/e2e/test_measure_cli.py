@@ -129,7 +129,7 @@ def test_command_not_found_exits_127_without_a_run(unopened_tracking_uri: str) -
 def test_help_shows_the_usage() -> None:
     proc = subprocess.run([CLI, "measure", "--help"], capture_output=True, text=True, timeout=60, env=os.environ)
     assert proc.returncode == 0
-    assert "--meter auto|nvml|nvml_power|rapl|estimate" in proc.stdout and "COMMAND" in proc.stdout
+    assert "--meter auto|nvml|nvml_power|rocm|rapl|estimate" in proc.stdout and "COMMAND" in proc.stdout
 
 
 @pytest.mark.slow
@@ -148,6 +148,7 @@ def test_bad_watts_per_core_is_named_and_logs_nothing(tracking_uri: str) -> None
     assert proc.returncode == 2
     assert (
         proc.stderr.strip().splitlines()[-1]
-        == "Error: watts_per_core: must be a positive number of watts per busy core, got '-3'"
+        == "Error: watts_per_core: must be a positive number of watts per busy core, "
+        "at most 100 (no CPU core draws more), got '-3'"
     )
     assert all_runs() == []

@@ -39,8 +39,8 @@ def pooled_law(tmp_path_factory: pytest.TempPathFactory) -> FittedLaw:
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory: pytest.TempPathFactory, pooled_law: FittedLaw) -> Iterator[str]:
-    yield from registered_law(tmp_path_factory, pooled_law)
+def registered(tmp_path_factory: pytest.TempPathFactory, store_template: Path, pooled_law: FittedLaw) -> Iterator[str]:
+    yield from registered_law(tmp_path_factory, store_template, pooled_law)
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
