@@ -182,10 +182,10 @@ class _Loop:
         if self.hook.step() and not was_stopping:
             accelerator.set_trigger()  # the user's loop sees it through accelerator.check_trigger()
 
-    def close(self, failed: bool) -> None:
+    def close(self, failed: bool, error: BaseException | None = None) -> None:
         if self.hook is not None and not self.closed:
             self.closed = True
-            self.hook.close(failed=failed)
+            self.hook.close(failed=failed, error=error)
 
 
 _loops: weakref.WeakKeyDictionary[Any, _Loop] = weakref.WeakKeyDictionary()
@@ -238,7 +238,8 @@ def _prepared(accelerator: Any, objects: tuple[Any, ...]) -> None:
     every = config.log_every_n_steps or DEFAULT_LOOP_LOGGING_STEPS
     loop.hook = AccelerateHook(accelerator, model, None, every, TrackOptions(**config.options))
     loop.hook.begin()
-    atexit.register(_close_at_exit, weakref.ref(loop))
+    # A strong reference: a loop whose Accelerator went out of scope without end_training is still logged at exit.
+    atexit.register(_close_at_exit, loop)
 
 
 def _count_steps(optimizer: Any, accelerator: Any, loop: _Loop) -> None:
@@ -258,13 +259,13 @@ def _count_steps(optimizer: Any, accelerator: Any, loop: _Loop) -> None:
     optimizer._roofline_counted = True
 
 
-def _close_at_exit(loop_ref: weakref.ref[_Loop]) -> None:
+def _close_at_exit(loop: _Loop) -> None:
     """At exit, a loop ``end_training`` never closed: log it, FAILED when an exception ended the process."""
-    loop = loop_ref()
-    if loop is None:
-        return
-    failed = getattr(sys, "last_value", None) is not None
+    error = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
+    run = getattr(getattr(loop.hook, "tracker", None), "run", None)
+    if run is not None:  # the interpreter has shut MLflow's logging thread pool down before atexit runs
+        run.synchronous = True
     try:
-        loop.close(failed=failed)
+        loop.close(failed=error is not None, error=error)
     except Exception:  # the interpreter is exiting; nothing more to do
         logger.exception("roofline autolog: could not log the loop at exit")

@@ -42,7 +42,9 @@ def test_a_trainer_reporting_to_mlflow_makes_one_run_with_hfs_loss_and_our_energ
     mlflow.set_experiment("autologged")
     mlflow_roofline.autolog(**OPTIONS)
     run_trainer(tiny_bert(), None, max_steps=10, logging_steps=2, report_to=["mlflow"])
-    (run,) = MlflowClient().search_runs([mlflow.get_experiment_by_name("autologged").experiment_id])
+    every_experiment = [e.experiment_id for e in MlflowClient().search_experiments()]
+    (run,) = MlflowClient().search_runs(every_experiment)  # one run in the whole store, not one each
+    assert run.info.experiment_id == mlflow.get_experiment_by_name("autologged").experiment_id
     metrics, params, tags = run.data.metrics, run.data.params, run.data.tags
     assert run.info.status == "FINISHED"
     assert "loss" in metrics and params["learning_rate"] == "5e-05"  # HF's MLflowCallback
