@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -26,12 +27,12 @@ N = len(RUNS)
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackingClient]:
+def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[TrackingClient]:
     """Runs of experiment ``before`` logged, then the law registered @champion, then the experiments
     ``same`` (the runs of 6 workloads as the law describes them) and ``dearer`` (the same runs costing
     30 % more)."""
     runs = RUNS
-    with module_store(tmp_path_factory.mktemp("drift-store")):
+    with module_store(tmp_path_factory.mktemp("drift-store"), store_template):
         client = mlflow.MlflowClient()
         log_runs(client, client.create_experiment("before"), runs.head(4))
         with mlflow.start_run():

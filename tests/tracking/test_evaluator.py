@@ -35,9 +35,9 @@ SCORES = (
 
 
 @pytest.fixture(scope="module")
-def champion(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def champion(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[str]:
     """A law fitted on synthetic runs, registered @champion in this module's own store."""
-    yield from registered_law(tmp_path_factory, make_law())
+    yield from registered_law(tmp_path_factory, store_template, make_law())
 
 
 @pytest.fixture(scope="module")
