@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "track_energy"]
+__all__ = ["__version__", "autolog", "track_energy"]
 
 
 def __getattr__(name: str) -> Callable[..., object]:
@@ -15,4 +15,8 @@ def __getattr__(name: str) -> Callable[..., object]:
         from mlflow_roofline.tracking.energy_logging import track_energy
 
         return track_energy
+    if name == "autolog":  # light too: the patched libraries are imported when autolog() is called
+        from mlflow_roofline.integrations.autolog import autolog
+
+        return autolog
     raise AttributeError(f"module 'mlflow_roofline' has no attribute {name!r}")

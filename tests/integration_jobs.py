@@ -75,7 +75,7 @@ def run_trainer(
     batch: int = 4,
     output_dir: str = "trainer-out",
 ) -> Any:
-    """Train ``model`` with the Hugging Face Trainer and ``callback``; return the Trainer's state."""
+    """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none); return the Trainer's state."""
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -89,7 +89,9 @@ def run_trainer(
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=TokenData(400), callbacks=[callback])
+    trainer = Trainer(
+        model=model, args=args, train_dataset=TokenData(400), callbacks=None if callback is None else [callback]
+    )
     trainer.train()
     return trainer.state
 

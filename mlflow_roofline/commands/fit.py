@@ -56,6 +56,14 @@ from mlflow_roofline.core.schema import (
     show_default=True,
     help="The energy the law learns: gpu = energy_j (the meter's devices), node = energy_node_j (plus CPU and DRAM).",
 )
+@click.option(
+    "--if-drifted",
+    is_flag=True,
+    help=(
+        "Fit only when the law registered as MODEL_NAME@ALIAS has drifted on the train runs measured since "
+        "(the roofline model evaluator's verdict is refit), or when nothing is registered there yet."
+    ),
+)
 @click.option("--register/--no-register", default=True, show_default=True, help="Register the model.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the cross-validation folds.")
 @click.option(
@@ -72,6 +80,7 @@ def fit_command(
     hardware: str | None,
     missing_baseline: str,
     energy: str,
+    if_drifted: bool,
     register: bool,
     seed: int,
     hardware_table: str | None,
@@ -81,6 +90,14 @@ def fit_command(
     from mlflow_roofline.fit.pipeline import run_fit
 
     names = [name.strip() for item in experiments for name in item.split(",") if name.strip()]
+    if if_drifted:
+        from mlflow_roofline.fit.drift_check import check_drift
+        from mlflow_roofline.tracking.client import TrackingClient
+
+        check = check_drift(TrackingClient(), names, model_name, alias, hardware or None, FIT_ENERGY_METRICS[energy])
+        click.echo(f"drift check: {check.reason}")
+        if not check.refit:
+            return
     run_fit(
         names,
         model_name=model_name,

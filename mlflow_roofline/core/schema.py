@@ -205,6 +205,26 @@ M_ALPHA_ETA = "alpha_eta"
 M_LOG_KAPPA = "log_kappa"  # log joules
 M_CV_MAPE = "cv_mape"  # %, the registered form's grouped cross-validated error
 M_PSI_PREFIX = "psi_"  # psi_<strategy>: the strategy's log-energy offset
+
+# Evaluation-run metrics of a registered law scored on newly measured runs (the `roofline` model
+# evaluator, core/drift.py): errors of the predicted energy_j against the measured, in percent.
+M_DRIFT_N_ROWS = "drift_n_rows"  # runs scored
+M_DRIFT_MAPE = "drift_mape"  # %, mean |predicted - measured| / measured
+M_DRIFT_MEDIAN_APE = "drift_median_ape"  # %, its median
+M_DRIFT_BIAS = "drift_bias"  # %, median (predicted - measured) / measured: negative when runs now cost more
+M_DRIFT_COVERAGE = "drift_interval_coverage"  # %, measured values inside the law's 95 % prediction interval
+M_DRIFT_EXTRAPOLATED = "drift_extrapolated_share"  # %, rows outside the fitted ranges
+M_DRIFT_REFIT = "drift_refit"  # 1 when the verdict is refit, else 0
+TAG_DRIFT_VERDICT = "roofline.drift_verdict"  # ok or refit
+TAG_DRIFT_REASON = "roofline.drift_reason"  # the thresholds the scores crossed, or that none was
+DRIFT_RESIDUALS_ARTIFACT = "roofline/drift_residuals.png"
+
+# Tags of the `roofline` run context provider (ROOFLINE_RUN_CONTEXT=true): on every run the process
+# starts, beside roofline.hardware and the carbon intensity where known.
+TAG_DEVICE_COUNT = "roofline.device_count"  # GPUs this process can see (0: a CPU host)
+TAG_DRIVER_VERSION = "roofline.driver_version"  # NVIDIA's driver, as NVML reports it
+TAG_CUDA_VERSION = "roofline.cuda_driver_version"  # the CUDA version that driver supports, e.g. 12.4
+TAG_REGION = "roofline.region"  # the grid region (ROOFLINE_REGION)
 # Runs behind a fit run's law.
 M_N_RUNS_DROPPED = "n_runs_dropped"  # dropped for this hardware after the pull
 M_N_ETA_FROM_LAW = "n_eta_from_law"

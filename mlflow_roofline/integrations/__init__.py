@@ -13,7 +13,8 @@ measurement state: window, sync points, budget, summary), ``energy_window`` (the
 per-rank window and its gathering), ``job_facts`` (the configuration read from the model
 and the batches), ``parallel_probe`` (the strategy that ran), ``forecast`` (the maths)
 and ``law_prior`` (the registered law as its prior), ``run_log`` (the MLflow run),
-``options``.
+``options``; ``autolog`` (``mlflow_roofline.autolog()``: both adapters attached to every
+Trainer and Accelerator of the process by patching them).
 
 May import core, energy, tracking and train's run-logging helpers; imports
 ``transformers`` and ``accelerate`` only in the adapter modules named after them, so

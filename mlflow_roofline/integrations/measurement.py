@@ -286,7 +286,7 @@ class JobMeasurement:
         if self.facts.parallel.is_main and not self._warned and self.measured >= 1:
             self._warn_missing(self.facts)
         fc = None
-        if self.measured >= self.options.forecast_after_steps:
+        if self.options.forecast and self.measured >= self.options.forecast_after_steps:
             self._ensure_prior(self.facts)
             if self.energy_error is None and self.planned_measured is not None:
                 fc = forecast(self.samples, self.planned_measured, self.prior)

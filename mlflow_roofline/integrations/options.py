@@ -27,6 +27,8 @@ class TrackOptions:
         energy_budget_kwh: stop the job once the forecast's lower bound exceeds it (kWh).
         experiment: experiment of the run opened when none is active.
         run_name: name of that run.
+        forecast: forecast the whole job's energy and time (False: log the measured energy only;
+            an energy budget needs the forecast).
     """
 
     meter: str = "auto"
@@ -37,6 +39,7 @@ class TrackOptions:
     energy_budget_kwh: float | None = None
     experiment: str | None = None
     run_name: str | None = None
+    forecast: bool = True
 
     def __post_init__(self) -> None:
         if self.meter not in METER_NAMES:
@@ -48,6 +51,10 @@ class TrackOptions:
         budget = self.energy_budget_kwh
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
             raise ConfigError("energy_budget_kwh", f"must be a positive number of kWh, got {budget!r}")
+        if not isinstance(self.forecast, bool):
+            raise ConfigError("forecast", f"must be true or false, got {self.forecast!r}")
+        if budget is not None and not self.forecast:
+            raise ConfigError("energy_budget_kwh", "needs the forecast (forecast=False was given)")
 
     @property
     def budget_j(self) -> float | None:

@@ -75,6 +75,8 @@ class RunLog:
         self._pending: list[PendingWrite] = []
         self._ended = False
         self._broken = False
+        self.synchronous = False
+        """Log each point before returning (set at interpreter exit, when MLflow's queue takes no more work)."""
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
         self._watchdog: Watchdog | None = Watchdog()
         self._watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(self.run_id))
@@ -84,11 +86,15 @@ class RunLog:
         self._install_sigterm()
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
-        """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits)."""
+        """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits), or log them now
+        when :attr:`synchronous`."""
         if self._broken:
             return
         short_tags = {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()}
         try:
+            if self.synchronous:
+                self.client.log(self.run_id, metrics=metrics, tags=short_tags, step=step)
+                return
             pending = self.client.log_async(self.run_id, metrics, short_tags, step)
         except Exception as exc:
             self._break(exc)

@@ -30,6 +30,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_TRAINER
 from mlflow_roofline.integrations.job_facts import JobFacts, batch_shape, device_of, model_shape, precision_of
 from mlflow_roofline.integrations.measurement import JobMeasurement
@@ -40,15 +41,23 @@ from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 class RooflineCallback(TrainerCallback):
     """Logs energy per logging step, the forecast of the whole job and the train-run schema.
 
-    Args: the fields of :class:`~mlflow_roofline.integrations.options.TrackOptions`
-    (``meter``, ``warmup_steps``, ``forecast_after_steps``, ``sample_steps``, ``model_uri``,
-    ``energy_budget_kwh``, ``experiment``, ``run_name``).
+    Args:
+        log_every_n_steps: log energy (and the forecast) every this many optimizer steps;
+            None (the default): at the Trainer's own logging steps (``logging_steps``).
+        options: the fields of :class:`~mlflow_roofline.integrations.options.TrackOptions`
+            (``meter``, ``warmup_steps``, ``forecast_after_steps``, ``sample_steps``, ``model_uri``,
+            ``energy_budget_kwh``, ``experiment``, ``run_name``, ``forecast``).
 
     Raises:
         ConfigError: an option out of range, naming it (at construction, before training).
     """
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, log_every_n_steps: int | None = None, **options: Any) -> None:
+        if log_every_n_steps is not None and (
+            isinstance(log_every_n_steps, bool) or not isinstance(log_every_n_steps, int) or log_every_n_steps < 1
+        ):
+            raise ConfigError("log_every_n_steps", f"must be a positive integer, got {log_every_n_steps!r}")
+        self.log_every_n_steps = log_every_n_steps
         self.options = TrackOptions(**options)
         self.tracker: JobMeasurement | None = None
         self._spy = WrapperSpy()
@@ -93,7 +102,9 @@ class RooflineCallback(TrainerCallback):
             self._spy.disarm()
             if tracker.facts is not None and self._model is not None:
                 tracker.facts.parallel = probe([self._model, *self._spy.wrappers])
-        if tracker.step_end(state.global_step, bool(control.should_log), bool(control.should_training_stop)):
+        every = self.log_every_n_steps
+        should_log = bool(control.should_log) if every is None else state.global_step % every == 0
+        if tracker.step_end(state.global_step, should_log, bool(control.should_training_stop)):
             control.should_training_stop = True
 
     def on_train_end(

@@ -370,6 +370,34 @@ class TrackingClient:
         finally:
             mlflow.set_tracking_uri(previous_uri)
 
+    def evaluate_model(
+        self,
+        run_id: str,
+        model_uri: str,
+        data: pd.DataFrame,
+        targets: str,
+        evaluator: str,
+        config: Mapping[str, float] | None = None,
+    ) -> dict[str, float]:
+        """``mlflow.models.evaluate`` of ``model_uri`` on ``data`` by the installed evaluator ``evaluator``,
+        logged into the run ``run_id`` (left RUNNING: ending it is its owner's call); returns the metrics.
+
+        Raises:
+            TrackingError: no such model or evaluator, or the evaluator refused the data.
+        """
+        import mlflow.models  # heavy: only the drift check pays for it
+
+        with self.active(run_id):
+            result = mlflow.models.evaluate(
+                model_uri,
+                data,
+                targets=targets,
+                model_type="regressor",
+                evaluators=[evaluator],
+                evaluator_config={evaluator: dict(config)} if config else None,
+            )
+        return {k: float(v) for k, v in result.metrics.items()}
+
     # -- tables (the fit's measured-vs-predicted table) --
     def log_table(self, run_id: str, table: pd.DataFrame, artifact_file: str) -> None:
         """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
