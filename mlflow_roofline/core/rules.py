@@ -20,17 +20,22 @@ from typing import Any
 import numpy as np
 
 from mlflow_roofline.core.schema import (
+    ARCHS,
     DATA_PARALLEL_STRATEGIES,
     DEVICES,
+    PEFTS,
     PRECISIONS,
     SIZE_NAMES,
     STRATEGIES,
 )
 
 INT_FIELDS: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "num_devices")
-"""Configuration fields that hold integers."""
+"""Configuration fields that hold integers (the paper's params)."""
 
-MINIMUM: Mapping[str, int] = {"warmup_steps": 0}
+KIND_INT_FIELDS: tuple[str, ...] = ("vocab_size", "lora_rank")
+"""Integer fields among the params beyond the paper's (``lora_rank`` is 0 without adapters)."""
+
+MINIMUM: Mapping[str, int] = {"warmup_steps": 0, "lora_rank": 0}
 """Smallest value of an integer field where it is not 1."""
 
 
@@ -118,7 +123,7 @@ def _split_rule(name: str, field: str, strategies: tuple[str, ...]) -> Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    *(_minimum_rule(field) for field in INT_FIELDS),
+    *(_minimum_rule(field) for field in (*INT_FIELDS, *KIND_INT_FIELDS)),
     _choice_rule("strategy", STRATEGIES),
     _choice_rule("device", DEVICES),
     _choice_rule("precision", PRECISIONS),
@@ -149,6 +154,24 @@ RULES: tuple[Rule, ...] = (
     _split_rule("tp_splits_heads", "num_heads", ("tp",)),
     _split_rule("tp_splits_ffn", "ffn_size", ("tp",)),
     _split_rule("data_parallel_splits_batch", "batch_size", DATA_PARALLEL_STRATEGIES),
+    _choice_rule("arch", ARCHS),
+    _choice_rule("peft", PEFTS),
+    Rule(
+        name="lora_has_a_rank",
+        field="lora_rank",
+        fields=("peft", "lora_rank"),
+        scalar=lambda v: (v["peft"] == "lora") == (v["lora_rank"] >= 1),
+        vector=lambda v: (np.asarray(v["peft"], dtype=object) == "lora") == (v["lora_rank"] >= 1),
+        message="must be at least 1 under peft lora and 0 under peft none, got {lora_rank} under peft {peft}",
+    ),
+    Rule(
+        name="lora_rank_below_width",
+        field="lora_rank",
+        fields=("lora_rank", "hidden_size"),
+        scalar=lambda v: v["lora_rank"] <= v["hidden_size"],
+        vector=lambda v: v["lora_rank"] <= v["hidden_size"],
+        message="must be at most hidden_size ({hidden_size}), got {lora_rank}",
+    ),
 )
 """Every rule, in the order they are checked (the first broken one is reported)."""
 
