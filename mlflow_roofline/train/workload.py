@@ -87,7 +87,12 @@ def build_model(config: TrainConfig, device: torch.device | str = "cpu", seed: i
             model = add_lora(model, config)
     if config.grad_checkpointing:
         # non-reentrant: works with frozen weights (LoRA), DDP, FSDP2 and DTensors alike
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        enable = getattr(model, "activation_checkpointing_enable", None)  # its name from transformers 5 on
+        if enable is not None:
+            enable(kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return model.train()
 
 
