@@ -177,10 +177,14 @@ class TrainConfig:
         Raises:
             ConfigError: naming the first field that breaks a rule, and the rule.
         """
-        for name in (*INT_FIELDS, *KIND_INT_FIELDS):
+        for name in INT_FIELDS:
             problem = int_field_problem(name, getattr(self, name))
             if problem is not None:
                 raise ConfigError(name, problem)
+        for name in KIND_INT_FIELDS:  # their minimums are rules of the table, after arch and peft
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value > INT64_MAX:
+                raise ConfigError(name, f"must be an integer of the int64 range, got {value!r}")
         if not isinstance(self.grad_checkpointing, bool):
             raise ConfigError("grad_checkpointing", f"must be true or false, got {self.grad_checkpointing!r}")
         values = {name: getattr(self, name) for name in TRAIN_PARAM_NAMES}

@@ -123,7 +123,7 @@ def _split_rule(name: str, field: str, strategies: tuple[str, ...]) -> Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    *(_minimum_rule(field) for field in (*INT_FIELDS, *KIND_INT_FIELDS)),
+    *(_minimum_rule(field) for field in INT_FIELDS),
     _choice_rule("strategy", STRATEGIES),
     _choice_rule("device", DEVICES),
     _choice_rule("precision", PRECISIONS),
@@ -156,6 +156,7 @@ RULES: tuple[Rule, ...] = (
     _split_rule("data_parallel_splits_batch", "batch_size", DATA_PARALLEL_STRATEGIES),
     _choice_rule("arch", ARCHS),
     _choice_rule("peft", PEFTS),
+    *(_minimum_rule(field) for field in KIND_INT_FIELDS),  # after arch and peft, whose defaults they take
     Rule(
         name="lora_has_a_rank",
         field="lora_rank",
@@ -174,6 +175,10 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 """Every rule, in the order they are checked (the first broken one is reported)."""
+
+
+KIND_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.fields) & {"arch", "peft", *KIND_INT_FIELDS})
+"""The rules on the params beyond the paper's (what a run measured elsewhere must satisfy of them too)."""
 
 
 def rules_over(fields: Iterable[str], rules: Iterable[Rule] = RULES) -> tuple[Rule, ...]:

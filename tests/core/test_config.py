@@ -204,6 +204,11 @@ def test_each_kind_rule_names_its_field(changes: dict, field: str, fragment: str
     assert fragment in str(caught.value)
 
 
+def test_an_unknown_arch_is_named_before_the_vocabulary_it_has_no_default_for() -> None:
+    with pytest.raises(ConfigError, match="^arch: must be one of encoder, decoder"):
+        TrainConfig.from_mapping({**OLD_PARAMS, "arch": "rnn"}).validate()
+
+
 @pytest.mark.parametrize(
     ("values", "field"),
     [
