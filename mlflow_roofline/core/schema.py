@@ -80,6 +80,13 @@ M_PROXY_FLOPS_HEAD = "proxy_flops_head"
 M_PROXY_PARAMS_TOTAL = "proxy_params_total"
 M_PROXY_PARAMS_TRAINABLE = "proxy_params_trainable"
 M_PROXY_OPT_TRAFFIC = "proxy_opt_traffic"
+KIND_PROXY_METRICS: tuple[str, ...] = (
+    M_PROXY_FLOPS_HEAD,
+    M_PROXY_PARAMS_TOTAL,
+    M_PROXY_PARAMS_TRAINABLE,
+    M_PROXY_OPT_TRAFFIC,
+)
+"""The proxies that need the params beyond the paper's (the arch, V, the adapters)."""
 M_FLOPS_COUNTED = "flops_counted"
 M_ENERGY_J = "energy_j"
 M_TIME_S = "time_s"
