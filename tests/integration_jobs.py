@@ -38,6 +38,13 @@ class TokenData(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
 
+class NextTokenData(TokenData):
+    """:class:`TokenData` for a causal LM: the labels are the tokens (the model shifts them)."""
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
 def tiny_bert() -> torch.nn.Module:
     """BERT classifier, L=2, d=32, h=2, ff=64."""
     from transformers import BertConfig, BertForSequenceClassification
@@ -74,8 +81,10 @@ def run_trainer(
     report_to: list[str] | None = None,
     batch: int = 4,
     output_dir: str = "trainer-out",
+    dataset: torch.utils.data.Dataset | None = None,
 ) -> Any:
-    """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none); return the Trainer's state."""
+    """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none), on ``dataset``
+    (by default :class:`TokenData` of 400 rows); return the Trainer's state."""
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -90,7 +99,10 @@ def run_trainer(
         dataloader_num_workers=0,
     )
     trainer = Trainer(
-        model=model, args=args, train_dataset=TokenData(400), callbacks=None if callback is None else [callback]
+        model=model,
+        args=args,
+        train_dataset=TokenData(400) if dataset is None else dataset,
+        callbacks=None if callback is None else [callback],
     )
     trainer.train()
     return trainer.state

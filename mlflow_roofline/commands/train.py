@@ -1,4 +1,4 @@
-"""``mlflow-roofline train``: one measured BERT fine-tuning configuration, one MLflow run.
+"""``mlflow-roofline train``: one measured fine-tuning configuration (BERT or GPT-2), one MLflow run.
 
 The options are those the MLproject ``train`` entry point passes (numbers may arrive as
 ``"4.0"``), plus ``--experiment`` and ``--seed``. See :mod:`mlflow_roofline.train.run`.
@@ -12,7 +12,15 @@ import click
 
 from mlflow_roofline.commands.options import carbon_options, pop_carbon_options
 from mlflow_roofline.core.errors import Interrupted
-from mlflow_roofline.core.schema import DEVICE_CHOICES, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.schema import (
+    ARCHS,
+    DEFAULT_LORA_RANK,
+    DEFAULT_VOCAB_SIZE,
+    DEVICE_CHOICES,
+    PEFTS,
+    PRECISIONS,
+    STRATEGIES,
+)
 from mlflow_roofline.energy.select import METER_NAMES
 from mlflow_roofline.train.run import train
 
@@ -38,6 +46,31 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
     "--device", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(DEVICE_CHOICES)}."
 )
 @click.option("--precision", metavar="NAME", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
+@click.option("--arch", metavar="NAME", default="encoder", show_default=True, help=f"One of {', '.join(ARCHS)}.")
+@click.option(
+    "--vocab-size",
+    metavar="INT",
+    default="auto",
+    show_default=True,
+    help="V, vocabulary size; auto: "
+    + ", ".join(f"{v} for the {arch}" for arch, v in DEFAULT_VOCAB_SIZE.items())
+    + ".",
+)
+@click.option("--peft", metavar="NAME", default="none", show_default=True, help=f"One of {', '.join(PEFTS)}.")
+@click.option(
+    "--lora-rank",
+    metavar="INT",
+    default="auto",
+    show_default=True,
+    help="Rank of the LoRA adapters; auto: " + ", ".join(f"{v} under {p}" for p, v in DEFAULT_LORA_RANK.items()) + ".",
+)
+@click.option(
+    "--grad-checkpointing",
+    metavar="BOOL",
+    default="false",
+    show_default=True,
+    help="Recompute activations in the backward pass (true or false).",
+)
 @click.option("--meter", metavar="NAME", default="auto", show_default=True, help=f"One of {', '.join(METER_NAMES)}.")
 @click.option(
     "--experiment",
@@ -55,10 +88,12 @@ _NUMBER_HELP = "an integer (MLflow may pass it as 4.0)"
 def train_command(
     meter: str, experiment: str | None, seed: int, system_metrics: bool | None, **options: str | None
 ) -> None:
-    """Fine-tune one BERT configuration, measure its energy and time, log one MLflow run.
+    """Fine-tune one configuration, measure its energy and time, log one MLflow run.
 
     Example: mlflow-roofline train --num-layers 2 --hidden-size 64 --num-heads 2
     --ffn-size 256 --seq-len 32 --batch-size 8 --strategy ddp --num-devices 2
+
+    A GPT-2 with LoRA: add --arch decoder --vocab-size 1000 --peft lora --lora-rank 4.
     """
     carbon = pop_carbon_options(options)
     try:

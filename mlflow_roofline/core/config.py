@@ -17,10 +17,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.rules import INT_FIELDS, first_broken
-from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, PARAM_NAMES, WORKLOAD_PARAM_NAMES
+from mlflow_roofline.core.rules import INT_FIELDS, KIND_INT_FIELDS, MINIMUM, first_broken
+from mlflow_roofline.core.schema import (
+    DATA_PARALLEL_STRATEGIES,
+    DEFAULT_LORA_RANK,
+    DEFAULT_VOCAB_SIZE,
+    KIND_PARAM_NAMES,
+    TRAIN_PARAM_NAMES,
+    WORKLOAD_PARAM_NAMES,
+)
 
-__all__ = ["INT_FIELDS", "TrainConfig", "parse_bool"]
+__all__ = ["AUTO", "INT_FIELDS", "KIND_INT_FIELDS", "TrainConfig", "parse_bool"]
+
+AUTO = -1
+"""``vocab_size`` / ``lora_rank`` not given: the arch's / the peft's default (resolved on construction)."""
+AUTO_WORDS = ("", "auto")
+"""How a CLI option or an MLproject parameter says :data:`AUTO` for an integer kind field."""
 
 INT64_MAX = 2**63 - 1
 """Largest value of an integer field (MLflow and the served model's columns hold int64)."""
@@ -32,10 +44,10 @@ MAX_CPU_PROCESSES_PER_CORE = 4
 def int_field_problem(name: str, value: object) -> str | None:
     """The rule integer field ``name`` breaks with ``value`` (None if none).
 
-    ``warmup_steps`` may be 0, every other integer field must be positive; none may pass
-    :data:`INT64_MAX`.
+    ``warmup_steps`` and ``lora_rank`` may be 0 (:data:`~mlflow_roofline.core.rules.MINIMUM`),
+    every other integer field must be positive; none may pass :data:`INT64_MAX`.
     """
-    minimum = 0 if name == "warmup_steps" else 1
+    minimum = MINIMUM.get(name, 1)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a non-negative" if minimum == 0 else "a positive"
         return f"must be {kind} integer, got {value!r}"
@@ -72,10 +84,14 @@ def oversubscribes_cpu(config: TrainConfig, cpu_cores: int) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """A BERT fine-tuning configuration (the train-run params of DESIGN.md).
+    """A fine-tuning configuration (the train-run params of DESIGN.md).
+
+    The fields after ``precision`` (:data:`~mlflow_roofline.core.schema.KIND_PARAM_NAMES`)
+    say what kind of model is trained; their defaults are the paper's BERT classification,
+    and a configuration at those defaults has the hashes it had before they existed.
 
     Attributes:
-        num_layers: L, encoder layers.
+        num_layers: L, transformer layers.
         hidden_size: d, model width.
         num_heads: h, attention heads.
         ffn_size: ff, width of the feed-forward block.
@@ -87,6 +103,14 @@ class TrainConfig:
         num_devices: N, devices (processes) the job runs on.
         device: ``cuda`` or ``cpu`` (``auto`` is resolved before a config is built).
         precision: ``fp32``, ``bf16`` or ``fp16``.
+        arch: ``encoder`` (BERT sequence classification) or ``decoder`` (GPT-2 causal LM).
+        vocab_size: V, tokens in the vocabulary; :data:`AUTO` gives the arch's default
+            (:data:`~mlflow_roofline.core.schema.DEFAULT_VOCAB_SIZE`). Note that
+            ``dataclasses.replace`` keeps a resolved V when only ``arch`` changes.
+        peft: ``none`` (every weight trained) or ``lora`` (adapters only).
+        lora_rank: rank of the LoRA adapters (0 under ``none``); :data:`AUTO` gives the
+            peft's default (:data:`~mlflow_roofline.core.schema.DEFAULT_LORA_RANK`).
+        grad_checkpointing: recompute activations in the backward pass (one more forward).
     """
 
     num_layers: int
@@ -101,17 +125,31 @@ class TrainConfig:
     num_devices: int = 1
     device: str = "cpu"
     precision: str = "fp32"
+    arch: str = "encoder"
+    vocab_size: int = AUTO
+    peft: str = "none"
+    lora_rank: int = AUTO
+    grad_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.vocab_size == AUTO and self.arch in DEFAULT_VOCAB_SIZE:
+            object.__setattr__(self, "vocab_size", DEFAULT_VOCAB_SIZE[self.arch])
+        if self.lora_rank == AUTO and self.peft in DEFAULT_LORA_RANK:
+            object.__setattr__(self, "lora_rank", DEFAULT_LORA_RANK[self.peft])
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
         """Build a config from strings or numbers (MLflow params, CLI options, YAML).
 
+        The params beyond the paper's may be absent (their defaults); ``vocab_size`` and
+        ``lora_rank`` may also say ``auto`` (or be empty) for their defaults.
+
         Raises:
-            ConfigError: a field is missing, unknown, or not an integer where one is needed.
+            ConfigError: a field is missing, unknown, or not an integer (or boolean) where one is needed.
         """
-        unknown = sorted(set(values) - set(PARAM_NAMES))
+        unknown = sorted(set(values) - set(TRAIN_PARAM_NAMES))
         if unknown:
-            raise ConfigError(unknown[0], f"unknown field; expected one of {', '.join(PARAM_NAMES)}")
+            raise ConfigError(unknown[0], f"unknown field; expected one of {', '.join(TRAIN_PARAM_NAMES)}")
         kwargs: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
             if field.name not in values:
@@ -119,7 +157,15 @@ class TrainConfig:
                     raise ConfigError(field.name, "is required")
                 continue
             raw = values[field.name]
-            kwargs[field.name] = _as_int(field.name, raw) if field.name in INT_FIELDS else str(raw)
+            if field.name in INT_FIELDS:
+                kwargs[field.name] = _as_int(field.name, raw)
+            elif field.name in KIND_INT_FIELDS:
+                auto = isinstance(raw, str) and raw.strip().lower() in AUTO_WORDS
+                kwargs[field.name] = AUTO if auto else _as_int(field.name, raw)
+            elif field.name == "grad_checkpointing":
+                kwargs[field.name] = parse_bool(field.name, raw if isinstance(raw, bool) else str(raw))
+            else:
+                kwargs[field.name] = str(raw)
         return cls(**kwargs)
 
     def validate(self) -> None:
@@ -135,18 +181,47 @@ class TrainConfig:
             problem = int_field_problem(name, getattr(self, name))
             if problem is not None:
                 raise ConfigError(name, problem)
-        values = {name: getattr(self, name) for name in PARAM_NAMES}
+        for name in KIND_INT_FIELDS:  # their minimums are rules of the table, after arch and peft
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value > INT64_MAX:
+                raise ConfigError(name, f"must be an integer of the int64 range, got {value!r}")
+        if not isinstance(self.grad_checkpointing, bool):
+            raise ConfigError("grad_checkpointing", f"must be true or false, got {self.grad_checkpointing!r}")
+        values = {name: getattr(self, name) for name in TRAIN_PARAM_NAMES}
         rule = first_broken(values)
         if rule is not None:
             raise ConfigError(rule.field, rule.describe(values))
 
     def to_params(self) -> dict[str, str]:
-        """The MLflow params of a train run: every schema param, as strings."""
-        return {name: str(getattr(self, name)) for name in PARAM_NAMES}
+        """The MLflow params of a train run: every schema param, as strings (booleans ``true``/``false``)."""
+        return {name: _param_text(getattr(self, name)) for name in TRAIN_PARAM_NAMES}
+
+    def kind_defaults(self) -> dict[str, str]:
+        """What each param beyond the paper's says when a run does not give it (as param text).
+
+        ``vocab_size`` defaults by ``arch`` and ``lora_rank`` by ``peft``, so a default is
+        always a function of the params that are kept.
+        """
+        return {
+            "arch": "encoder",
+            "vocab_size": str(DEFAULT_VOCAB_SIZE.get(self.arch, AUTO)),
+            "peft": "none",
+            "lora_rank": str(DEFAULT_LORA_RANK.get(self.peft, AUTO)),
+            "grad_checkpointing": "false",
+        }
+
+    def hashed_params(self) -> dict[str, str]:
+        """The params the hashes read: every param, except one beyond the paper's at its default.
+
+        A run logged before those params existed hashed the paper's params alone; leaving a
+        default out keeps its hash, and the configuration it stood for, unchanged.
+        """
+        defaults = self.kind_defaults()
+        return {k: v for k, v in self.to_params().items() if k not in KIND_PARAM_NAMES or v != defaults[k]}
 
     def config_hash(self, hardware: str) -> str:
         """Stable hash of every param plus the hardware: one key per measured configuration."""
-        return _stable_hash({**self.to_params(), "hardware": hardware})
+        return _stable_hash({**self.hashed_params(), "hardware": hardware})
 
     def workload_hash(self, hardware: str) -> str:
         """The config hash without strategy, device count and step counts.
@@ -154,16 +229,31 @@ class TrainConfig:
         Runs that share it do the same work per sample; it finds a run's single-device
         baseline.
         """
-        params = self.to_params()
-        return _stable_hash({**{k: params[k] for k in WORKLOAD_PARAM_NAMES}, "hardware": hardware})
+        workload = set(WORKLOAD_PARAM_NAMES) | set(KIND_PARAM_NAMES)
+        params = {k: v for k, v in self.hashed_params().items() if k in workload}
+        return _stable_hash({**params, "hardware": hardware})
 
     @property
     def run_name(self) -> str:
-        """The configuration at a glance, e.g. ``L4-d256-h4-ff1024-S128-B16-fsdp-x2``."""
-        return (
+        """The configuration at a glance, e.g. ``L4-d256-h4-ff1024-S128-B16-fsdp-x2``.
+
+        Params beyond the paper's follow where they differ from their defaults, e.g.
+        ``...-ddp-x2-decoder-V1000-lora8-ckpt``.
+        """
+        name = (
             f"L{self.num_layers}-d{self.hidden_size}-h{self.num_heads}-ff{self.ffn_size}"
             f"-S{self.seq_len}-B{self.batch_size}-{self.strategy}-x{self.num_devices}"
         )
+        differs = {k for k, v in self.hashed_params().items() if k in KIND_PARAM_NAMES}
+        if "arch" in differs:
+            name += f"-{self.arch}"
+        if "vocab_size" in differs:
+            name += f"-V{self.vocab_size}"
+        if "peft" in differs or "lora_rank" in differs:
+            name += f"-{self.peft}{self.lora_rank if self.peft != 'none' else ''}"
+        if self.grad_checkpointing:
+            name += "-ckpt"
+        return name
 
     @property
     def per_device_batch_size(self) -> int:
@@ -190,6 +280,13 @@ def _as_int(field: str, raw: object) -> int:
         if number.is_integer():
             return int(number)
     raise ConfigError(field, f"must be an integer, got {raw!r}")
+
+
+def _param_text(value: object) -> str:
+    """A field as its MLflow param: booleans as ``true``/``false`` (DESIGN.md), the rest as ``str``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _stable_hash(values: Mapping[str, str]) -> str:

@@ -20,17 +20,22 @@ from typing import Any
 import numpy as np
 
 from mlflow_roofline.core.schema import (
+    ARCHS,
     DATA_PARALLEL_STRATEGIES,
     DEVICES,
+    PEFTS,
     PRECISIONS,
     SIZE_NAMES,
     STRATEGIES,
 )
 
 INT_FIELDS: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "num_devices")
-"""Configuration fields that hold integers."""
+"""Configuration fields that hold integers (the paper's params)."""
 
-MINIMUM: Mapping[str, int] = {"warmup_steps": 0}
+KIND_INT_FIELDS: tuple[str, ...] = ("vocab_size", "lora_rank")
+"""Integer fields among the params beyond the paper's (``lora_rank`` is 0 without adapters)."""
+
+MINIMUM: Mapping[str, int] = {"warmup_steps": 0, "lora_rank": 0}
 """Smallest value of an integer field where it is not 1."""
 
 
@@ -149,8 +154,31 @@ RULES: tuple[Rule, ...] = (
     _split_rule("tp_splits_heads", "num_heads", ("tp",)),
     _split_rule("tp_splits_ffn", "ffn_size", ("tp",)),
     _split_rule("data_parallel_splits_batch", "batch_size", DATA_PARALLEL_STRATEGIES),
+    _choice_rule("arch", ARCHS),
+    _choice_rule("peft", PEFTS),
+    *(_minimum_rule(field) for field in KIND_INT_FIELDS),  # after arch and peft, whose defaults they take
+    Rule(
+        name="lora_has_a_rank",
+        field="lora_rank",
+        fields=("peft", "lora_rank"),
+        scalar=lambda v: (v["peft"] == "lora") == (v["lora_rank"] >= 1),
+        vector=lambda v: (np.asarray(v["peft"], dtype=object) == "lora") == (v["lora_rank"] >= 1),
+        message="must be at least 1 under peft lora and 0 under peft none, got {lora_rank} under peft {peft}",
+    ),
+    Rule(
+        name="lora_rank_below_width",
+        field="lora_rank",
+        fields=("lora_rank", "hidden_size"),
+        scalar=lambda v: v["lora_rank"] <= v["hidden_size"],
+        vector=lambda v: v["lora_rank"] <= v["hidden_size"],
+        message="must be at most hidden_size ({hidden_size}), got {lora_rank}",
+    ),
 )
 """Every rule, in the order they are checked (the first broken one is reported)."""
+
+
+KIND_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.fields) & {"arch", "peft", *KIND_INT_FIELDS})
+"""The rules on the params beyond the paper's (what a run measured elsewhere must satisfy of them too)."""
 
 
 def rules_over(fields: Iterable[str], rules: Iterable[Rule] = RULES) -> tuple[Rule, ...]:

@@ -41,6 +41,23 @@ SIZE_NAMES: tuple[str, ...] = (
 # Train-run params, in the order DESIGN.md lists them.
 PARAM_NAMES: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "strategy", "num_devices", "device", "precision")
 
+ARCHS: tuple[str, ...] = ("encoder", "decoder")
+"""Model kinds: the paper's BERT sequence classification (the default), a GPT-2 causal LM."""
+PEFTS: tuple[str, ...] = ("none", "lora")
+"""Parameter-efficient fine-tuning: every weight trained, or LoRA adapters only."""
+DEFAULT_VOCAB_SIZE: dict[str, int] = {"encoder": 30522, "decoder": 50257}
+"""V of each arch when a run does not say: BERT-base's WordPiece, GPT-2's BPE vocabulary."""
+DEFAULT_LORA_RANK: dict[str, int] = {"none": 0, "lora": 8}
+"""``lora_rank`` of each ``peft`` when a run does not say (0: no adapters)."""
+
+KIND_PARAM_NAMES: tuple[str, ...] = ("arch", "vocab_size", "peft", "lora_rank", "grad_checkpointing")
+"""Train-run params beyond the paper's, in DESIGN.md's order: what kind of model is
+trained and how. Each has a default, and a run or model logged before they existed is read
+with it; :data:`PARAM_NAMES` stays the params every train run has always logged."""
+
+TRAIN_PARAM_NAMES: tuple[str, ...] = (*PARAM_NAMES, *KIND_PARAM_NAMES)
+"""Every param a train run logs (DESIGN.md's table), the paper's first."""
+
 LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
 """The job columns the served law takes (DESIGN.md), in order; ``speedup`` and ``hardware`` are optional beside them."""
 
@@ -48,6 +65,8 @@ LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
 WORKLOAD_PARAM_NAMES: tuple[str, ...] = tuple(
     p for p in PARAM_NAMES if p not in ("strategy", "num_devices", "num_steps", "warmup_steps")
 )
+# The workload hash also reads KIND_PARAM_NAMES, each only where it differs from its default
+# (core/config.py), so that runs logged before those params existed keep their hashes.
 
 # Metrics (totals are over the measured window and all devices).
 M_PROXY_PARAMS = "proxy_params"
@@ -55,6 +74,19 @@ M_PROXY_FLOPS_PER_TOKEN = "proxy_flops_per_token"
 M_PROXY_FLOPS = "proxy_flops"
 M_PROXY_MEM_TRAFFIC = "proxy_mem_traffic"
 M_ARITHMETIC_INTENSITY = "proxy_arithmetic_intensity"
+# Proxies beyond the paper's, logged beside them: the vocabulary head's FLOPs on the
+# paper's scale, parameters with embeddings, those the optimizer updates, optimizer-state bytes.
+M_PROXY_FLOPS_HEAD = "proxy_flops_head"
+M_PROXY_PARAMS_TOTAL = "proxy_params_total"
+M_PROXY_PARAMS_TRAINABLE = "proxy_params_trainable"
+M_PROXY_OPT_TRAFFIC = "proxy_opt_traffic"
+KIND_PROXY_METRICS: tuple[str, ...] = (
+    M_PROXY_FLOPS_HEAD,
+    M_PROXY_PARAMS_TOTAL,
+    M_PROXY_PARAMS_TRAINABLE,
+    M_PROXY_OPT_TRAFFIC,
+)
+"""The proxies that need the params beyond the paper's (the arch, V, the adapters)."""
 M_FLOPS_COUNTED = "flops_counted"
 M_ENERGY_J = "energy_j"
 M_ENERGY_DEVICE_J = "energy_device_j"  # the whole GPU's joules when energy_j is this job's share of it

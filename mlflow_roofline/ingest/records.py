@@ -7,6 +7,11 @@ warm-up is not known), ``energy_j`` (joules), ``time_s`` (seconds), ``hardware``
 not this project's launcher rules, so that a tensor-parallel run with uneven heads
 measured by another implementation is imported.
 
+The params beyond the paper's (``arch``, ``vocab_size``, ``peft``, ``lora_rank``,
+``grad_checkpointing``) are optional: a file or a cell without them (or ``auto`` for
+``vocab_size`` and ``lora_rank``) gives their defaults, and a row of an old file hashes as
+it did before they existed, so re-importing it adds nothing.
+
 ``per_device_batch_size`` (HF Trainer's ``per_device_train_batch_size``) may stand in for
 ``batch_size``: the global batch is it times ``num_devices`` under ddp/fsdp (each device
 takes its share of the batch), it as is under single and tp. A row giving both that
@@ -37,9 +42,10 @@ from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 
-from mlflow_roofline.core.config import INT64_MAX, INT_FIELDS, TrainConfig
+from mlflow_roofline.core.config import AUTO_WORDS, INT64_MAX, INT_FIELDS, KIND_INT_FIELDS, TrainConfig, parse_bool
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.measured import measured_problem
+from mlflow_roofline.core.rules import KIND_RULES, first_broken
 from mlflow_roofline.core.schema import (
     DATA_PARALLEL_STRATEGIES,
     DEVICES,
@@ -51,6 +57,7 @@ from mlflow_roofline.core.schema import (
     M_TIME_S,
     PARAM_NAMES,
     PRECISIONS,
+    TRAIN_PARAM_NAMES,
 )
 from mlflow_roofline.ingest.sources import RawRow
 
@@ -64,7 +71,7 @@ REQUIRED: tuple[str, ...] = (
 NODE_METRICS: tuple[str, ...] = (M_ENERGY_CPU_J, M_ENERGY_DRAM_J, M_ENERGY_NODE_J)
 PER_DEVICE_BATCH = "per_device_batch_size"
 """Samples each device takes per step: accepted in place of ``batch_size``, converted by strategy."""
-KNOWN_FIELDS: frozenset[str] = frozenset((*PARAM_NAMES, *REQUIRED, *NODE_METRICS, PER_DEVICE_BATCH))
+KNOWN_FIELDS: frozenset[str] = frozenset((*TRAIN_PARAM_NAMES, *REQUIRED, *NODE_METRICS, PER_DEVICE_BATCH))
 MAX_TEXT_CHARS = 250
 """Longest text field value (a hardware name, say) import accepts, in characters."""
 TEXT_FIELDS: tuple[str, ...] = ("strategy", "device", "precision", "hardware", "energy_source")
@@ -119,9 +126,13 @@ class Record:
     metrics: dict[str, float]
 
     def row_hash(self, fmt: str) -> str:
-        """Hash of the row's content (params, hardware, source, metrics, format): same row, same hash."""
+        """Hash of the row's content (params, hardware, source, metrics, format): same row, same hash.
+
+        The params are those the config hash reads (a param beyond the paper's at its default is
+        left out), so a row imported before those params existed keeps its hash.
+        """
         payload = {
-            **self.config.to_params(),
+            **self.config.hashed_params(),
             "hardware": self.hardware,
             "energy_source": self.energy_source,
             "format": fmt,
@@ -157,9 +168,14 @@ def check_row(row: RawRow) -> Record | RowError:
         problem = measured_problem(values)
     if problem is not None:
         return RowError(row.where, *problem)
+    config = TrainConfig.from_mapping({p: values[p] for p in TRAIN_PARAM_NAMES if p in values})
+    kind = {p: getattr(config, p) for p in TRAIN_PARAM_NAMES}
+    broken = first_broken(kind, KIND_RULES)
+    if broken is not None:
+        return RowError(row.where, broken.field, broken.describe(kind))
     return Record(
         row.where,
-        TrainConfig.from_mapping({p: values[p] for p in PARAM_NAMES}),
+        config,
         str(values["hardware"]),  # parsed as strings and the measurements as floats: no conversion here
         str(values["energy_source"]),
         {k: float(values[k]) for k in (M_ENERGY_J, M_TIME_S, *NODE_METRICS) if k in values},
@@ -169,7 +185,14 @@ def check_row(row: RawRow) -> Record | RowError:
 def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tuple[str, str] | None]:
     values: dict[str, int | float | str] = {"warmup_steps": 0}
     for name, raw in fields.items():
-        if name in INT_FIELDS or name == PER_DEVICE_BATCH:
+        if name in KIND_INT_FIELDS and str(raw).strip().lower() in AUTO_WORDS:
+            continue  # the default of its arch / peft
+        if name == "grad_checkpointing":
+            try:
+                values[name] = str(parse_bool(name, raw if isinstance(raw, bool) else str(raw)))
+            except ConfigError as exc:
+                return values, (name, exc.rule)
+        elif name in INT_FIELDS or name in KIND_INT_FIELDS or name == PER_DEVICE_BATCH:
             number = _integer(raw)
             if number is None:
                 return values, (name, f"must be an integer, got {_shown(raw)}")

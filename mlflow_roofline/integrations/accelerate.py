@@ -35,7 +35,14 @@ from torch.utils.hooks import RemovableHandle
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_ACCELERATE
-from mlflow_roofline.integrations.job_facts import JobFacts, batch_shape, device_of, model_shape, precision_of
+from mlflow_roofline.integrations.job_facts import (
+    JobFacts,
+    batch_shape,
+    device_of,
+    model_kind,
+    model_shape,
+    precision_of,
+)
 from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import probe
@@ -81,6 +88,7 @@ class AccelerateHook:
         """Read the job and open the measurement (every process)."""
         inner = self.accelerator.unwrap_model(self.model)
         shape, _ = model_shape(inner)
+        kind, kind_unknown = model_kind(inner)
         parallel = probe([self.model])
         facts = JobFacts(
             shape=shape,
@@ -89,6 +97,8 @@ class AccelerateHook:
             precision=precision_of(inner, str(self.accelerator.mixed_precision)),
             device=device_of(inner) or self.accelerator.device.type,
             parallel=parallel,
+            kind=kind,
+            kind_unknown=kind_unknown,
         )
         self.tracker.begin(facts)
         self._hook = inner.register_forward_pre_hook(self._batch_hook, with_kwargs=True)

@@ -20,8 +20,16 @@ ffn_size      ``intermediate_size`` (BERT, Llama), ``n_inner`` (GPT-2), ``ffn_di
 
 GPT-2 leaves ``n_inner`` at ``None`` to mean 4 x ``n_embd``; that rule is applied. A
 field found under none of the names is reported missing (the caller warns and logs
-energy and time without it). :func:`batch_shape` reads the rows and padded length of one
-forward call's batch, for the integrations' forward pre-hooks.
+energy and time without it).
+
+The params beyond the paper's are read by :func:`model_kind`: ``arch`` from the model's
+class (a causal LM head: ``decoder``; sequence classification on a masked-LM family such
+as BERT: ``encoder``; anything else is not classified), ``vocab_size`` from its config,
+``peft`` and ``lora_rank`` from peft's LoRA layers in it, ``grad_checkpointing`` from the
+model's own switch. What cannot be read is named, never guessed.
+
+:func:`batch_shape` reads the rows and padded length of one forward call's batch, for the
+integrations' forward pre-hooks.
 """
 
 from __future__ import annotations
@@ -64,6 +72,8 @@ class JobFacts:
     rows: int = 0
     job_tokens: int = 0  # every process's, as of the last gathering
     job_rows: int = 0
+    kind: dict[str, int | str | bool] = dataclasses.field(default_factory=dict)  # arch, vocab_size, ... as read
+    kind_unknown: list[str] = dataclasses.field(default_factory=list)  # "<param> (why)" for those not read
 
     @property
     def batch_size(self) -> int | None:
@@ -95,8 +105,14 @@ class JobFacts:
             "num_devices": self.parallel.num_devices,
             "device": self.device if self.device in DEVICES else None,
             "precision": self.precision if self.precision in PRECISIONS else None,
+            **self.kind,
         }
         return {k: v for k, v in known.items() if v is not None}
+
+    @property
+    def kind_unread(self) -> list[str]:
+        """The params beyond the paper's that could not be read (their names only)."""
+        return [entry.split(" ", 1)[0] for entry in self.kind_unknown]
 
     def missing(self) -> list[str]:
         """The train params that could not be read (num_steps is always known at the end)."""
@@ -155,6 +171,76 @@ def model_shape(model: object) -> tuple[dict[str, int], list[str]]:
         shape["ffn_size"] = 4 * shape["hidden_size"]  # GPT-2: n_inner=None means 4 * n_embd
     missing = [field for field in SHAPE_ALIASES if field not in shape]
     return shape, missing
+
+
+CAUSAL_LM_SUFFIXES: tuple[str, ...] = ("ForCausalLM", "LMHeadModel")
+"""Class-name endings of a causal LM with its vocabulary head (``GPT2LMHeadModel``, ``LlamaForCausalLM``)."""
+
+
+def model_kind(model: object) -> tuple[dict[str, int | str | bool], list[str]]:
+    """The params beyond the paper's read from ``model``, and ``"<param> (why)"`` for each not read.
+
+    A peft model is read through to the model it adapts.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    kind: dict[str, int | str | bool] = {}
+    unknown: list[str] = []
+    arch = _arch_of(base, config)
+    if arch is None:
+        unknown.append(f"arch ({type(base).__name__} is neither a causal LM nor a masked-LM family's classifier)")
+    else:
+        kind["arch"] = arch
+    vocab = _first_int(config, ("vocab_size",)) if config is not None else None
+    if vocab is None:
+        unknown.append("vocab_size (the model's config has no vocab_size)")
+    else:
+        kind["vocab_size"] = vocab
+    ranks = {rank for layer in _modules(base) for rank in _lora_ranks(layer)}
+    other_peft = getattr(model, "peft_type", None) or getattr(
+        getattr(model, "active_peft_config", None), "peft_type", None
+    )
+    if len(ranks) == 1:
+        kind.update(peft="lora", lora_rank=ranks.pop())
+    elif ranks:
+        unknown += [f"lora_rank (adapters of ranks {sorted(ranks)})"]
+        kind["peft"] = "lora"
+    elif other_peft is not None and "LORA" not in str(other_peft).upper():
+        unknown += [f"peft ({other_peft} is not lora)", "lora_rank (not a LoRA model)"]
+    else:
+        kind.update(peft="none", lora_rank=0)
+    switch = _attribute(base, "is_activation_checkpointing")  # transformers 5; is_gradient_checkpointing before
+    if not isinstance(switch, bool):
+        switch = _attribute(base, "is_gradient_checkpointing")
+    if isinstance(switch, bool):
+        kind["grad_checkpointing"] = switch
+    else:
+        unknown.append("grad_checkpointing (the model has no checkpointing switch)")
+    return kind, unknown
+
+
+def _arch_of(model: object, config: object) -> str | None:
+    name = type(model).__name__
+    if name.endswith(CAUSAL_LM_SUFFIXES):
+        return "decoder"
+    if name.endswith("ForSequenceClassification") and not _attribute(config, "is_decoder"):
+        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+        if _attribute(config, "model_type") in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+            return "encoder"
+    return None
+
+
+def _lora_ranks(layer: torch.nn.Module) -> list[int]:
+    """The ranks of a peft LoRA layer's adapters (none for any other module)."""
+    ranks, adapters = getattr(layer, "r", None), getattr(layer, "lora_A", None)
+    if not isinstance(ranks, dict) or not isinstance(adapters, torch.nn.ModuleDict):
+        return []
+    return [int(ranks[name]) for name in adapters if name in ranks]
+
+
+def _modules(model: object) -> list[torch.nn.Module]:
+    return list(model.modules()) if isinstance(model, torch.nn.Module) else []
 
 
 def batch_shape(args: tuple[object, ...], kwargs: Mapping[str, object]) -> tuple[int, int] | None:

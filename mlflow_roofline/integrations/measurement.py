@@ -38,6 +38,7 @@ import torch.distributed as dist
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    KIND_PROXY_METRICS,
     M_ENERGY_FORECAST_J,
     M_ENERGY_FORECAST_LOWER_J,
     M_ENERGY_FORECAST_UPPER_J,
@@ -393,7 +394,9 @@ class JobMeasurement:
             return
         config, why = facts.config(steps, self.options.warmup_steps)
         params = {k: str(v) for k, v in facts.values(steps, self.options.warmup_steps).items()}
-        run.log_params({**(config.to_params() if config else params), P_METER: self.options.meter})
+        unread = facts.kind_unread  # left unlogged: a default would be a guess presented as fact
+        logged = {k: v for k, v in (config.to_params() if config else params).items() if k not in unread}
+        run.log_params({**logged, P_METER: self.options.meter})
         measurement = Measurement(
             self.total_energy_j if self.energy_error is None else None,
             {},
@@ -408,7 +411,13 @@ class JobMeasurement:
             metrics.pop(M_TIME_S, None)
         tags = measurement_tags(measurement, self.hardware)
         if config is not None:
-            metrics.update(proxy_metrics(config))
+            proxies = proxy_metrics(config)
+            if unread:  # the proxies beyond the paper's need the model's kind
+                proxies = {k: v for k, v in proxies.items() if k not in KIND_PROXY_METRICS}
+                tags[TAG_CONFIG_WARNING] = (
+                    f"could not read {'; '.join(facts.kind_unknown)}: left out, with {', '.join(KIND_PROXY_METRICS)}"
+                )
+            metrics.update(proxies)
             tags.update(train_tags(config, self.hardware))
         else:
             tags[TAG_CONFIG_WARNING] = why

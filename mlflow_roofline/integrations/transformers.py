@@ -32,7 +32,14 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_TRAINER
-from mlflow_roofline.integrations.job_facts import JobFacts, batch_shape, device_of, model_shape, precision_of
+from mlflow_roofline.integrations.job_facts import (
+    JobFacts,
+    batch_shape,
+    device_of,
+    model_kind,
+    model_shape,
+    precision_of,
+)
 from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
@@ -76,6 +83,7 @@ class RooflineCallback(TrainerCallback):
         if model is None:
             raise TypeError("RooflineCallback needs the Trainer's model (on_train_begin got none)")
         shape, _missing = model_shape(model)
+        kind, kind_unknown = model_kind(model)
         mixed = "bf16" if args.bf16 else "fp16" if args.fp16 else None
         facts = JobFacts(
             shape=shape,
@@ -84,6 +92,8 @@ class RooflineCallback(TrainerCallback):
             precision=precision_of(model, mixed),
             device=device_of(model),
             parallel=probe([model]),
+            kind=kind,
+            kind_unknown=kind_unknown,
         )
         self._model = model
         self.tracker = JobMeasurement(self.options, SOURCE_TRAINER)

@@ -12,7 +12,10 @@ Beyond DESIGN.md's keys a spec may use:
 - ``meter`` (energy meter passed to every train run, default ``auto``) and ``timeout_s``
   (wall-clock limit of one configuration, seconds; the run is FAILED past it);
 - ``carbon_intensity`` (g CO2e/kWh), ``region``, ``pue`` and ``price_per_kwh``: passed to
-  every train run as its carbon options (``--carbon-intensity`` ...).
+  every train run as its carbon options (``--carbon-intensity`` ...);
+- the params beyond the paper's (``arch``, ``vocab_size``, ``peft``, ``lora_rank``,
+  ``grad_checkpointing``), in a grid or at the top level; absent, the train runs take their
+  defaults, and the grids (and so the spec's hash) are what they were without them.
 
 The ``grid`` part: a grid maps train fields to lists of values (their cartesian product); a
 spec holds one grid or a list of them; top-level grid keys apply to every grid that does not
@@ -40,12 +43,20 @@ import yaml
 from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
 from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, P_METER, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.schema import (
+    ARCHS,
+    DEFAULT_EXPERIMENT,
+    DEVICE_CHOICES,
+    P_METER,
+    PEFTS,
+    PRECISIONS,
+    STRATEGIES,
+)
 from mlflow_roofline.core.strict_yaml import load_yaml
 from mlflow_roofline.energy.select import METER_NAMES
 
 GridValue = int | float | str
-"""One value of a grid key: a count, ``ffn_ratio``, a strategy or a precision."""
+"""One value of a grid key: a count, ``ffn_ratio``, a strategy, a precision, an arch, a peft or a bool."""
 
 Grid = dict[str, tuple[GridValue, ...]]
 """One grid: train field -> the values it takes."""
@@ -65,10 +76,20 @@ INT_GRID_KEYS: tuple[str, ...] = (
     "num_steps",
     "warmup_steps",
     "num_devices",
+    "vocab_size",
+    "lora_rank",
 )
-"""Grid keys whose values are integers (``warmup_steps`` may be 0, the others are positive)."""
+"""Grid keys whose values are integers (``warmup_steps`` and ``lora_rank`` may be 0, the others are positive)."""
 
-GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "strategy", "precision")
+CHOICE_GRID_KEYS: dict[str, tuple[str, ...]] = {
+    "strategy": STRATEGIES,
+    "precision": PRECISIONS,
+    "arch": ARCHS,
+    "peft": PEFTS,
+}
+"""Grid keys whose values are names, and the names each allows."""
+
+GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "grad_checkpointing", *CHOICE_GRID_KEYS)
 """Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -162,10 +183,12 @@ def _value(key: str, field: str, value: object) -> GridValue:
                 key, f"must be a finite positive number (ffn_size = ffn_ratio * hidden_size), got {value!r}"
             )
         return cast(float, value)  # positive_number found an int or a float
-    if field == "strategy":
-        return choice(key, value, STRATEGIES, what="strategy")
-    if field == "precision":
-        return choice(key, value, PRECISIONS, what="precision")
+    if field in CHOICE_GRID_KEYS:
+        return choice(key, value, CHOICE_GRID_KEYS[field], what=field)
+    if field == "grad_checkpointing":
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"must be true or false, got {value!r}")
+        return value
     raise ConfigError(key, f"unknown grid key; allowed: {', '.join(GRID_KEYS)}")  # pragma: no cover
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,10 +92,14 @@ class SyntheticRuns:
     run_ids: list[str]
 
 
-def draw_workloads(rng: np.random.Generator, n_workloads: int) -> list[dict[str, int]]:
-    """``n_workloads`` distinct BERT workloads (L, d, h = d/64, ff = 4d, S, B) drawn from the choices above."""
+def draw_workloads(rng: np.random.Generator, n_workloads: int) -> list[dict[str, Any]]:
+    """``n_workloads`` distinct BERT workloads (L, d, h = d/64, ff = 4d, S, B) drawn from the choices above.
+
+    Each maps the size params to ints (typed ``Any`` so that it spreads into ``TrainConfig``,
+    whose other fields are not all ints).
+    """
     seen: set[tuple[int, ...]] = set()
-    workloads: list[dict[str, int]] = []
+    workloads: list[dict[str, Any]] = []
     capacity = len(LAYER_CHOICES) * len(HIDDEN_CHOICES) * len(SEQ_CHOICES) * len(BATCH_CHOICES)
     if n_workloads > capacity:
         raise ValueError(f"n_workloads must be at most {capacity}, got {n_workloads}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mlflow_roofline.core.config import INT_FIELDS
+from mlflow_roofline.core.config import AUTO_WORDS, INT_FIELDS, KIND_INT_FIELDS, parse_bool
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import M_TIME_S, TAG_RUN_TYPE
 from mlflow_roofline.tracking.client import Run, TrackingClient, TrackingError
@@ -71,14 +71,23 @@ def _get_run(client: TrackingClient, run_id: str) -> Run:
 def same_param(name: str, logged: str, value: str) -> bool:
     """Whether a logged param says the same as ``value``.
 
-    ``mlflow run`` logs entry-point parameters as typed: ``"4.0"`` for 4, and ``device``
-    may be ``auto`` (the resolved device is a tag).
+    ``mlflow run`` logs entry-point parameters as typed: ``"4.0"`` for 4, ``device``
+    may be ``auto`` (the resolved device is a tag), ``vocab_size`` and ``lora_rank`` may be
+    ``auto`` (their defaults, the value logged beside it) and ``grad_checkpointing`` any
+    word for true or false.
     """
     if logged == value:
         return True
     if name == "device":
         return logged == "auto"
-    if name in INT_FIELDS:
+    if name in KIND_INT_FIELDS and logged.strip().lower() in AUTO_WORDS:
+        return True
+    if name == "grad_checkpointing":
+        try:
+            return parse_bool(name, logged) == parse_bool(name, value)
+        except ConfigError:
+            return False
+    if name in INT_FIELDS or name in KIND_INT_FIELDS:
         try:
             return float(logged) == float(value)
         except ValueError:

@@ -26,10 +26,13 @@ to the work a step really does.
 
 from __future__ import annotations
 
+import contextlib
+
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.train.workload import DEFAULT_SEED, NUM_LABELS, build_model, global_batch
+from mlflow_roofline.train.workload import DEFAULT_SEED, NUM_LABELS, build_model, config_batch
 
 RATIO_BAND: tuple[float, float] = (4.0, 6.1)
 """counted / proxy FLOPs of a training step, for ff = 4 d and L S >= 8 (see module doc)."""
@@ -47,16 +50,24 @@ def count_step_flops(config: TrainConfig, device: str = "meta", attn_implementat
     model = build_model(config, device=device, seed=DEFAULT_SEED)
     if attn_implementation is not None:
         model.set_attn_implementation(attn_implementation)
-    input_ids, labels = global_batch(0, config.batch_size, config.seq_len, DEFAULT_SEED)
+    input_ids, labels = config_batch(config, 0, DEFAULT_SEED)
     input_ids, labels = input_ids.to(device), labels.to(device)
-    with FlopCounterMode(display=False) as counter:
-        loss = model(input_ids=input_ids, labels=labels).loss
-        loss.backward()
+    # On meta the batch enters as fake tensors: code that would read a value (the decoder's
+    # causal mask checks its positions for packed sequences) sees a trace and skips the read.
+    fake = FakeTensorMode(allow_non_fake_inputs=True) if device == "meta" else contextlib.nullcontext()
+    with fake:
+        if isinstance(fake, FakeTensorMode):
+            input_ids, labels = fake.from_tensor(input_ids), fake.from_tensor(labels)
+        with FlopCounterMode(display=False) as counter:
+            loss = model(input_ids=input_ids, labels=labels).loss
+            loss.backward()
     return int(counter.get_total_flops())
 
 
 def analytic_step_flops(config: TrainConfig) -> int:
-    """The matmul FLOPs of one training step, by hand (what :func:`count_step_flops` should count).
+    """The matmul FLOPs of one encoder training step, by hand (what :func:`count_step_flops` should count).
+
+    Full fine-tuning without checkpointing (the paper's workload).
 
     Per layer and token, forward: Q, K, V, output projections ``8 d^2``; feed-forward
     ``4 d ff``; scores and weighted values ``4 S d``. Pooler ``2 d^2`` and classifier

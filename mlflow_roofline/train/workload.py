@@ -1,16 +1,19 @@
-"""The measured workload: BERT sequence classification fine-tuned on seeded synthetic batches.
+"""The measured workload: a transformer fine-tuned on seeded synthetic batches.
 
 Everything a training step needs and nothing about how it is measured, distributed or
 tracked:
 
-- the model: ``BertForSequenceClassification`` built from ``BertConfig`` (no hub
-  download), dropout off so that every strategy computes the same function and losses
-  can be compared across strategies;
+- the model, by ``arch``: ``BertForSequenceClassification`` built from ``BertConfig``
+  (``encoder``, the paper's) or a GPT-2 causal LM (``decoder``, :mod:`.decoder`), no hub
+  download, dropout off so that every strategy computes the same function and losses can
+  be compared across strategies; under ``peft=lora`` only LoRA adapters train
+  (:mod:`.adapters`); ``grad_checkpointing`` turns on the model's own checkpointing;
 - the data: a *global* batch per optimizer step, generated from ``(seed, step)`` alone,
   so that every rank can produce the same global batch and take its own rows of it;
-  token ids are drawn uniformly from the BERT-base WordPiece vocabulary size
-  (:data:`VOCAB_SIZE` = 30522) and the label (:data:`NUM_LABELS` = 2, an SST-2-style
-  binary task) is a fixed function of the tokens, so the loss can actually fall;
+  for the encoder, token ids are drawn uniformly from the vocabulary (V, by default the
+  BERT-base WordPiece size :data:`VOCAB_SIZE` = 30522) and the label (:data:`NUM_LABELS`
+  = 2, an SST-2-style binary task) is a fixed function of the tokens, so the loss can
+  actually fall; for the decoder, the labels are the tokens themselves (next-token loss);
 - the optimizer: AdamW, gradient clipping that works on plain tensors and DTensors alike;
 - precision: autocast to bf16 or fp16 (fp16 with a gradient scaler), fp32 weights.
 """
@@ -29,15 +32,15 @@ from torch import nn
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.proxies import MAX_POSITIONS, VOCAB_SIZE
+from mlflow_roofline.core.proxies import MAX_POSITIONS, NUM_LABELS, VOCAB_SIZE
 from mlflow_roofline.core.schema import PRECISIONS
+from mlflow_roofline.train.adapters import add_lora
+from mlflow_roofline.train.decoder import build_decoder, decoder_batch
 
 if TYPE_CHECKING:
     # imported lazily at run time: transformers is slow to load
-    from transformers import BertConfig, BertForSequenceClassification
+    from transformers import BertConfig, PreTrainedModel
 
-NUM_LABELS = 2
-"""Classes of the sequence-classification head (binary, like SST-2)."""
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
@@ -52,7 +55,7 @@ def bert_config(config: TrainConfig) -> BertConfig:
 
     # num_labels and attn_implementation go to PreTrainedConfig through **kwargs.
     return BertConfig(  # type: ignore[call-arg]
-        vocab_size=VOCAB_SIZE,
+        vocab_size=config.vocab_size,
         num_hidden_layers=config.num_layers,
         hidden_size=config.hidden_size,
         num_attention_heads=config.num_heads,
@@ -65,37 +68,66 @@ def bert_config(config: TrainConfig) -> BertConfig:
     )
 
 
-def build_model(
-    config: TrainConfig, device: torch.device | str = "cpu", seed: int = DEFAULT_SEED
-) -> BertForSequenceClassification:
-    """A freshly initialised ``BertForSequenceClassification`` on ``device``, in training mode.
+def build_model(config: TrainConfig, device: torch.device | str = "cpu", seed: int = DEFAULT_SEED) -> PreTrainedModel:
+    """A freshly initialised model of ``config.arch`` on ``device``, in training mode.
 
-    The same ``seed`` gives bit-identical weights on every rank, which is what lets the
-    parallel strategies start from the single-device model.
+    ``BertForSequenceClassification`` for the encoder, ``GPT2LMHeadModel`` for the decoder;
+    with LoRA adapters under ``peft=lora``, gradient checkpointing on under
+    ``grad_checkpointing``. The same ``seed`` gives bit-identical weights on every rank,
+    which is what lets the parallel strategies start from the single-device model.
     """
     from transformers import BertForSequenceClassification  # transformers is slow to load: only when a model is built
 
     torch.manual_seed(seed)
     with torch.device(device):
-        model = BertForSequenceClassification(bert_config(config))
+        model: PreTrainedModel = (
+            build_decoder(config) if config.arch == "decoder" else BertForSequenceClassification(bert_config(config))
+        )
+        if config.peft == "lora":
+            model = add_lora(model, config)
+    if config.grad_checkpointing:
+        # non-reentrant: works with frozen weights (LoRA), DDP, FSDP2 and DTensors alike
+        kwargs = {"use_reentrant": False}
+        enable = getattr(model, "activation_checkpointing_enable", None)  # its name from transformers 5 on
+        if enable is not None:
+            enable(kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return model.train()
 
 
 def global_batch(
-    step: int, batch_size: int, seq_len: int, seed: int = DEFAULT_SEED, device: torch.device | str = "cpu"
+    step: int,
+    batch_size: int,
+    seq_len: int,
+    seed: int = DEFAULT_SEED,
+    device: torch.device | str = "cpu",
+    vocab_size: int = VOCAB_SIZE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The global batch of optimizer step ``step``: ``(input_ids [B, S], labels [B])``.
+    """The encoder's global batch of optimizer step ``step``: ``(input_ids [B, S], labels [B])``.
 
     Generated on the CPU from ``(seed, step)`` only, so every rank gets the same batch.
-    Ids are uniform over the vocabulary; position 0 holds ``[CLS]`` (101) as in BERT, and
-    the label says whether token 1 lies in the upper half of the vocabulary.
+    Ids are uniform over the vocabulary; position 0 holds ``[CLS]`` (101, or the last id of
+    a smaller vocabulary) as in BERT, and the label says whether token 1 lies in the upper
+    half of the vocabulary.
     """
     generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    input_ids = torch.randint(0, VOCAB_SIZE, (batch_size, seq_len), generator=generator)
-    input_ids[:, 0] = 101
+    input_ids = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
+    input_ids[:, 0] = min(101, vocab_size - 1)
     key = input_ids[:, 1] if seq_len > 1 else input_ids[:, 0]
-    labels = (key >= VOCAB_SIZE // 2).long()
+    labels = (key >= vocab_size // 2).long()
     return input_ids.to(device), labels.to(device)
+
+
+def config_batch(config: TrainConfig, step: int, seed: int = DEFAULT_SEED) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch ``(input_ids, labels)`` of step ``step`` for ``config.arch``, on the CPU.
+
+    The decoder's labels are its input ids (the model shifts them: next-token loss).
+    """
+    if config.arch == "decoder":
+        input_ids = decoder_batch(step, config.batch_size, config.seq_len, config.vocab_size, seed)
+        return input_ids, input_ids
+    return global_batch(step, config.batch_size, config.seq_len, seed, vocab_size=config.vocab_size)
 
 
 def build_optimizer(model: nn.Module) -> torch.optim.Optimizer:
@@ -244,6 +276,6 @@ def batches(
     """This process's rows of the global batches from ``first_step`` on, endlessly."""
     step = first_step
     while True:
-        input_ids, labels = global_batch(step, config.batch_size, config.seq_len, seed)
+        input_ids, labels = config_batch(config, step, seed)
         yield input_ids[rows].to(device, non_blocking=True), labels[rows].to(device, non_blocking=True)
         step += 1

@@ -12,16 +12,17 @@ from hypothesis import strategies as st
 from law_factory import make_law
 from mlflow.exceptions import MlflowException
 
-from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.config import AUTO, TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.rules import (
     INT_FIELDS,
+    KIND_INT_FIELDS,
     PLACEMENT_RULES,
     RULES,
     first_broken,
     first_broken_rows,
 )
-from mlflow_roofline.core.schema import DEVICES, PRECISIONS, STRATEGIES
+from mlflow_roofline.core.schema import ARCHS, DEVICES, KIND_PARAM_NAMES, PEFTS, PRECISIONS, STRATEGIES
 from mlflow_roofline.serve.placement_search import candidates, evaluate_candidates
 from mlflow_roofline.serve.predict import predict_frame
 
@@ -40,12 +41,21 @@ def configs(draw) -> dict[str, object]:
     values["strategy"] = draw(st.sampled_from(STRATEGIES + ("pipeline",)))
     values["device"] = draw(st.sampled_from(DEVICES + ("tpu",)))
     values["precision"] = draw(st.sampled_from(PRECISIONS))
+    values["arch"] = draw(st.sampled_from(ARCHS + ("rnn",)))
+    not_auto = st.integers(-3, 12).filter(lambda v: v != AUTO)  # AUTO is resolved on construction, not a value
+    values["vocab_size"] = draw(not_auto)
+    values["peft"] = draw(st.sampled_from(PEFTS + ("prefix",)))
+    values["lora_rank"] = draw(not_auto)
+    values["grad_checkpointing"] = draw(st.booleans())
     return values
 
 
 def _columns(rows: list[dict[str, object]]) -> dict[str, np.ndarray]:
     frame = pd.DataFrame(rows)
-    return {name: frame[name].to_numpy(dtype=float if name in INT_FIELDS else object) for name in frame.columns}
+    return {
+        name: frame[name].to_numpy(dtype=float if name in (*INT_FIELDS, *KIND_INT_FIELDS) else object)
+        for name in frame.columns
+    }
 
 
 @settings(max_examples=300, deadline=None)
@@ -101,7 +111,7 @@ def test_served_validation_says_what_the_train_config_says(changes: dict[str, ob
     values = {**dataclasses.asdict(TrainConfig(4, 512, 8, 2048, 128, 16, strategy="fsdp", num_devices=2)), **changes}
     with pytest.raises(ConfigError) as config_error:
         TrainConfig(**values).validate()  # type: ignore[arg-type]
-    row = {k: v for k, v in values.items() if k not in ("warmup_steps", "device", "precision")}
+    row = {k: v for k, v in values.items() if k not in ("warmup_steps", "device", "precision", *KIND_PARAM_NAMES)}
     with pytest.raises(MlflowException) as served_error:
         predict_frame(LAW, pd.DataFrame([row]))
     assert served_error.value.message == f"{config_error.value.field} (row 0): {config_error.value.rule}"

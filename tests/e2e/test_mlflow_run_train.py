@@ -20,6 +20,7 @@ from support.store_template import copy_store
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
+    KIND_PARAM_NAMES,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_FINAL_LOSS,
@@ -94,7 +95,15 @@ def test_finished_run_with_every_schema_field(runs: dict, strategy: str) -> None
     expected = {**config.to_params(), "device": "auto"}  # the entry point's default, as MLflow logged it
     if strategy == "ddp":
         expected["batch_size"] = "4.0"
-    assert {k: params[k] for k in PARAM_NAMES} == expected
+    assert {k: params[k] for k in PARAM_NAMES} == {k: expected[k] for k in PARAM_NAMES}
+    # the params beyond the paper's, as the entry point's defaults: the encoder, V and rank left to auto
+    assert {k: params[k] for k in KIND_PARAM_NAMES} == {
+        "arch": "encoder",
+        "vocab_size": "auto",
+        "peft": "none",
+        "lora_rank": "auto",
+        "grad_checkpointing": "false",
+    }
     hardware = hardware_name("cpu")
     assert tags[TAG_RUN_TYPE] == "train" and tags[TAG_DEVICE] == "cpu" and tags[TAG_HARDWARE] == hardware
     assert tags["roofline.source"] == "train"

@@ -144,3 +144,42 @@ def test_an_over_long_name_is_refused_before_hashing() -> None:
 def test_a_row_problem_from_the_source_refuses_the_row() -> None:
     error = check_row(RawRow("line 2", fields(), ("gpu_energy", "must be finite")))
     assert error == RowError("line 2", "gpu_energy", "must be finite")
+
+
+def test_a_row_without_the_kind_params_is_the_papers_workload_with_its_old_hash() -> None:
+    record = check_row(RawRow("line 2", fields()))
+    assert isinstance(record, Record)
+    assert (record.config.arch, record.config.vocab_size, record.config.peft) == ("encoder", 30522, "none")
+    assert record.row_hash("table") == "2e6798c3bb7cd177"  # as before the kind params existed: re-import adds nothing
+    defaults = check_row(RawRow("line 3", fields(arch="encoder", vocab_size="auto", grad_checkpointing="false")))
+    assert isinstance(defaults, Record) and defaults.row_hash("table") == record.row_hash("table")
+
+
+def test_a_lora_decoder_row_is_imported_with_its_kind_params() -> None:
+    row = fields(arch="decoder", vocab_size="50257.0", peft="lora", lora_rank="16", grad_checkpointing="yes")
+    record = check_row(RawRow("line 2", row))
+    assert isinstance(record, Record)
+    config = record.config
+    assert (config.arch, config.vocab_size, config.peft, config.lora_rank, config.grad_checkpointing) == (
+        "decoder",
+        50257,
+        "lora",
+        16,
+        True,
+    )
+    assert record.row_hash("table") != check_row(RawRow("line 3", fields())).row_hash("table")  # type: ignore[union-attr]
+    assert {"arch", "vocab_size", "peft", "lora_rank", "grad_checkpointing"} <= KNOWN_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"arch": "rnn"}, "arch"),
+        ({"peft": "lora", "lora_rank": "0"}, "lora_rank"),
+        ({"vocab_size": "many"}, "vocab_size"),
+        ({"grad_checkpointing": "sometimes"}, "grad_checkpointing"),
+    ],
+)
+def test_bad_kind_params_are_refused_naming_the_field(changes: dict, field: str) -> None:
+    error = check_row(RawRow("line 5", fields(**changes)))
+    assert isinstance(error, RowError) and error.field == field

@@ -10,7 +10,7 @@ import mlflow
 import pandas as pd
 import pytest
 import torch
-from integration_jobs import SEQ_LEN, run_trainer, tiny_bert, tiny_gpt2
+from integration_jobs import SEQ_LEN, VOCAB, NextTokenData, run_trainer, tiny_bert, tiny_gpt2
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
@@ -53,7 +53,14 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     }
     assert {k: params[k] for k in PARAM_NAMES} == expected
     hardware = hardware_name("cpu")
-    config = TrainConfig.from_mapping(expected)
+    # the model's own vocabulary (the tiny BERT's, not BERT-base's) is part of its workload
+    assert {k: params[k] for k in ("arch", "vocab_size", "peft", "lora_rank")} == {
+        "arch": "encoder",
+        "vocab_size": str(VOCAB),
+        "peft": "none",
+        "lora_rank": "0",
+    }
+    config = TrainConfig.from_mapping({**expected, "vocab_size": str(VOCAB)})
     assert tags["roofline.run_type"] == "train" and tags["roofline.source"] == "trainer"
     assert tags["roofline.config_hash"] == config.config_hash(hardware)
     assert tags["roofline.workload_hash"] == config.workload_hash(hardware)
@@ -161,3 +168,39 @@ def test_bad_options_are_refused_by_name() -> None:
         RooflineCallback(warmup_steps=-2)
     with pytest.raises(ConfigError, match="meter: must be one of"):
         RooflineCallback(meter="joulemeter")
+
+
+def test_gpt2_lora_job_logs_its_kind_and_its_trainable_share(tracking_uri: str) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+    lora = LoraConfig(r=4, target_modules=["c_attn", "c_proj", "c_fc"], fan_in_fan_out=True)
+    model = get_peft_model(base, lora)
+    callback = _callback()
+    run_trainer(model, callback, max_steps=6, dataset=NextTokenData(100))
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    params, metrics = run.data.params, run.data.metrics
+    assert run.info.status == "FINISHED"
+    assert {k: params[k] for k in ("arch", "vocab_size", "peft", "lora_rank", "grad_checkpointing")} == {
+        "arch": "decoder",
+        "vocab_size": str(VOCAB),
+        "peft": "lora",
+        "lora_rank": "4",
+        "grad_checkpointing": "false",
+    }
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert metrics["proxy_params_trainable"] == trainable == 2 * 4 * (8 * 32 + 2 * 128)
+    assert metrics["proxy_params_trainable"] < 0.2 * metrics["proxy_params_total"]
+    assert metrics["proxy_flops_head"] > 0
+    assert "roofline.config_warning" not in run.data.tags
+
+
+def test_a_model_it_cannot_classify_gets_a_warning_not_a_guessed_arch(tracking_uri: str) -> None:
+    callback = _callback()
+    run_trainer(tiny_gpt2(), callback, max_steps=4)  # a GPT-2 with a classification head: neither kind
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    assert "arch" not in run.data.params and run.data.params["vocab_size"] == str(VOCAB)
+    assert "could not read arch (GPT2ForSequenceClassification" in run.data.tags["roofline.config_warning"]
+    assert "proxy_params_total" not in run.data.metrics and "proxy_flops" in run.data.metrics

@@ -39,6 +39,52 @@ def test_smoke_spec_covers_all_strategies_depths_and_widths_on_cpu() -> None:
     )
 
 
+def test_decoder_smoke_spec_covers_the_vocabulary_lora_checkpointing_and_every_strategy() -> None:
+    spec = load_spec("decoder-smoke")
+    assert spec.device == "cpu" and spec.experiment != load_spec("smoke").experiment
+    plan = expand(spec, "cpu", None)
+    assert not plan.skipped
+    assert {c.arch for c in plan.configs} == {"decoder"}
+    assert {(c.strategy, c.num_devices) for c in plan.configs} == {("single", 1), ("ddp", 2), ("fsdp", 2), ("tp", 2)}
+    assert {c.vocab_size for c in plan.configs} == {1000, 4000, 16000}
+    assert {(c.peft, c.lora_rank) for c in plan.configs} == {("none", 0), ("lora", 4)}
+    assert {c.grad_checkpointing for c in plan.configs} == {False, True}
+    assert ("ddp", "lora") in {(c.strategy, c.peft) for c in plan.configs}
+    assert f"{len(plan.configs)} configurations, none skipped" in spec.text
+    assert all(c.num_layers <= 2 and c.hidden_size <= 64 and c.seq_len <= 32 for c in plan.configs)
+
+
+def test_specs_without_the_kind_keys_keep_their_hash_and_plan_the_papers_workload() -> None:
+    # the hashes the shipped specs had before the kind keys existed
+    assert load_spec("smoke").spec_hash == "3aba11b3662cd9ab"
+    assert load_spec("paper").spec_hash == "ff251aedd3bf645f"
+    [config] = expand(parse_spec(spec_with()), "cpu", None).configs
+    assert (config.arch, config.vocab_size, config.peft, config.lora_rank, config.grad_checkpointing) == (
+        "encoder",
+        30522,
+        "none",
+        0,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "fragment"),
+    [
+        ({"grid_arch": ["rnn"]}, "grid.arch[0]", "allowed: encoder, decoder"),
+        ({"peft": "prefix"}, "peft", "allowed: none, lora"),
+        ({"grid_grad_checkpointing": ["yes"]}, "grid.grad_checkpointing[0]", "true or false"),
+        ({"grid_vocab_size": [0]}, "grid.vocab_size[0]", "positive integer"),
+        ({"grid_lora_rank": [-1]}, "grid.lora_rank[0]", "non-negative"),
+    ],
+)
+def test_bad_kind_keys_are_named(changes: dict, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_spec(spec_with(**changes))
+    assert caught.value.field == key
+    assert fragment in str(caught.value)
+
+
 def test_paper_spec_follows_the_papers_grid() -> None:
     spec = load_spec("paper")
     assert spec.device == "cuda"
