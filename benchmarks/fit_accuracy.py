@@ -108,14 +108,13 @@ def _pooled(workloads: int, seeds: int) -> None:
     import tempfile
     from pathlib import Path
 
-    from mlflow_roofline.core.gpu_datasheets import load_hardware_table
     from mlflow_roofline.fit.hardware_fit import fit_hardware
     from mlflow_roofline.fit.pooled import fit_pooled
-    from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+    from mlflow_roofline.testing.hardware_fleet import FLEET, load_fleet_table, write_fleet_table
     from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 
     with tempfile.TemporaryDirectory() as tmp:
-        table = load_hardware_table(write_fleet_table(Path(tmp) / "fleet.csv"), env={})
+        table = load_fleet_table(write_fleet_table(Path(tmp) / "fleet.csv"))
     cv: dict[str, list[float]] = collections.defaultdict(list)
     extrap: dict[str, list[float]] = collections.defaultdict(list)
     loho: dict[str, list[float]] = collections.defaultdict(list)

@@ -31,7 +31,9 @@ is narrower than a factor 1000 around today's parts, so a unit slip of 10^3 to 1
 (GB/s written as bytes/s, TFLOP/s as FLOP/s, kW as W) is refused; no two rows may share
 a name or a pattern, nor may one row's pattern match another's name or literal pattern.
 A simulated device (``source`` starting ``simulated:``, the test generator's fleet, whose
-bandwidth is in its memory proxy's units) is only checked to be finite and positive.
+bandwidth is in its memory proxy's units) is only checked to be finite and positive, and is
+read only where ``ROOFLINE_ALLOW_SIMULATED_HARDWARE=1`` says so (tests and benchmarks): in
+any other table such a row is refused, so the prefix cannot wave a unit slip through.
 
 A user file with the same columns (the optional ones may be absent) extends it
 (:func:`load_hardware_table`: the argument, else the env var ``ROOFLINE_HARDWARE_TABLE``);
@@ -53,6 +55,8 @@ from pathlib import Path
 from mlflow_roofline.core.errors import ConfigError
 
 ENV_HARDWARE_TABLE = "ROOFLINE_HARDWARE_TABLE"
+ENV_ALLOW_SIMULATED = "ROOFLINE_ALLOW_SIMULATED_HARDWARE"
+"""Set to 1 to read ``simulated:`` rows (the test generator's fleet); refused otherwise."""
 TABLE_RESOURCE = "hardware.csv"
 NUMBER_COLUMNS: tuple[str, ...] = ("fp16_tensor_flops", "fp32_flops", "mem_bandwidth_bytes_per_s", "board_power_w")
 COLUMNS: tuple[str, ...] = ("name", "pattern", *NUMBER_COLUMNS, "source")
@@ -189,8 +193,11 @@ class HardwareTable:
         return [spec.name for spec in self.specs]
 
 
-def parse_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> tuple[HardwareSpec, ...]:
-    """Check CSV rows (``csv.DictReader`` of a table) into specs, refusing duplicates among them.
+def parse_rows(
+    rows: Iterable[Mapping[str, str | None]], where: str, allow_simulated: bool = False
+) -> tuple[HardwareSpec, ...]:
+    """Check CSV rows (``csv.DictReader`` of a table) into specs, refusing duplicates among them
+    (and ``simulated:`` rows unless ``allow_simulated``).
 
     Raises:
         ConfigError: naming ``<where>:<line>`` and the column, or the missing columns.
@@ -204,7 +211,7 @@ def parse_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> tuple[Ha
                 f"the hardware table lacks the column(s) {', '.join(missing)}; "
                 f"expected {', '.join(COLUMNS)} (and optionally {', '.join(OPTIONAL_COLUMNS)})",
             )
-        specs.append(_spec(row, f"{where}:{line}"))
+        specs.append(_spec(row, f"{where}:{line}", allow_simulated))
     check_unique(specs, where)
     return tuple(specs)
 
@@ -262,12 +269,18 @@ def _number(row: Mapping[str, str | None], column: str, at: str, simulated: bool
     return value
 
 
-def _spec(row: Mapping[str, str | None], at: str) -> HardwareSpec:
+def _spec(row: Mapping[str, str | None], at: str, allow_simulated: bool = False) -> HardwareSpec:
     texts = {c: (row.get(c) or "").strip() for c in ("name", "pattern", "source", "note", "interconnect")}
     for column in ("name", "pattern", "source"):
         if not texts[column]:
             raise ConfigError(f"{at}.{column}", "must not be empty (every figure needs its datasheet source)")
     simulated = texts["source"].startswith(SIMULATED_SOURCE)
+    if simulated and not allow_simulated:
+        raise ConfigError(
+            f"{at}.source",
+            f"{texts['source']!r} marks a simulated device (figures in a test generator's units), read only "
+            f"with {ENV_ALLOW_SIMULATED}=1; a real device's source names its datasheet",
+        )
     values = {column: _number(row, column, at, simulated) for column in NUMBER_COLUMNS}
     optional = {
         column: _number(row, column, at, simulated) if (row.get(column) or "").strip() else None
@@ -306,22 +319,26 @@ def shipped_specs() -> tuple[HardwareSpec, ...]:
     return parse_rows(csv.DictReader(text.splitlines()), f"package:data/{TABLE_RESOURCE}")
 
 
-def read_user_table(path: str | Path) -> tuple[HardwareSpec, ...]:
-    """The rows of a user's table (same columns as the shipped one)."""
+def read_user_table(path: str | Path, allow_simulated: bool = False) -> tuple[HardwareSpec, ...]:
+    """The rows of a user's table (same columns as the shipped one); ``simulated:`` rows only
+    with ``allow_simulated``."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(ENV_HARDWARE_TABLE, f"cannot read the hardware table {str(file)!r}: {exc.strerror}") from None
-    return parse_rows(csv.DictReader(text.splitlines()), str(file))
+    return parse_rows(csv.DictReader(text.splitlines()), str(file), allow_simulated)
 
 
 def load_hardware_table(extra: str | Path | None = None, env: Mapping[str, str] | None = None) -> HardwareTable:
     """The shipped table, extended by ``extra`` or else the file named by ``ROOFLINE_HARDWARE_TABLE``.
 
     The user's rows come first, so they override a shipped row that matches the same name.
+    ``simulated:`` rows are read only where ``env`` (default: the process environment) sets
+    ``ROOFLINE_ALLOW_SIMULATED_HARDWARE=1``.
     """
     env = os.environ if env is None else env
     path = extra if extra is not None else env.get(ENV_HARDWARE_TABLE) or None
-    user = read_user_table(path) if path else ()
+    allow_simulated = env.get(ENV_ALLOW_SIMULATED, "").strip().lower() in ("1", "true")
+    user = read_user_table(path, allow_simulated) if path else ()
     return HardwareTable(user + shipped_specs())

@@ -7,7 +7,9 @@ energy per job is ordered the same way in the memory- and the compute-bound regi
 user would add to the hardware table (``ROOFLINE_HARDWARE_TABLE``) for them: peak
 FLOP/s, bandwidth (2 bytes per element of the generator's memory proxy) and board power
 (idle + dynamic + memory watts). Their ``source`` marks them simulated: the bandwidth is in the
-generator's proxy units, far below a real GPU's, so the table's device ranges do not apply.
+generator's proxy units, far below a real GPU's, so the table's device ranges do not apply, and
+such rows are read only with ``ROOFLINE_ALLOW_SIMULATED_HARDWARE=1`` (:data:`FLEET_ENV`,
+:func:`load_fleet_table`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlflow_roofline.core.gpu_datasheets import COLUMNS, SIMULATED_SOURCE
+from mlflow_roofline.core.gpu_datasheets import (
+    COLUMNS,
+    ENV_ALLOW_SIMULATED,
+    ENV_HARDWARE_TABLE,
+    SIMULATED_SOURCE,
+    HardwareTable,
+    load_hardware_table,
+)
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT
 from mlflow_roofline.testing.roofline_generator import RooflineHardware
 
@@ -41,3 +50,17 @@ def write_fleet_table(path: Path, fleet: Sequence[RooflineHardware] = FLEET) -> 
     """Write the fleet's hardware table (CSV) to ``path``; returns ``path``."""
     path.write_text("\n".join([",".join(COLUMNS), *fleet_rows(fleet)]) + "\n")
     return path
+
+
+FLEET_ENV: dict[str, str] = {ENV_ALLOW_SIMULATED: "1"}
+"""The environment under which a table holding the fleet's simulated rows is read."""
+
+
+def load_fleet_table(path: Path) -> HardwareTable:
+    """The shipped table extended by the fleet's table at ``path`` (simulated rows allowed)."""
+    return load_hardware_table(path, env=FLEET_ENV)
+
+
+def fleet_table_env(path: str | Path) -> dict[str, str]:
+    """Environment variables under which a process (a served model) reads the fleet's table at ``path``."""
+    return {**FLEET_ENV, ENV_HARDWARE_TABLE: str(path)}

@@ -12,6 +12,7 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.gpu_datasheets import (
     COLUMNS,
     DEVICE_RANGES,
+    ENV_ALLOW_SIMULATED,
     ENV_HARDWARE_TABLE,
     OPTIONAL_COLUMNS,
     glob_match_steps,
@@ -278,11 +279,16 @@ def test_a_unit_slip_is_refused_naming_the_row_and_the_column(tmp_path: Path, co
     assert "outside what a real device can have" in info.value.rule and "unit slip" in info.value.rule
 
 
-def test_a_simulated_device_is_checked_only_for_positive_figures(tmp_path: Path) -> None:
+def test_a_simulated_device_is_read_only_when_allowed_and_then_checked_for_positive_figures(tmp_path: Path) -> None:
     row = {**_row("Sim", "Sim"), "source": "simulated:tests", "mem_bandwidth_bytes_per_s": "2.66e9"}
-    assert load_hardware_table(_table(tmp_path / "sim.csv", [row]), env={}).lookup("Sim") is not None
+    allowed = {ENV_ALLOW_SIMULATED: "1"}
+    assert load_hardware_table(_table(tmp_path / "sim.csv", [row]), env=allowed).lookup("Sim") is not None
     with pytest.raises(ConfigError, match="positive"):
-        load_hardware_table(_table(tmp_path / "bad.csv", [{**row, "board_power_w": "-1"}]), env={})
+        load_hardware_table(_table(tmp_path / "bad.csv", [{**row, "board_power_w": "-1"}]), env=allowed)
+    # elsewhere the prefix cannot wave a unit slip through: the row is refused, naming the switch
+    with pytest.raises(ConfigError, match=ENV_ALLOW_SIMULATED) as info:
+        load_hardware_table(_table(tmp_path / "sim2.csv", [row]), env={})
+    assert info.value.field.endswith("sim2.csv:2.source")
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,12 @@ import pytest
 from support.registered_law import registered_law
 
 from mlflow_roofline.cli import main
-from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.fit.pooled import fit_pooled
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.placement_search import recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+from mlflow_roofline.testing.hardware_fleet import FLEET, load_fleet_table, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 
 JOB = {"num_layers": 4, "hidden_size": 512, "num_heads": 8, "ffn_size": 2048, "seq_len": 128, "batch_size": 16}
@@ -33,7 +32,7 @@ def pooled_law(tmp_path_factory: pytest.TempPathFactory) -> FittedLaw:
         (fit_hardware(rows.copy(), str(hw)) for hw, rows in frame.groupby("hardware")), key=lambda f: -len(f.frame)
     )
     table = write_fleet_table(Path(tmp_path_factory.mktemp("table")) / "fleet.csv")
-    law = fit_pooled(fits, load_hardware_table(table, env={})).law
+    law = fit_pooled(fits, load_fleet_table(table)).law
     assert law is not None and len(law.known_hardware) == 3
     return law
 

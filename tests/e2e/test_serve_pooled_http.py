@@ -12,9 +12,8 @@ import pandas as pd
 import pytest
 from support.module_store import module_store
 
-from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE
 from mlflow_roofline.fit.pipeline import run_fit
-from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+from mlflow_roofline.testing.hardware_fleet import FLEET, fleet_table_env, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 from mlflow_roofline.testing.scoring_server import ScoringServer
 from mlflow_roofline.testing.synthetic import log_runs
@@ -42,13 +41,14 @@ def served(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> It
     root = tmp_path_factory.mktemp("pooled-store")
     table = write_fleet_table(root / "fleet.csv")
     with module_store(root, store_template) as (uri, patch):
-        patch.setenv(ENV_HARDWARE_TABLE, str(table))
+        for name, value in fleet_table_env(table).items():
+            patch.setenv(name, value)
         client = mlflow.MlflowClient()
         frame = generate_roofline_runs(20, hardware=FLEET, seed=0)
         log_runs(client, client.create_experiment("fleet"), frame)
         outcome = run_fit(["fleet"], model_name="fleet-energy", alias="champion", echo=lambda *_: None)
         assert outcome.pooled is not None and outcome.pooled.law is not None, outcome.pooled
-        server = ScoringServer(MODEL_URI, env={"MLFLOW_TRACKING_URI": uri, ENV_HARDWARE_TABLE: str(table)}).start()
+        server = ScoringServer(MODEL_URI, env={"MLFLOW_TRACKING_URI": uri, **fleet_table_env(table)}).start()
         try:
             yield server, mlflow.pyfunc.load_model(MODEL_URI)
         finally:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from mlflow_roofline.core.gpu_datasheets import ENV_HARDWARE_TABLE, load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
 from mlflow_roofline.fit.forms.selection import score
@@ -37,7 +37,7 @@ from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.serve.errors import InputError
 from mlflow_roofline.serve.placement_search import pareto_frame, recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.testing.hardware_fleet import FLEET, write_fleet_table
+from mlflow_roofline.testing.hardware_fleet import FLEET, fleet_table_env, load_fleet_table, write_fleet_table
 from mlflow_roofline.testing.roofline_generator import RooflineHardware, generate_roofline_runs
 
 HELD_OUT_MAPE = 20.0
@@ -97,7 +97,7 @@ def fits() -> list[HardwareFit]:
 
 @pytest.fixture(scope="module")
 def pooled(fits: list[HardwareFit], table_path: Path) -> PooledFit:
-    return fit_pooled(fits, load_hardware_table(table_path, env={}))
+    return fit_pooled(fits, load_fleet_table(table_path))
 
 
 def true_seconds(hw: RooflineHardware, jobs: pd.DataFrame) -> np.ndarray:
@@ -135,9 +135,10 @@ def test_a_held_out_gpu_is_predicted_from_the_table_within_the_stated_error(
 ) -> None:
     small = next(hw for hw in FLEET if hw.name == "Sim Small")
     others = tuple(hw for hw in FLEET if hw is not small)
-    pooled = fit_pooled(fleet_fits(others), load_hardware_table(table_path, env={}))
+    pooled = fit_pooled(fleet_fits(others), load_fleet_table(table_path))
     assert pooled.law is not None and pooled.law.covariate_law is not None
-    monkeypatch.setenv(ENV_HARDWARE_TABLE, str(table_path))  # the served model reads the user's table
+    for name, value in fleet_table_env(str(table_path)).items():  # the served model reads the user's table
+        monkeypatch.setenv(name, value)
     out = predict_frame(pooled.law, JOBS.assign(hardware="Sim Small"))
     assert out["extrapolated_hardware"].all()
     error = 100.0 * np.abs(out["energy_j"].to_numpy() / true_energy(small, JOBS) - 1.0)
@@ -238,7 +239,8 @@ def test_an_unmeasured_gpu_s_time_follows_the_roofline_not_the_peak_flops(
     assert pooled.law is not None
     reference = next(hw for hw in FLEET if hw.name == pooled.law.known_hardware[0])
     compute = dataclasses.replace(reference, name="Sim Compute", peak_flops=4 * reference.peak_flops)
-    monkeypatch.setenv(ENV_HARDWARE_TABLE, str(write_fleet_table(tmp_path / "t.csv", (*FLEET, compute))))
+    for name, value in fleet_table_env(str(write_fleet_table(tmp_path / "t.csv", (*FLEET, compute)))).items():
+        monkeypatch.setenv(name, value)
     on_reference = predict_frame(pooled.law, JOBS.assign(hardware=reference.name))
     on_compute = predict_frame(pooled.law, JOBS.assign(hardware=compute.name))
     assert on_compute["time_scaled_from"].tolist() == [reference.name] * len(JOBS)
@@ -347,7 +349,8 @@ def test_an_unmeasured_gpu_gets_the_reference_s_n_only_speedup_law(
     assert aware, "the roofline fleet's comm term grows with the weights: some strategy is workload-aware"
     reference = next(hw for hw in FLEET if hw.name == pooled.law.known_hardware[0])
     other = dataclasses.replace(reference, name="Sim Other", peak_flops=2 * reference.peak_flops)
-    monkeypatch.setenv(ENV_HARDWARE_TABLE, str(write_fleet_table(tmp_path / "t.csv", (*FLEET, other))))
+    for name, value in fleet_table_env(str(write_fleet_table(tmp_path / "t.csv", (*FLEET, other)))).items():
+        monkeypatch.setenv(name, value)
     jobs = JOBS.assign(strategy=aware[0], num_devices=2, hardware=other.name)
     served = predict_frame(pooled.law, jobs)
     assert served["extrapolated_hardware"].all()
