@@ -28,7 +28,7 @@ from types import FrameType
 
 import psutil
 
-from mlflow_roofline.system.process_tree import ProcessTree, become_subreaper
+from mlflow_roofline.system.process_tree import ProcessTree, subreaping
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import RunStatus
 
@@ -100,7 +100,12 @@ def run_command(command: list[str], watchdog: Watchdog) -> CommandResult:
     Raises:
         OSError: the command cannot be started.
     """
-    followed = become_subreaper()
+    with subreaping() as followed:
+        return _run_followed(command, watchdog, followed)
+
+
+def _run_followed(command: list[str], watchdog: Watchdog, followed: bool) -> CommandResult:
+    """:func:`run_command`, this process a subreaper where ``followed``."""
     foreign = {p.pid for p in psutil.Process().children()}  # the watchdog
     proc = subprocess.Popen(command)
     watchdog.stop_tree(proc.pid)

@@ -36,6 +36,7 @@ from mlflow_roofline.energy.select import make_meter
 from mlflow_roofline.measure.command_process import CommandExit, CommandResult, command_exit, run_command
 from mlflow_roofline.measure.measured_run import open_measure_run, summary
 from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
+from mlflow_roofline.system.process_tree import subreaping
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.energy_logging import log_measurement
@@ -79,6 +80,8 @@ def measure_command_line(
         given.get("carbon_intensity"), given.get("region"), given.get("pue"), given.get("price_per_kwh")
     )
     energy_meter = make_meter(meter, device="auto", include_self=False, watts_per_core=watts_per_core)
+    if hasattr(energy_meter, "rescan_s"):  # estimate: one window, so list the descendants at its end too,
+        energy_meter.rescan_s = 0.0  # however short it was (a daemon adopted meanwhile is counted)
     try:
         try:
             check_runnable(command[0])
@@ -127,6 +130,21 @@ def tree_lines(result: CommandResult, source: str) -> list[str]:
 
 
 def _measure(
+    command: list[str],
+    meter: EnergyMeter,
+    experiment: str | None,
+    watchdog: Watchdog,
+    carbon: CarbonSettings | None,
+    echo: Echo,
+) -> int:
+    # This process adopts the command's orphans from before it starts until its energy is read
+    # (a daemon orphaned late still counts), and stops adopting afterwards: a caller that runs
+    # measure in-process (a test runner) must not go on adopting processes it never reaps.
+    with subreaping():
+        return _measure_adopting(command, meter, experiment, watchdog, carbon, echo)
+
+
+def _measure_adopting(
     command: list[str],
     meter: EnergyMeter,
     experiment: str | None,

@@ -3,9 +3,12 @@
 A command's descendants may detach: a daemon forks twice (or calls ``setsid``) so that
 its parent exits and it is left without one. Linux hands such an orphan to the nearest
 ancestor that declared itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``),
-else to init. :func:`become_subreaper` makes this process that ancestor, so that every
-process the command starts stays in this process's tree, detached or not: CPU meters
-that walk the tree see it, and :meth:`ProcessTree.stop` reaches it.
+else to init. :func:`subreaping` makes this process that ancestor while a command runs, so
+that every process the command starts stays in this process's tree, detached or not: CPU
+meters that walk the tree see it, and :meth:`ProcessTree.stop` reaches it. Afterwards the
+process is what it was before: a long-lived caller (a test runner, a notebook calling
+``measure`` in-process) must not go on adopting orphans of unrelated process groups, which
+it would never reap (their zombies keep a stopped server's group id alive).
 
 An adopted orphan is this process's child: :meth:`ProcessTree.adopt` reaps the ones that
 have exited (their CPU time then lands in ``getrusage(RUSAGE_CHILDREN)``, where the
@@ -18,21 +21,41 @@ import contextlib
 import ctypes
 import os
 import sys
+from collections.abc import Iterator
 
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_GET_CHILD_SUBREAPER = 37
 
 
-def become_subreaper() -> bool:
-    """Make this process adopt the orphans among its descendants; False where the system cannot (not Linux)."""
+def _prctl(option: int, arg: int | ctypes.c_void_p) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        return int(libc.prctl(option, arg, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def is_subreaper() -> bool:
+    """Whether this process adopts the orphans among its descendants now."""
+    flag = ctypes.c_int(0)
+    return _prctl(PR_GET_CHILD_SUBREAPER, ctypes.cast(ctypes.byref(flag), ctypes.c_void_p)) and bool(flag.value)
+
+
+@contextlib.contextmanager
+def subreaping() -> Iterator[bool]:
+    """Inside the block this process adopts the orphans among its descendants; yields False where the
+    system cannot (not Linux). Afterwards it is a subreaper again only if it was one before."""
+    before = is_subreaper()
+    followed = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        yield followed
+    finally:
+        if followed and not before:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
 
 class ProcessTree:
