@@ -36,7 +36,6 @@ below ideal scaling, so eta = S / N <= 1) and ``S(1) = 1``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -47,8 +46,6 @@ COMM_TIME = "comm_time"
 PARAM_NAMES: tuple[str, ...] = ("p", "s_per_element", "latency_s", "overlap")
 BUCKET_ELEMENTS = 25 * 2**20 // 4
 """Elements per DDP gradient bucket: PyTorch's default 25 MiB of fp32 gradients."""
-BYTES_PER_ELEMENT = 2
-"""Bytes per element moved (fp16/bf16), used only to report an effective bandwidth."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,9 +119,3 @@ def step_time(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: 
 def comm_time_speedup(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Constants) -> np.ndarray:
     """S(N) = t1 / t_N of each job (dimensionless); see the module docstring."""
     return job.single_step_s / step_time(strategy, num_devices, job, params)
-
-
-def effective_bandwidth(params: Mapping[str, float]) -> float:
-    """Bytes per second the fitted ``s_per_element`` stands for (inf where nothing is charged)."""
-    s = params.get("s_per_element", 0.0)
-    return BYTES_PER_ELEMENT / s if s > 0 else math.inf

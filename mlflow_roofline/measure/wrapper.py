@@ -104,8 +104,11 @@ def measure(
 
     ``carbon`` converts the energy to emissions and cost (None: from the ``ROOFLINE_*`` env vars).
     """
-    # Started first, so that its own start-up is over before the measured window opens.
-    with Watchdog() as watchdog:
+    # The watchdog is started first, so that its own start-up is over before the measured window
+    # opens. This process adopts the command's orphans until its energy is read (a daemon orphaned
+    # late still counts) and stops adopting afterwards: a caller that runs measure in-process (a
+    # test runner) must not go on adopting processes it never reaps.
+    with Watchdog() as watchdog, subreaping():
         return _measure(command, meter, experiment, watchdog, carbon, echo)
 
 
@@ -130,21 +133,6 @@ def tree_lines(result: CommandResult, source: str) -> list[str]:
 
 
 def _measure(
-    command: list[str],
-    meter: EnergyMeter,
-    experiment: str | None,
-    watchdog: Watchdog,
-    carbon: CarbonSettings | None,
-    echo: Echo,
-) -> int:
-    # This process adopts the command's orphans from before it starts until its energy is read
-    # (a daemon orphaned late still counts), and stops adopting afterwards: a caller that runs
-    # measure in-process (a test runner) must not go on adopting processes it never reaps.
-    with subreaping():
-        return _measure_adopting(command, meter, experiment, watchdog, carbon, echo)
-
-
-def _measure_adopting(
     command: list[str],
     meter: EnergyMeter,
     experiment: str | None,

@@ -125,16 +125,23 @@ def law_speedup(
 
 
 def single_device_log_time(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray, n: np.ndarray
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    features: Mapping[str, np.ndarray],
 ) -> np.ndarray:
     """Log seconds one device takes for each job: the single-device time its speedup is relative to.
 
-    The time law at the job's global batch; for a strategy whose speedup law was fitted on
-    per-device baselines (weak scaling, :attr:`SpeedupLaw.baseline`), N times the time law at
-    the per-device batch B/N. The time law reads the size features only (log_C, log_M), never eta.
+    The time law at the job's global batch (read from the jobs' ``features``: the time law reads
+    the size features only, log_C and log_M, never eta); for a strategy whose speedup law was
+    fitted on per-device baselines (weak scaling, :attr:`SpeedupLaw.baseline`), N times the time
+    law at the per-device batch B/N.
     """
     weak = [name for name, speedup_law in law.speedup_laws.items() if speedup_law.baseline == PER_DEVICE_BASELINE]
     per_device = np.isin(strategy, weak)
+    if not per_device.any():
+        return law.time_law.mean(features)
     batch = np.asarray(sizes["batch_size"], dtype=float)
     shares = {**sizes, "batch_size": np.where(per_device, batch / n, batch)}
     return law.time_law.mean(job_features(shares, strategy, n, n)) + np.where(per_device, np.log(n), 0.0)
@@ -174,7 +181,8 @@ def evaluate_jobs(
     ``log_time_shift`` moves the single-device time to a GPU no run measured (log of the ratio,
     :func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
     """
-    log_t1 = single_device_log_time(law, sizes, strategy, n)
+    features = job_features(sizes, strategy, n, n)  # eta 1 until the speedup is known
+    log_t1 = single_device_log_time(law, sizes, strategy, n, features)
     if log_time_shift is not None:
         log_t1 = log_t1 + log_time_shift
     use_law = np.isnan(speedup)
@@ -182,7 +190,7 @@ def evaluate_jobs(
         speedup = speedup.copy()
         job = ParallelJob.of(sizes, np.exp(log_t1) / np.asarray(sizes["num_steps"], dtype=float))
         speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law], job.take(use_law))
-    features = job_features(sizes, strategy, n, speedup)
+    features["log_eta"] = np.log(speedup / n)  # as law_features computes it
     log_e, log_e_lo, log_e_hi = (log_energy or law.energy_law.predict)(features)
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
