@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -123,24 +124,38 @@ def generate_roofline_runs(
     rows: list[dict[str, object]] = []
     for hw in hardware:
         for w_index, workload in enumerate(workloads):
-            plan = [("single", 1)] * (repeats if "single" in strategies else 0)
-            plan += [(s, n) for s in strategies if s != "single" for n in device_counts]
-            for strategy, devices in plan:
-                config = TrainConfig(
-                    **workload,
-                    num_steps=int(rng.choice(steps)),
-                    warmup_steps=3,
-                    strategy=strategy,
-                    num_devices=devices,
-                    device="cuda",
-                    precision="fp16",
-                )
-                try:
-                    config.validate()
-                except ValueError:
-                    continue
-                rows.append({**_run_row(hw, config, rng), "workload_index": w_index, "energy_source": energy_source})
+            for strategy, devices in run_plan(strategies, device_counts, repeats):
+                config = gpu_config(workload, int(rng.choice(steps)), strategy, devices)
+                if config is not None:
+                    row = _run_row(hw, config, rng)
+                    rows.append({**row, "workload_index": w_index, "energy_source": energy_source})
     return finish_runs(pd.DataFrame(rows))
+
+
+def run_plan(strategies: Sequence[str], device_counts: Sequence[int], repeats: int) -> list[tuple[str, int]]:
+    """(strategy, devices) of every run of one workload: ``repeats`` singles, then each strategy and count."""
+    plan = [("single", 1)] * (repeats if "single" in strategies else 0)
+    return plan + [(s, n) for s in strategies if s != "single" for n in device_counts]
+
+
+def gpu_config(workload: Mapping[str, Any], num_steps: int, strategy: str, num_devices: int) -> TrainConfig | None:
+    """The simulated GPU run (fp16, 3 warm-up steps) of ``workload`` (its int sizes by param name,
+    typed ``Any`` so that they spread into ``TrainConfig``), or
+    None where the config rules forbid it (say tp with N not dividing the heads)."""
+    config = TrainConfig(
+        **workload,
+        num_steps=num_steps,
+        warmup_steps=3,
+        strategy=strategy,
+        num_devices=num_devices,
+        device="cuda",
+        precision="fp16",
+    )
+    try:
+        config.validate()
+    except ValueError:
+        return None
+    return config
 
 
 def finish_runs(frame: pd.DataFrame) -> pd.DataFrame:

@@ -54,7 +54,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.gpu_datasheets import HardwareTable, load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, M_ENERGY_J, M_TIME_S
-from mlflow_roofline.testing.roofline_generator import finish_runs
+from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
 
 FLEET_NAMES: tuple[str, ...] = ("T4", "V100 SXM2", "A100 SXM4 80GB", "H100 SXM")
 """Four generations (Turing on PCIe; Volta, Ampere and Hopper on NVLink), by their hardware-table names."""
@@ -284,12 +284,6 @@ def draw_shapes(rng: np.random.Generator, n_workloads: int) -> list[tuple[Encode
     return drawn
 
 
-def _plan(strategies: Sequence[str], device_counts: Sequence[int], repeats: int) -> list[tuple[str, int]]:
-    """(strategy, devices) of every run of one workload: ``repeats`` singles, then each strategy and count."""
-    plan = [("single", 1)] * (repeats if "single" in strategies else 0)
-    return plan + [(s, n) for s in strategies if s != "single" for n in device_counts]
-
-
 def _run_row(gpu: FleetGpu, shape: EncoderShape, config: TrainConfig, rng: np.random.Generator) -> dict[str, object]:
     """One run's params, hashes, proxies (logs), time (seconds) and energy (joules)."""
     cost = step_cost(gpu, shape, config.strategy, config.num_devices, config.batch_size)
@@ -330,26 +324,18 @@ def generate_weak_fleet_runs(
     rows: list[dict[str, object]] = []
     for gpu in (fleet_gpu(name, table) for name in gpus):
         for w_index, (shape, per_device) in enumerate(workloads):
-            for strategy, devices in _plan(strategies, device_counts, repeats):
+            for strategy, devices in run_plan(strategies, device_counts, repeats):
                 weak = devices if strategy in DATA_PARALLEL_STRATEGIES else 1
-                config = TrainConfig(
-                    num_layers=shape.num_layers,
-                    hidden_size=shape.hidden_size,
-                    num_heads=shape.num_heads,
-                    ffn_size=shape.ffn_size,
-                    seq_len=shape.seq_len,
-                    batch_size=per_device * weak,
-                    num_steps=int(rng.choice(steps)),
-                    warmup_steps=3,
-                    strategy=strategy,
-                    num_devices=devices,
-                    device="cuda",
-                    precision="fp16",
-                )
-                try:
-                    config.validate()
-                except ValueError:
-                    continue
-                row = _run_row(gpu, shape, config, rng)
-                rows.append({**row, "workload_index": w_index, "energy_source": energy_source})
+                sizes = {
+                    "num_layers": shape.num_layers,
+                    "hidden_size": shape.hidden_size,
+                    "num_heads": shape.num_heads,
+                    "ffn_size": shape.ffn_size,
+                    "seq_len": shape.seq_len,
+                    "batch_size": per_device * weak,
+                }
+                config = gpu_config(sizes, int(rng.choice(steps)), strategy, devices)
+                if config is not None:
+                    row = _run_row(gpu, shape, config, rng)
+                    rows.append({**row, "workload_index": w_index, "energy_source": energy_source})
     return finish_runs(pd.DataFrame(rows))
