@@ -5,14 +5,19 @@ params (``carbon_intensity`` in g CO2e/kWh, ``region``, ``pue``, ``price_per_kwh
 resolved by :func:`mlflow_roofline.core.carbon.resolve_carbon` in its order: the request
 param, then the ``ROOFLINE_*`` environment variable where the model is served, then the
 region table. The ``carbon`` and ``cost`` objectives need their figure known.
+
+A param the model does not have is refused (:func:`refuse_unknown`), naming it and the
+params there are: a misspelt ``mdoe`` must not silently answer in predict mode. MLflow
+itself drops such a param with a warning before the model is called; the pyfunc model
+reads what the caller sent (:func:`mlflow_roofline.serve.pyfunc_model.sent_params`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Collection, Mapping
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,6 +29,8 @@ from mlflow_roofline.serve.errors import invalid
 MODES: tuple[str, ...] = ("predict", "recommend", "pareto")
 OBJECTIVES: tuple[str, ...] = ("energy", "time", "edp", "carbon", M_COST)
 CARBON_PARAMS: tuple[str, ...] = ("carbon_intensity", "region", "pue", "price_per_kwh")
+PARAM_NAMES: tuple[str, ...] = ("mode", "max_devices", "objective", *CARBON_PARAMS)
+"""Every request param the model has, in the signature's order."""
 DEFAULT_MODE = "predict"
 DEFAULT_OBJECTIVE = "energy"
 DEFAULT_MAX_DEVICES = 8
@@ -83,9 +90,29 @@ def carbon_settings(params: Mapping[str, object], env: Mapping[str, str] = os.en
         raise invalid(exc.field, exc.rule) from None
 
 
+def refuse_unknown(sent: Mapping[Any, object], accepted: Collection[str] = PARAM_NAMES) -> None:
+    """Refuse the params in ``sent`` that are not among ``accepted`` (the model's params).
+
+    Raises:
+        InputError: leading with the unknown names, then the params the model has.
+    """
+    unknown = [str(name) for name in sent if str(name) not in accepted]
+    if not unknown:
+        return
+    ordered = [name for name in PARAM_NAMES if name in accepted] + sorted(set(accepted) - set(PARAM_NAMES))
+    has = f"the model's params are {', '.join(ordered)}" if ordered else "the model has no params"
+    plural = "s" if len(unknown) > 1 else ""
+    raise invalid(", ".join(unknown), f"unknown request param{plural}; {has}")
+
+
 def read_request(params: Mapping[str, object] | None, env: Mapping[str, str] = os.environ) -> Request:
-    """Every param of a request, validated (defaults where absent)."""
+    """Every param of a request, validated (defaults where absent).
+
+    Raises:
+        InputError: naming an unknown or invalid param.
+    """
     params = params or {}
+    refuse_unknown(params)
     carbon = carbon_settings(params, env)
     mode, max_devices, objective = check_params(
         params.get("mode", DEFAULT_MODE),

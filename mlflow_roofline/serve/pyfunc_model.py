@@ -16,6 +16,11 @@ Inference params (declared in the signature, so the scoring server accepts them)
   ``pue``, ``price_per_kwh``: add ``co2e_g`` (with interval) and ``cost`` to the output
   (see :mod:`mlflow_roofline.serve.params` for the order they are resolved in).
 
+Any other param is refused with a 400 naming it and the params there are. MLflow itself
+would drop it with a warning (``_enforce_params_schema`` in ``mlflow/models/utils.py``,
+called by ``PyFuncModel._predict`` before the model runs), so the model reads the params
+the caller passed to ``PyFuncModel.predict`` (:func:`sent_params`).
+
 The model carries the serve-time part of this package as MLflow ``code_paths``
 (:func:`copy_serving_code`), and its requirements name only mlflow, numpy, pandas and
 scipy: it loads in an environment built from its ``requirements.txt`` alone (``mlflow
@@ -33,11 +38,13 @@ the tracking client does not wrap.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import numpy
@@ -47,7 +54,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR
-from mlflow.pyfunc import PythonModel, PythonModelContext
+from mlflow.pyfunc import PyFuncModel, PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType, TensorSpec
 
@@ -59,7 +66,13 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
-from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
+from mlflow_roofline.serve.params import (
+    DEFAULT_MAX_DEVICES,
+    DEFAULT_MODE,
+    DEFAULT_OBJECTIVE,
+    read_request,
+    refuse_unknown,
+)
 from mlflow_roofline.serve.placement_search import (
     PARETO_OUTPUT_COLUMNS,
     RECOMMEND_OUTPUT_COLUMNS,
@@ -89,6 +102,37 @@ EXAMPLE_QUERY: dict[str, int | str] = {
 """The DESIGN.md query: BERT-base, 1000 steps of batch 32, FSDP on 4 devices."""
 
 _LOGGER = logging.getLogger(__name__)
+
+_PYFUNC_PREDICT = inspect.unwrap(PyFuncModel.predict).__code__
+"""The code of ``PyFuncModel.predict(data, params)``: every caller's door to a loaded model."""
+
+
+def sent_params(model: PythonModel, received: Mapping[str, object] | None) -> Mapping[Any, object] | None:
+    """The params the caller passed for ``model``, before MLflow dropped the ones it does not declare.
+
+    ``PyFuncModel.predict(data, params)`` is where the scoring server (``mlflow models
+    serve``), ``mlflow.pyfunc.load_model(...).predict`` and the ``predict`` command all hand
+    over a request's params; ``PyFuncModel._predict`` then runs MLflow's
+    ``_enforce_params_schema`` (``mlflow/models/utils.py``), which drops an unknown param
+    with a warning and fills in the defaults, and only that reaches ``model.predict``.
+    MLflow offers no hook or setting to refuse instead, so this reads the ``params``
+    argument of the nearest ``PyFuncModel.predict`` call on this thread's stack whose
+    loaded model is ``model``. Where there is none (the model called directly, or a
+    caller that bypasses ``PyFuncModel.predict``), ``received`` is what was sent.
+    """
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code is _PYFUNC_PREDICT:
+                caller = frame.f_locals.get("self")
+                impl = getattr(caller, "_model_impl", None)
+                if getattr(impl, "python_model", None) is model:
+                    sent = frame.f_locals.get("params")
+                    return sent if sent is None or isinstance(sent, Mapping) else received
+            frame = frame.f_back
+        return received
+    finally:
+        del frame  # a frame held in a local keeps the stack alive (reference cycle)
 
 
 def input_example(law: FittedLaw) -> pd.DataFrame:
@@ -206,6 +250,9 @@ class RooflineEnergyModel(PythonModel):
             self.load_context(context)
         law = self.law
         assert law is not None  # load_context sets it
+        sent = sent_params(self, params)
+        if sent is not params and sent:
+            refuse_unknown(sent, accepted=list(params or {}))  # MLflow filled in every param of the signature
         request = read_request(params)
         if isinstance(model_input, (dict, list)):
             model_input = pd.DataFrame(model_input)

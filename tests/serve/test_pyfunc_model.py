@@ -140,3 +140,40 @@ def test_a_failure_of_the_model_itself_is_one_line_without_a_stack_trace(law: Fi
     )
     assert "stack_trace" not in error.serialize_as_json() and "/" not in error.message
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+
+
+ACCEPTED = "the model's params are mode, max_devices, objective, carbon_intensity, region, pue, price_per_kwh"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"mdoe": "recommend"}, f"mdoe: unknown request param; {ACCEPTED}"),
+        ({"mode": "pareto", "regoin": "DE", "Pue": 1.2}, f"regoin, Pue: unknown request params; {ACCEPTED}"),
+    ],
+)
+def test_an_unknown_param_is_refused_not_dropped(registered: str, params: dict, message: str) -> None:
+    """MLflow drops a param the signature lacks with a warning; the model refuses it, naming it."""
+    model = mlflow.pyfunc.load_model(registered)
+    with pytest.raises(MlflowException) as info:
+        model.predict(pd.DataFrame([query()]), params=params)
+    assert info.value.get_http_status_code() == 400
+    assert info.value.message == message
+
+
+def test_the_params_mlflow_fills_in_are_not_unknown(registered: str, law: FittedLaw) -> None:
+    model = mlflow.pyfunc.load_model(registered)
+    frame = pd.DataFrame([query()])
+    pd.testing.assert_frame_equal(model.predict(frame, params={}), predict_frame(law, frame))
+    pd.testing.assert_frame_equal(
+        model.predict(frame, params={"mode": "predict", "pue": None}), predict_frame(law, frame)
+    )
+
+
+def test_an_unknown_param_is_refused_when_the_model_is_called_directly(law: FittedLaw) -> None:
+    from mlflow_roofline.serve.pyfunc_model import RooflineEnergyModel
+
+    model = RooflineEnergyModel()
+    model.law = law
+    with pytest.raises(MlflowException, match=rf"^max_device: unknown request param; {ACCEPTED}$"):
+        model.predict(None, pd.DataFrame([query()]), {"max_device": 4})  # type: ignore[arg-type]
