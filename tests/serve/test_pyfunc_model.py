@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pandas as pd
 import pytest
 from law_factory import make_law, query
 from mlflow.exceptions import MlflowException
+from mlflow.pyfunc.scoring_server import predictions_to_json
 from support.registered_law import registered_law
+from support.strict_json import EDGE_JOBS, MODES, MOST_CARBON, assert_finite, strict_loads
 
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.placement_search import recommend_frame
@@ -177,3 +180,25 @@ def test_an_unknown_param_is_refused_when_the_model_is_called_directly(law: Fitt
     model.law = law
     with pytest.raises(MlflowException, match=rf"^max_device: unknown request param; {ACCEPTED}$"):
         model.predict(None, pd.DataFrame([query()]), {"max_device": 4})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("job", list(EDGE_JOBS))
+def test_every_answer_is_finite_strict_json(registered: str, job: str, mode: str) -> None:
+    """Each edge job in each mode: the scoring server's JSON of the answer parses strictly, every number finite;
+    or a 400 (strict JSON too) naming the field. Only a predicted time past float64 is refused here."""
+    model = mlflow.pyfunc.load_model(registered)
+    params = {**MODES[mode], **MOST_CARBON, **({"max_devices": 1024} if mode != "predict" else {})}
+    try:
+        answer = model.predict(pd.DataFrame([EDGE_JOBS[job]]), params=params)
+    except MlflowException as refused:
+        assert (job, mode) == ("slow_speedup", "predict"), refused.message
+        assert refused.get_http_status_code() == 400
+        assert strict_loads(refused.serialize_as_json())["message"].startswith("model_input (row 0): the predicted")
+        return
+    assert (job, mode) != ("slow_speedup", "predict")
+    body = io.StringIO()
+    predictions_to_json(answer, body)
+    predictions = strict_loads(body.getvalue())["predictions"]
+    assert predictions and all(p["energy_j"] > 0 and "co2e_g" in p and "cost" in p for p in predictions)
+    assert_finite(predictions)
