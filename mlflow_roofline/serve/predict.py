@@ -213,13 +213,17 @@ def evaluate_jobs(
 
 
 def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) -> None:
-    """Refuse rows whose energy or time overflows float64 (far outside the fitted ranges)."""
+    """Refuse rows whose energy or time leaves float64's range (far outside the fitted ranges).
+
+    An energy or time past about 1.8e308 is infinite, and an energy interval whose lower bound
+    underflows to 0 J is no interval: neither has a JSON number, so the row is refused.
+    """
     finite = np.isfinite(out["energy_j_upper"]) & (out["energy_j_lower"] > 0) & np.isfinite(out[M_TIME_S])
     if not finite.all():
         bad = np.flatnonzero(~finite)
         raise invalid(
             "model_input",
-            "the predicted energy or time overflows float64: the configuration lies far "
+            "the predicted energy or time lies beyond float64's range: the configuration lies far "
             "outside the ranges the law was fitted on",
             bad if rows is None else rows[bad],
         )

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from law_factory import query, valid_configs
 from support.module_store import module_store
+from support.strict_json import EDGE_JOBS, MODES, MOST_CARBON, assert_finite, strict_loads
 
 from mlflow_roofline.core.carbon import region_table
 from mlflow_roofline.core.config import TrainConfig
@@ -234,6 +235,50 @@ def test_bad_carbon_params_over_http(served, params: dict[str, Any], start: str)
     response = server.invocations({"dataframe_records": [query()], "params": params})
     assert response.status_code == 400, response.text
     assert response.json()["message"].startswith(start), response.text
+
+
+def test_an_unknown_param_is_a_400_naming_it_over_http(served) -> None:
+    server, _ = served
+    response = server.invocations({"dataframe_records": [query()], "params": {"mode": "recommend", "objectve": "time"}})
+    assert response.status_code == 400, response.text
+    assert response.json()["message"] == (
+        "objectve: unknown request param; the model's params are "
+        "mode, max_devices, objective, carbon_intensity, region, pue, price_per_kwh"
+    )
+
+
+def test_every_answer_over_http_is_finite_strict_json(served) -> None:
+    """Every edge job in every mode, one request each: a 200 whose body parses strictly with every number
+    finite, or a 400 whose body does and whose message leads with the field (the law is run_fit's on
+    synthetic runs, not the in-process tests' one)."""
+    server, _ = served
+    refused = []
+    for job, row in EDGE_JOBS.items():
+        for mode, params in MODES.items():
+            params = {**params, **MOST_CARBON, **({"max_devices": 1024} if params else {})}
+            response = server.invocations({"dataframe_records": [row], "params": params})
+            assert response.status_code in (200, 400), response.text
+            body = strict_loads(response.text)
+            if response.status_code == 400:
+                refused.append((job, mode))
+                assert body["message"].startswith("model_input (row 0): the predicted energy or time lies beyond")
+            else:
+                assert_finite(body)
+    # a measured speedup of 1e300 or 1e-300 can take this law's energy or time past float64 (predict mode only:
+    # the searches use the law's speedups)
+    assert set(refused) <= {("fast_speedup", "predict"), ("slow_speedup", "predict")}, refused
+
+
+def test_a_malformed_json_body_is_a_400_without_a_stack_trace(served) -> None:
+    """MLflow's JSON parse error carries no stack trace (its CSV and parquet parse errors do: README)."""
+    server, _ = served
+    response = server.session.post(
+        f"{server.url}/invocations", data=b'{"dataframe_records": [', headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    body = strict_loads(response.text)
+    assert body["message"].startswith("Invalid input. Ensure that input is a valid JSON formatted string.")
+    assert "stack_trace" not in body and "Traceback" not in response.text and ".py" not in response.text
 
 
 def test_server_stops_by_its_pid(served) -> None:
