@@ -8,6 +8,7 @@ written to a user table, as a user would add a GPU the shipped table lacks.
 from __future__ import annotations
 
 import dataclasses
+import io
 import warnings
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
+from mlflow.pyfunc.scoring_server import predictions_to_json
+from support.strict_json import EDGE_JOBS, MODES, MOST_CARBON, assert_finite, strict_loads
 
+from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
@@ -358,3 +362,32 @@ def test_an_unmeasured_gpu_gets_the_reference_s_n_only_speedup_law(
     np.testing.assert_allclose(served["speedup"].to_numpy(), expected)
     on_reference = predict_frame(pooled.law, jobs.assign(hardware=reference.name))
     assert not np.allclose(on_reference["speedup"].to_numpy(), on_reference["speedup"].to_numpy()[0])
+
+
+def test_every_pooled_answer_is_finite_strict_json(pooled: PooledFit) -> None:
+    """The edge jobs on a measured GPU in every mode, and on a GPU only the table knows in predict mode:
+    the scoring server's JSON of each answer parses strictly and every number is finite, or the row is a 400."""
+    assert pooled.law is not None
+    law = FittedLaw.from_json(pooled.law.to_json())
+    carbon = resolve_carbon(**MOST_CARBON, region=None, env={})
+    refused = []
+    for job, row in EDGE_JOBS.items():
+        for mode, params in [*MODES.items(), ("predict-L4", {})]:
+            frame = pd.DataFrame([{**row, "hardware": "NVIDIA L4" if mode.endswith("L4") else "Sim Base"}])
+            try:
+                if params.get("mode") == "recommend":
+                    answer = recommend_frame(law, frame, 1024, params["objective"], carbon)
+                elif params.get("mode") == "pareto":
+                    answer = pareto_frame(law, frame, 1024, carbon)
+                else:
+                    answer = predict_frame(law, frame, carbon)
+            except InputError as error:
+                refused.append((job, mode))
+                assert strict_loads(error.serialize_as_json())["message"].startswith("model_input (row 0)")
+                continue
+            body = io.StringIO()
+            predictions_to_json(answer, body)
+            assert_finite(strict_loads(body.getvalue()))
+    assert set(refused) <= {("fast_speedup", m) for m in ("predict", "predict-L4")} | {
+        ("slow_speedup", m) for m in ("predict", "predict-L4")
+    }, refused
