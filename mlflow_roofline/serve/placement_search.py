@@ -191,11 +191,15 @@ RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
 def objective_scores(grid: Mapping[str, np.ndarray], carbon: CarbonSettings | None = None) -> dict[str, np.ndarray]:
     """What each objective minimises, per (row, candidate).
 
-    Joules, seconds, joule-seconds, and where known grams CO2e and cost. One request has
-    one carbon intensity, PUE and price, so carbon and cost rank the choices as energy
+    Joules, seconds, joule-seconds (as their log: the product of an energy and a time that
+    are each finite can lie past float64, and every candidate's ``inf`` would tie, leaving
+    the first candidate, valid or not), and where known grams CO2e and cost. One request
+    has one carbon intensity, PUE and price, so carbon and cost rank the choices as energy
     does; they say it in the unit the user pays in.
     """
-    scores = {"energy": grid[M_ENERGY_J], "time": grid[M_TIME_S], "edp": grid[M_ENERGY_J] * grid[M_TIME_S]}
+    with np.errstate(divide="ignore"):  # a time that underflowed to 0 s ranks first, as its product would
+        log_edp = np.log(grid[M_ENERGY_J]) + np.log(grid[M_TIME_S])
+    scores = {"energy": grid[M_ENERGY_J], "time": grid[M_TIME_S], "edp": log_edp}
     for objective, per_joule in (unit_factors(carbon) if carbon is not None else {}).items():
         scores[objective] = grid[M_ENERGY_J] * per_joule
     return scores

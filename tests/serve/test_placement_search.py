@@ -54,6 +54,30 @@ def test_recommendation_is_the_optimum_of_the_valid_grid(law, objective: str, ma
         assert got["num_devices"] <= max_devices
 
 
+def _shifted(law, energy_by: float, time_by: float):
+    """``law`` with every energy multiplied by e**energy_by and every time by e**time_by (intercepts moved)."""
+
+    def shift(linear, by: float):
+        coef = list(linear.coef)
+        coef[linear.terms.index("Intercept")] += by
+        return dataclasses.replace(linear, coef=coef)
+
+    return dataclasses.replace(law, energy_law=shift(law.energy_law, energy_by), time_law=shift(law.time_law, time_by))
+
+
+def test_edp_ranks_placements_whose_product_lies_past_float64(law) -> None:
+    """Energies near 1e262 J and times near 1e85 s are finite, their products are not: ranked as products,
+    every candidate tied at inf and the first one (ddp on 2 devices) was recommended for a batch of 9."""
+    job = pd.DataFrame([SEARCH_JOBS[2]])  # batch 9: no ddp or fsdp on 2 devices
+    vast = recommend_frame(_shifted(law, 600.0, 200.0), job, max_devices=8, objective="edp")
+    plain = recommend_frame(law, job, max_devices=8, objective="edp")
+    assert float(vast.loc[0, "energy_j"]) * float(vast.loc[0, "time_s"]) == np.inf  # Python floats: no warning
+    assert (vast.loc[0, "strategy"], vast.loc[0, "num_devices"]) == (
+        plain.loc[0, "strategy"],
+        plain.loc[0, "num_devices"],
+    )
+
+
 def test_rows_strategy_devices_and_speedup_are_ignored(law) -> None:
     plain = recommend_frame(law, pd.DataFrame([query()]))
     noisy = recommend_frame(law, pd.DataFrame([query(strategy="tp", num_devices=3, speedup=7.0)]))
