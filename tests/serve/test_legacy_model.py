@@ -10,6 +10,8 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+import pytest
+from mlflow.exceptions import MlflowException
 
 LEGACY = Path(__file__).parents[1] / "data" / "legacy_model_0_1_0"
 
@@ -38,3 +40,12 @@ def test_model_logged_by_0_1_0_loads_and_predicts(tmp_path: Path) -> None:
     out = model.predict(query)
     assert out.loc[0, "energy_j_lower"] < out.loc[0, "energy_j"] < out.loc[0, "energy_j_upper"]
     assert 0 < out.loc[0, "eta"] <= 1.5
+
+
+def test_a_param_the_legacy_signature_lacks_is_refused_naming_its_own_params() -> None:
+    """0.1.0 declared mode, max_devices and objective only: MLflow drops a carbon param; the model refuses it."""
+    model = mlflow.pyfunc.load_model(str(LEGACY))
+    job = {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "ffn_size": 512, "seq_len": 64, "batch_size": 16}
+    with pytest.raises(MlflowException) as info:
+        model.predict(pd.DataFrame([{**job, "num_steps": 20, "strategy": "ddp", "num_devices": 2}]), {"region": "DE"})
+    assert info.value.message == "region: unknown request param; the model's params are mode, max_devices, objective"
