@@ -59,6 +59,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
+from mlflow_roofline.serve.job_kind import KIND_COLUMNS
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
 from mlflow_roofline.serve.placement_search import (
     PARETO_OUTPUT_COLUMNS,
@@ -109,6 +110,8 @@ def model_signature() -> ModelSignature:
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional;
     ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware_routing`).
+    The kind columns (``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``)
+    are optional, with the defaults of runs logged before they existed (:mod:`serve.job_kind`).
     The numeric inputs are typed ``AnyType()``: MLflow would cast them to the declared type
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
@@ -120,6 +123,8 @@ def model_signature() -> ModelSignature:
         ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
         ColSpec(DataType.string, HARDWARE_COLUMN, required=False),
     ]
+    # Typed AnyType as the numbers are: the model checks each value and names the field it refuses.
+    columns += [ColSpec(AnyType(), name, required=False) for name in KIND_COLUMNS]
     inputs = Schema(columns)
     output_types = {
         "strategy": DataType.string,
