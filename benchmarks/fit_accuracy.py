@@ -132,9 +132,7 @@ def _mixed_arch_scores(workloads: int, seed: int) -> tuple[dict[str, tuple[float
 
     data = feature_frame(generate_mixed_arch_runs(workloads, seed=seed))
     fits = fit_energy_laws(data, seed=seed)
-    kinds = fit_ols(
-        PAPER_WITH_KINDS, formula_of(PAPER, data) + "".join(f" + {k}" for k in kind_terms(data)), data
-    )
+    kinds = fit_ols(PAPER_WITH_KINDS, formula_of(PAPER, data) + "".join(f" + {k}" for k in kind_terms(data)), data)
     kinds.cv_mape, kinds.cv_se = grouped_cv_mape(kinds.formula, data, seed=seed)
     check_extrapolation({PAPER_WITH_KINDS: kinds}, data)
     forms = {**fits.forms, PAPER_WITH_KINDS: kinds}
@@ -160,14 +158,18 @@ def _mixed_arch(workloads: int, seeds: int) -> None:
             ("best complete-proxy form", [n for n in scores if n in COMPLETE_FORMS]),
         ):
             best[family].append(min((scores[n] for n in names), key=lambda p: max(p)))
-    print(f"mixed-arch generator (A100, encoders and decoders, LoRA, checkpointing), {workloads} workloads, "
-          f"{seeds} seeds (mean over seeds, %):")
+    print(
+        f"mixed-arch generator (A100, encoders and decoders, LoRA, checkpointing), {workloads} workloads, "
+        f"{seeds} seeds (mean over seeds, %):"
+    )
     print(f"  {'form':26s} {'cv_mape':>8s} {'extrap_mape':>12s}")
     for name, pairs in {**per_form, **best}.items():
         cv, extrap = np.nanmean([p[0] for p in pairs]), np.nanmean([p[1] for p in pairs])
         print(f"  {name:26s} {cv:8.2f} {extrap:12.2f}")
-    print(f"  registered a complete-proxy form: {chosen_complete}/{seeds}; "
-          f"paper's proxies alone within one SE: {suffices}/{seeds}")
+    print(
+        f"  registered a complete-proxy form: {chosen_complete}/{seeds}; "
+        f"paper's proxies alone within one SE: {suffices}/{seeds}"
+    )
 
 
 def _pooled(workloads: int, seeds: int) -> None:

@@ -100,7 +100,7 @@ def proxy_params_total(
     positions = longer * seq_len + (1 - longer) * cap
     token_types = (1 - decoder) * 2
     layers = num_layers * (4 * hidden_size**2 + 2 * hidden_size * ffn_size)
-    return layers + (vocab + positions + token_types) * hidden_size  # type: ignore[no-any-return]
+    return layers + (vocab + positions + token_types) * hidden_size
 
 
 def lora_params_per_layer(hidden_size: Size, ffn_size: Size, lora_rank: Size, arch: str | np.ndarray) -> Size:
@@ -112,7 +112,7 @@ def lora_params_per_layer(hidden_size: Size, ffn_size: Size, lora_rank: Size, ar
     """
     decoder = arch == "decoder"
     attention = (1 - decoder) * 4 * 2 * hidden_size + decoder * ((hidden_size + 3 * hidden_size) + 2 * hidden_size)
-    return lora_rank * (attention + 2 * (hidden_size + ffn_size))  # type: ignore[no-any-return]
+    return lora_rank * (attention + 2 * (hidden_size + ffn_size))
 
 
 def trainable_params(
@@ -135,7 +135,7 @@ def trainable_params(
     full = proxy_params_total(num_layers, hidden_size, ffn_size, seq_len, arch, vocab_size)
     adapters = num_layers * lora_params_per_layer(hidden_size, ffn_size, lora_rank, arch)
     head = (arch != "decoder") * NUM_LABELS * (hidden_size + 1)
-    return lora * (adapters + head) + (1 - lora) * full  # type: ignore[no-any-return]
+    return lora * (adapters + head) + (1 - lora) * full
 
 
 def proxy_params_trainable(config: TrainConfig) -> int:
@@ -152,7 +152,7 @@ def flops_head(hidden_size: Size, vocab_size: Size, tokens: Size, arch: str | np
     The paper's ``C_tok`` counts a forward multiply-add as one FLOP per weight (12 L d^2 for
     12 L d^2 weights); the head's V x d weights, met by every token of a causal LM, add d V.
     """
-    return (arch == "decoder") * hidden_size * vocab_size * tokens  # type: ignore[no-any-return]
+    return (arch == "decoder") * hidden_size * vocab_size * tokens
 
 
 def proxy_flops_head(config: TrainConfig) -> int:
@@ -170,7 +170,7 @@ def opt_traffic(trainable: Size, num_steps: Size, num_devices: Size, strategy: s
     """
     fsdp = strategy == "fsdp"
     shards = fsdp * num_devices + (1 - fsdp)
-    return trainable * OPT_BYTES_PER_PARAM * num_steps / shards  # type: ignore[no-any-return]
+    return trainable * OPT_BYTES_PER_PARAM * num_steps / shards  # type: ignore[return-value]
 
 
 def proxy_opt_traffic(config: TrainConfig) -> int:

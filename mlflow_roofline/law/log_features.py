@@ -50,7 +50,9 @@ KIND_LEVELS: dict[str, tuple[str, str]] = {
     "grad_checkpointing": ("false", "true"),
 }
 """Each kind feature's levels, the default (the paper's: reference level of the law's dummy) first."""
-KIND_INDICATORS: dict[str, tuple[str, str]] = {f"{name}_{levels[1]}": (name, levels[1]) for name, levels in KIND_LEVELS.items()}
+KIND_INDICATORS: dict[str, tuple[str, str]] = {
+    f"{name}_{levels[1]}": (name, levels[1]) for name, levels in KIND_LEVELS.items()
+}
 """``arch_decoder``, ``peft_lora``, ``grad_checkpointing_true``: 1.0 where a job is not the paper's kind,
 by feature and level; their [min, max] over the fitted runs tell which kinds a law has seen."""
 
@@ -80,7 +82,9 @@ def kind_columns(
     archs = np.full(n_rows, "encoder", dtype=object) if arch is None else np.asarray(arch, dtype=object)
     pefts = np.full(n_rows, "none", dtype=object) if peft is None else np.asarray(peft, dtype=object)
     vocab = np.full(n_rows, np.nan) if vocab_size is None else np.asarray(vocab_size, dtype=float)
-    vocab_default = np.where(archs == "decoder", float(DEFAULT_VOCAB_SIZE["decoder"]), float(DEFAULT_VOCAB_SIZE["encoder"]))
+    vocab_default = np.where(
+        archs == "decoder", float(DEFAULT_VOCAB_SIZE["decoder"]), float(DEFAULT_VOCAB_SIZE["encoder"])
+    )
     vocab = np.where(np.isnan(vocab), vocab_default, vocab)
     rank = np.full(n_rows, np.nan) if lora_rank is None else np.asarray(lora_rank, dtype=float)
     rank = np.where(np.isnan(rank), np.where(pefts == "lora", float(DEFAULT_LORA_RANK["lora"]), 0.0), rank)

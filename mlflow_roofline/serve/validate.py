@@ -173,7 +173,7 @@ def measured_speedup(frame: pd.DataFrame, strategy: np.ndarray) -> np.ndarray:
 
 
 def validate_sizes(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The job columns of a recommend-mode input, its kind included (strategy, devices and speedup are ignored there)."""
+    """The job columns of a recommend-mode input, its kind included (strategy, devices and speedup ignored)."""
     require(frame, SIZE_COLUMNS)
     sizes = {**integer_columns(frame, SIZE_COLUMNS), **job_kind(frame)}
     check_rules(sizes)

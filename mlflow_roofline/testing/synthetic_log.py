@@ -18,11 +18,11 @@ from mlflow.entities import Metric, Param
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    KIND_PARAM_NAMES,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_SAMPLES_PER_S,
     M_STEP_TIME_S,
-    KIND_PARAM_NAMES,
     M_TIME_S,
     PARAM_NAMES,
     TAG_CONFIG_HASH,

@@ -10,7 +10,8 @@ Nothing in it has the form of the energy law: the law sees only the proxies (``l
 One optimizer step of a job on N devices (:func:`step_cost`), per device:
 
 - work from the shape (:class:`EncoderShape`; a decoder, LoRA or checkpointing is another
-  shape with the same methods, :mod:`testing.mixed_arch`): ``6 * params * tokens`` FLOPs plus the attention's ``12 * L * S^2 * d``
+  shape with the same methods, :mod:`testing.mixed_arch`): ``6 * params * tokens`` FLOPs
+  plus the attention's ``12 * L * S^2 * d``
   per sample, the parameters counting the embeddings (vocabulary 30522: the tied output
   projection of a masked-LM head makes them matrix work); bytes moved: activations written
   forward and read backward, weights read forward and backward, and the optimizer's

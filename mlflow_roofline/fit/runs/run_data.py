@@ -33,8 +33,8 @@ from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.measured import measured_problem
 from mlflow_roofline.core.rules import KIND_RULES, first_broken
 from mlflow_roofline.core.schema import (
-    M_ENERGY_J,
     KIND_PARAM_NAMES,
+    M_ENERGY_J,
     M_TIME_S,
     PARAM_NAMES,
     TAG_DEVICE,
