@@ -59,7 +59,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
-from mlflow_roofline.serve.job_kind import KIND_COLUMNS
+from mlflow_roofline.serve.job_kind import KIND_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_MODE, DEFAULT_OBJECTIVE, read_request
 from mlflow_roofline.serve.placement_search import (
     PARETO_OUTPUT_COLUMNS,
@@ -123,8 +123,10 @@ def model_signature() -> ModelSignature:
         ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
         ColSpec(DataType.string, HARDWARE_COLUMN, required=False),
     ]
-    # Typed AnyType as the numbers are: the model checks each value and names the field it refuses.
-    columns += [ColSpec(AnyType(), name, required=False) for name in KIND_COLUMNS]
+    # Text as strategy is; the numbers and the flag AnyType, checked by the model as sent.
+    columns += [
+        ColSpec(DataType.string if name in TEXT_COLUMNS else AnyType(), name, required=False) for name in KIND_COLUMNS
+    ]
     inputs = Schema(columns)
     output_types = {
         "strategy": DataType.string,
