@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job end to end on the embedded defaults: CPU, SQLite store (./mlflow.db).
-#   1. sweep the shipped `smoke` spec (every config one MLflow train run),
-#   2. fit the laws on those runs (their energy is the labelled CPU estimate) and
-#      register the model as roofline-energy@champion,
+#   1. sweep the shipped `smoke` spec (BERT encoders) and the `decoder-smoke` spec (GPT-2
+#      decoders, LoRA, checkpointing) into one experiment (every config one MLflow train run),
+#   2. fit one law on both kinds (their energy is the labelled CPU estimate): forms in the
+#      complete proxies (vocabulary head, optimizer bytes, arch as a categorical) compete
+#      with the paper's; register the model as roofline-energy@champion,
 #   3. serve it with `mlflow models serve`, send one query, print the answer, stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +12,10 @@ export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///mlflow.db}"
 experiment="${ROOFLINE_EXPERIMENT:-roofline-bert}"
 echo "== tracking store: $MLFLOW_TRACKING_URI, experiment: $experiment"
 
-echo "== 1/3 sweep (spec smoke)"
+echo "== 1/3 sweep (specs smoke and decoder-smoke, one experiment)"
 mlflow run . -e sweep --env-manager local --experiment-name "$experiment" -P spec=smoke
+# decoder-smoke names its own experiment; --experiment puts its runs beside the encoders'.
+mlflow-roofline sweep decoder-smoke --experiment "$experiment"
 
 echo "== 2/3 fit"
 mlflow run . -e fit --env-manager local --experiment-name "$experiment" \
@@ -31,6 +35,13 @@ done
 # A workload inside the smoke grid's ranges (outside them the answer says extrapolated: true).
 query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256,
   "seq_len": 32, "batch_size": 8, "num_steps": 20, "strategy": "ddp", "num_devices": 2}]}'
+echo "POST /invocations $query"
+curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
+echo
+# The same job as a GPT-2-style decoder (V = 1000, as decoder-smoke trains): its own answer.
+query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256,
+  "seq_len": 32, "batch_size": 8, "num_steps": 20, "strategy": "ddp", "num_devices": 2,
+  "arch": "decoder", "vocab_size": 1000}]}'
 echo "POST /invocations $query"
 curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
 echo

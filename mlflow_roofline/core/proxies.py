@@ -77,7 +77,7 @@ def proxy_params_total(
     hidden_size: Size,
     ffn_size: Size,
     seq_len: Size,
-    arch: str = "encoder",
+    arch: str | np.ndarray = "encoder",
     vocab_size: Size | None = None,
 ) -> Size:
     """Every weight of the model, embeddings included, in parameters.
@@ -90,61 +90,93 @@ def proxy_params_total(
     arch's (:data:`~mlflow_roofline.core.schema.DEFAULT_VOCAB_SIZE`). BERT-base: about 109
     million; GPT-2 small: about 124 million. What data parallel moves every step under full
     fine-tuning. The paper's :func:`proxy_params` (12 d^2 + 2 d ff per layer) stays the law's
-    proxy; this is the count.
+    proxy; this is the count. Elementwise: ``arch`` may be an array of names (then
+    ``vocab_size`` must be given).
     """
-    vocab = DEFAULT_VOCAB_SIZE[arch] if vocab_size is None else vocab_size
-    cap = DECODER_MAX_POSITIONS if arch == "decoder" else MAX_POSITIONS
+    decoder = arch == "decoder"  # a bool, or a bool array for an array of names
+    vocab = DEFAULT_VOCAB_SIZE[arch] if vocab_size is None else vocab_size  # type: ignore[index]
+    cap = decoder * DECODER_MAX_POSITIONS + (1 - decoder) * MAX_POSITIONS
     longer = seq_len > cap  # elementwise for arrays, a bool for one configuration
     positions = longer * seq_len + (1 - longer) * cap
-    token_types = 0 if arch == "decoder" else 2
+    token_types = (1 - decoder) * 2
     layers = num_layers * (4 * hidden_size**2 + 2 * hidden_size * ffn_size)
     return layers + (vocab + positions + token_types) * hidden_size
 
 
-def lora_params_per_layer(hidden_size: int, ffn_size: int, lora_rank: int, arch: str) -> int:
+def lora_params_per_layer(hidden_size: Size, ffn_size: Size, lora_rank: Size, arch: str | np.ndarray) -> Size:
     """Parameters of one layer's LoRA adapters: r (in + out) summed over its adapted projections.
 
     The encoder's query, key, value and attention output (d -> d each) and its feed-forward
     pair (d -> ff, ff -> d): r (10 d + 2 ff). The decoder's fused query-key-value (d -> 3d),
-    attention output (d -> d) and MLP pair: r (8 d + 2 ff).
+    attention output (d -> d) and MLP pair: r (8 d + 2 ff). Elementwise in every argument.
     """
-    attention = 4 * 2 * hidden_size if arch == "encoder" else (hidden_size + 3 * hidden_size) + 2 * hidden_size
+    decoder = arch == "decoder"
+    attention = (1 - decoder) * 4 * 2 * hidden_size + decoder * ((hidden_size + 3 * hidden_size) + 2 * hidden_size)
     return lora_rank * (attention + 2 * (hidden_size + ffn_size))
 
 
-def proxy_params_trainable(config: TrainConfig) -> int:
-    """Parameters the optimizer updates, in parameters.
+def trainable_params(
+    num_layers: Size,
+    hidden_size: Size,
+    ffn_size: Size,
+    seq_len: Size,
+    arch: str | np.ndarray,
+    vocab_size: Size,
+    peft: str | np.ndarray,
+    lora_rank: Size,
+) -> Size:
+    """Parameters the optimizer updates, elementwise (arrays of configurations or one), in parameters.
 
     Full fine-tuning: :func:`proxy_params_total`. LoRA: the adapters
     (:func:`lora_params_per_layer` per layer), plus the encoder's classifier (d + 1 per
     label), trained from scratch beside them.
     """
+    lora = peft == "lora"
+    full = proxy_params_total(num_layers, hidden_size, ffn_size, seq_len, arch, vocab_size)
+    adapters = num_layers * lora_params_per_layer(hidden_size, ffn_size, lora_rank, arch)
+    head = (arch != "decoder") * NUM_LABELS * (hidden_size + 1)
+    return lora * (adapters + head) + (1 - lora) * full
+
+
+def proxy_params_trainable(config: TrainConfig) -> int:
+    """Parameters the optimizer updates of one configuration (:func:`trainable_params`), in parameters."""
     c = config
-    if c.peft == "none":
-        return int(proxy_params_total(c.num_layers, c.hidden_size, c.ffn_size, c.seq_len, c.arch, c.vocab_size))
-    adapters = c.num_layers * lora_params_per_layer(c.hidden_size, c.ffn_size, c.lora_rank, c.arch)
-    head = NUM_LABELS * (c.hidden_size + 1) if c.arch == "encoder" else 0
-    return adapters + head
+    return int(
+        trainable_params(c.num_layers, c.hidden_size, c.ffn_size, c.seq_len, c.arch, c.vocab_size, c.peft, c.lora_rank)
+    )
 
 
-def proxy_flops_head(config: TrainConfig) -> int:
-    """The vocabulary head on the paper's scale: d V per token x B S steps, in FLOPs (0 for the encoder).
+def flops_head(hidden_size: Size, vocab_size: Size, tokens: Size, arch: str | np.ndarray) -> Size:
+    """The vocabulary head on the paper's scale, elementwise: d V per token x tokens, in FLOPs (0 for the encoder).
 
     The paper's ``C_tok`` counts a forward multiply-add as one FLOP per weight (12 L d^2 for
     12 L d^2 weights); the head's V x d weights, met by every token of a causal LM, add d V.
     """
-    if config.arch != "decoder":
-        return 0
+    return (arch == "decoder") * hidden_size * vocab_size * tokens
+
+
+def proxy_flops_head(config: TrainConfig) -> int:
+    """The vocabulary head of one configuration (:func:`flops_head`), in FLOPs (0 for the encoder)."""
     tokens = config.batch_size * config.seq_len * config.num_steps
-    return config.hidden_size * config.vocab_size * tokens
+    return int(flops_head(config.hidden_size, config.vocab_size, tokens, config.arch))
+
+
+def opt_traffic(trainable: Size, num_steps: Size, num_devices: Size, strategy: str | np.ndarray) -> Size:
+    """Optimizer bytes one device touches over the window, elementwise, in bytes (a float for arrays).
+
+    ``trainable`` parameters x :data:`OPT_BYTES_PER_PARAM` x steps; fsdp shards the
+    parameters and their optimizer state over the N devices (divided by N); a ddp replica
+    updates all of them, and tensor parallel's per-device share is not modelled (1).
+    """
+    fsdp = strategy == "fsdp"
+    shards = fsdp * num_devices + (1 - fsdp)
+    return trainable * OPT_BYTES_PER_PARAM * num_steps / shards  # type: ignore[return-value]
 
 
 def proxy_opt_traffic(config: TrainConfig) -> int:
-    """Optimizer bytes one device touches over the window, in bytes.
+    """Optimizer bytes one device touches over the window of one configuration (:func:`opt_traffic`), in bytes.
 
-    :func:`proxy_params_trainable` x :data:`OPT_BYTES_PER_PARAM` x steps; fsdp shards the
-    parameters and their optimizer state over the N devices (divided by N); a ddp replica
-    updates all of them, and tensor parallel's per-device share is not modelled (1).
+    Integer division by the shards, as logged since the proxy exists.
     """
     shards = config.num_devices if config.strategy == "fsdp" else 1
     return proxy_params_trainable(config) * OPT_BYTES_PER_PARAM * config.num_steps // shards

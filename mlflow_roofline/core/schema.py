@@ -317,6 +317,11 @@ M_EXTRAP_MAPE_FORM_PREFIX = "extrap_mape_"
 M_EXTRAP_MAPE_SE_FORM_PREFIX = "extrap_mape_se_"
 M_EXTRAP_HELD_OUT = "extrap_n_held_out"  # runs held out (larger models)
 M_EXTRAP_SIZE_BOUND = "extrap_size_bound"  # the L*d^2 the check fitted up to
+# Where the runs mix kinds (fit/forms/proxy_comparison.py): the best grouped-CV MAPE (%) of the forms in
+# the paper's proxies and in the complete ones, and 1.0 when the paper's would have done as well.
+M_CV_MAPE_PAPER_PROXIES = "cv_mape_paper_proxies"
+M_CV_MAPE_COMPLETE_PROXIES = "cv_mape_complete_proxies"
+M_PAPER_PROXIES_SUFFICE = "paper_proxies_suffice"
 M_REPEAT_SPREAD = "repeat_spread_pct"  # median relative std (%) of energy across repeats of one config: the noise floor
 M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than once
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form

@@ -26,6 +26,9 @@ units); ``rmse_reduction`` (% by which the paper's rmse_log is below the baselin
 ``extrap_mape`` (%, the registered form's error on the larger models held out by the
 size-extrapolation check), ``extrap_mape_<form>``, ``extrap_mape_se_<form>``,
 ``extrap_n_held_out`` and ``extrap_size_bound`` (L*d^2 fitted up to);
+where the runs mix kinds (decoders, LoRA, checkpointing), ``cv_mape_paper_proxies`` and
+``cv_mape_complete_proxies`` (%, the best form of each family) and ``paper_proxies_suffice``
+(1 when the paper's proxies alone would have done as well, :mod:`fit.forms.proxy_comparison`);
 ``speedup_<strategy>_<param>``, ``_rmse``, ``_n_points``, ``_workload_aware`` (1 where the
 ``comm_time`` law was chosen); ``speedup_cv_mape_<strategy>_<law>`` and
 ``speedup_extrap_mape_<strategy>_<law>`` (%, speedup, every candidate law); run counts
@@ -57,7 +60,9 @@ from mlflow_roofline.core.schema import (
     M_ALPHA_M,
     M_CORR_LOG_C_LOG_M,
     M_CV_MAPE,
+    M_CV_MAPE_COMPLETE_PROXIES,
     M_CV_MAPE_FORM_PREFIX,
+    M_CV_MAPE_PAPER_PROXIES,
     M_CV_MAPE_SE_FORM_PREFIX,
     M_E0_J,
     M_EPS_COMP,
@@ -74,6 +79,7 @@ from mlflow_roofline.core.schema import (
     M_N_RUNS_BASELINE,
     M_N_RUNS_DROPPED,
     M_N_WORKLOADS,
+    M_PAPER_PROXIES_SUFFICE,
     M_PSI_PREFIX,
     M_REPEAT_SPREAD,
     M_REPEATED_CONFIGS,
@@ -357,6 +363,18 @@ def _extrapolation_metrics(fit: HardwareFit) -> dict[str, float]:
     return out
 
 
+def _proxy_metrics(fit: HardwareFit) -> dict[str, float]:
+    """The paper's proxies against the complete ones, where the runs mix kinds (else nothing)."""
+    comparison = fit.energy.proxies
+    if comparison is None:
+        return {}
+    return {
+        M_CV_MAPE_PAPER_PROXIES: comparison.paper_cv_mape,
+        M_CV_MAPE_COMPLETE_PROXIES: comparison.complete_cv_mape,
+        M_PAPER_PROXIES_SUFFICE: float(comparison.suffices),
+    }
+
+
 def _speedup_metrics(fit: HardwareFit) -> dict[str, float]:
     """Each strategy's speedup-law parameters, rmse, number of points, whether it is workload-aware,
     and every candidate law's CV and size-extrapolation MAPE of speedup."""
@@ -383,6 +401,7 @@ def fit_metrics(fit: HardwareFit) -> dict[str, float]:
         **_roofline_and_time_metrics(fit),
         **_per_form_metrics(fit),
         **_extrapolation_metrics(fit),
+        **_proxy_metrics(fit),
         **_speedup_metrics(fit),
     }
 
@@ -414,6 +433,8 @@ def _form_lines(fit: HardwareFit) -> list[str]:
         "registered: the simplest form within one standard error of the best on the worse of "
         "cv_mape and extrap_mape, among forms that pass the sanity checks"
     )
+    if fit.energy.proxies is not None:
+        lines.append(fit.energy.proxies.describe())
     return lines
 
 

@@ -32,7 +32,7 @@ from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.law.log_features import law_features
+from mlflow_roofline.law.log_features import kind_indicators, law_features
 from mlflow_roofline.law.speedup import PER_DEVICE_BASELINE
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.errors import invalid
@@ -44,6 +44,7 @@ from mlflow_roofline.serve.hardware_routing import (
     unmeasured_speedup_laws,
     unmeasured_time_shift,
 )
+from mlflow_roofline.serve.job_kind import KIND_COLUMNS
 from mlflow_roofline.serve.validate import validate_jobs
 
 ETA_TOLERANCE = 0.10
@@ -74,7 +75,9 @@ def job_features(
 
     Args:
         sizes: the jobs' integer columns (``num_layers``, ``hidden_size``, ``seq_len``,
-            ``batch_size``, ``num_steps``...), one array each.
+            ``batch_size``, ``num_steps``...), one array each, and their kind where known
+            (``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``; the
+            paper's encoder where absent).
         strategy: each job's parallel strategy.
         n: each job's device count.
         speedup: each job's speedup S(N) over one device.
@@ -88,6 +91,8 @@ def job_features(
         num_devices=n,
         speedup=speedup,
         strategy=strategy,
+        ffn_size=sizes.get("ffn_size"),
+        **{name: sizes[name] for name in KIND_COLUMNS if name in sizes},
     )
 
 
@@ -196,7 +201,7 @@ def evaluate_jobs(
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
         time_s = np.exp(log_t1) / speedup
     eta = speedup / n
-    known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features}
+    known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features, **kind_indicators(features)}
     return {
         M_ENERGY_J: energy,
         "energy_j_lower": lower,

@@ -66,6 +66,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
+from mlflow_roofline.serve.job_kind import KIND_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
     DEFAULT_MODE,
@@ -153,6 +154,8 @@ def model_signature() -> ModelSignature:
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional;
     ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware_routing`).
+    The kind columns (``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``)
+    are optional, with the defaults of runs logged before they existed (:mod:`serve.job_kind`).
     The numeric inputs are typed ``AnyType()``: MLflow would cast them to the declared type
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
@@ -163,6 +166,10 @@ def model_signature() -> ModelSignature:
         ColSpec(AnyType(), "num_devices", required=False),
         ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
         ColSpec(DataType.string, HARDWARE_COLUMN, required=False),
+    ]
+    # Text as strategy is; the numbers and the flag AnyType, checked by the model as sent.
+    columns += [
+        ColSpec(DataType.string if name in TEXT_COLUMNS else AnyType(), name, required=False) for name in KIND_COLUMNS
     ]
     inputs = Schema(columns)
     output_types = {

@@ -23,6 +23,7 @@ from mlflow_roofline.core.schema import LAW_INPUT_NAMES, SIZE_NAMES
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 from mlflow_roofline.serve.frames import column_arrays, object_column
+from mlflow_roofline.serve.job_kind import job_kind
 
 SIZE_COLUMNS: tuple[str, ...] = SIZE_NAMES
 """Integer model inputs that describe the job (every one must be >= 1)."""
@@ -41,7 +42,9 @@ class Jobs:
     """Validated predict-mode input: one entry per row.
 
     Attributes:
-        sizes: the :data:`SIZE_COLUMNS` as float64 arrays (exact integers).
+        sizes: the :data:`SIZE_COLUMNS` as float64 arrays (exact integers), and the job's kind
+            (:func:`serve.job_kind.job_kind`: ``arch``, ``vocab_size``, ``peft``, ``lora_rank``,
+            ``grad_checkpointing``, defaults filled in): every column of the job the law reads.
         strategy: strategy names (object array).
         num_devices: N as float64 (exact integers).
         speedup: a measured S(N) per row, NaN where the law's speedup is to be used.
@@ -170,9 +173,9 @@ def measured_speedup(frame: pd.DataFrame, strategy: np.ndarray) -> np.ndarray:
 
 
 def validate_sizes(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The job columns of a recommend-mode input (strategy, devices and speedup are ignored there)."""
+    """The job columns of a recommend-mode input, its kind included (strategy, devices and speedup ignored)."""
     require(frame, SIZE_COLUMNS)
-    sizes = integer_columns(frame, SIZE_COLUMNS)
+    sizes = {**integer_columns(frame, SIZE_COLUMNS), **job_kind(frame)}
     check_rules(sizes)
     return sizes
 
@@ -180,7 +183,7 @@ def validate_sizes(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 def validate_jobs(frame: pd.DataFrame, law: FittedLaw) -> Jobs:
     """A predict-mode input, every column and rule checked; see :class:`Jobs`."""
     require(frame, INPUT_COLUMNS)
-    columns: dict[str, np.ndarray] = integer_columns(frame, SIZE_COLUMNS + ("num_devices",))
+    columns: dict[str, np.ndarray] = {**integer_columns(frame, SIZE_COLUMNS + ("num_devices",)), **job_kind(frame)}
     strategy = object_column(frame, "strategy")
     check_rules({**columns, "strategy": strategy})
     check_fitted_strategies(strategy, law)

@@ -18,6 +18,7 @@ from mlflow.entities import Metric, Param
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    KIND_PARAM_NAMES,
     M_AVG_POWER_W,
     M_ENERGY_J,
     M_SAMPLES_PER_S,
@@ -36,7 +37,9 @@ from mlflow_roofline.testing.ground_truth import DEFAULT_HARDWARE
 def log_runs(client: MlflowClient, experiment_id: str, frame: pd.DataFrame, *, status: str = "FINISHED") -> list[str]:
     """Log one MLflow train run per row of ``frame``.
 
-    ``frame`` is as :func:`~mlflow_roofline.testing.synthetic.generate_synthetic_runs` makes it.
+    ``frame`` is as :func:`~mlflow_roofline.testing.synthetic.generate_synthetic_runs` makes it; the
+    kind params (``arch``, ``vocab_size``, ...) are logged where it has them (a row without them is a
+    run logged before they existed).
 
     Three store calls per run (create, log_batch, terminate). A NaN in ``energy_j`` is
     logged as a NaN metric; a missing column or ``None`` leaves the metric unlogged.
@@ -47,8 +50,9 @@ def log_runs(client: MlflowClient, experiment_id: str, frame: pd.DataFrame, *, s
     metric_names = (M_ENERGY_J, M_TIME_S, M_STEP_TIME_S, M_SAMPLES_PER_S, M_AVG_POWER_W)  # proxies: below
     run_ids: list[str] = []
     now_ms = int(time.time() * 1000)
+    names = (*PARAM_NAMES, *(k for k in KIND_PARAM_NAMES if k in frame))
     for i, row in enumerate(frame.to_dict("records")):
-        config = TrainConfig.from_mapping({p: row[p] for p in PARAM_NAMES})
+        config = TrainConfig.from_mapping({p: row[p] for p in names})
         metrics_values = {**proxy_metrics(config), **{k: row.get(k) for k in metric_names if k in row}}
         hardware = str(row.get("hardware", DEFAULT_HARDWARE))
         tags = {
@@ -63,7 +67,7 @@ def log_runs(client: MlflowClient, experiment_id: str, frame: pd.DataFrame, *, s
         client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), now_ms + i, 0) for k, v in metrics_values.items() if _loggable(k, v)],
-            params=[Param(p, str(row[p])) for p in PARAM_NAMES],
+            params=[Param(p, str(row[p]) if p in PARAM_NAMES else config.to_params()[p]) for p in names],
             synchronous=True,
         )
         client.set_terminated(run_id, status=status, end_time=now_ms + i + 1)

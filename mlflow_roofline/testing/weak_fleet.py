@@ -9,8 +9,9 @@ Nothing in it has the form of the energy law: the law sees only the proxies (``l
 
 One optimizer step of a job on N devices (:func:`step_cost`), per device:
 
-- work from the shape (:class:`EncoderShape`; a decoder would be another shape with the
-  same methods): ``6 * params * tokens`` FLOPs plus the attention's ``12 * L * S^2 * d``
+- work from the shape (:class:`EncoderShape`; a decoder, LoRA or checkpointing is another
+  shape with the same methods, :mod:`testing.mixed_arch`): ``6 * params * tokens`` FLOPs
+  plus the attention's ``12 * L * S^2 * d``
   per sample, the parameters counting the embeddings (vocabulary 30522: the tied output
   projection of a masked-LM head makes them matrix work); bytes moved: activations written
   forward and read backward, weights read forward and backward, and the optimizer's
@@ -113,6 +114,10 @@ class EncoderShape:
         """Every parameter, embeddings and pooler included."""
         d = self.hidden_size
         return self.embedding_params() + self.num_layers * self.layer_params() + float(d * d + d)
+
+    def trainable_params(self) -> float:
+        """Parameters the optimizer updates and data parallel reduces: all of them (full fine-tuning)."""
+        return self.params()
 
     def train_flops(self, batch: int) -> float:
         """FLOPs of one optimizer step on ``batch`` samples: 6 per parameter per token, plus attention."""
@@ -222,9 +227,10 @@ def _comm_seconds(gpu: FleetGpu, shape: EncoderShape, strategy: str, devices: in
         return 0.0
     ring = (devices - 1) / devices
     params = shape.params()
-    if strategy == "ddp":
-        volume = 2.0 * ring * params * GRADIENT_BYTES
-        collectives, hops = math.ceil(params * GRADIENT_BYTES / DDP_BUCKET_BYTES), 2 * (devices - 1)
+    if strategy == "ddp":  # the gradients of the trained parameters
+        grads = shape.trainable_params()
+        volume = 2.0 * ring * grads * GRADIENT_BYTES
+        collectives, hops = math.ceil(grads * GRADIENT_BYTES / DDP_BUCKET_BYTES), 2 * (devices - 1)
     elif strategy == "fsdp":
         volume = 3.0 * ring * params * GRADIENT_BYTES
         collectives, hops = 3 * (shape.num_layers + 1), devices - 1
@@ -240,6 +246,7 @@ def step_cost(gpu: FleetGpu, shape: EncoderShape, strategy: str, devices: int, b
     flops = shape.train_flops(batch) / devices
     sharded = strategy != "ddp"  # ddp keeps a whole replica per device, fsdp and tp a 1/N share
     state = shape.params() / (devices if sharded else 1)
+    trained = shape.trainable_params() / (devices if sharded else 1)  # the optimizer's share
     per_device_batch = batch / devices if strategy in DATA_PARALLEL_STRATEGIES else batch
     width = shape.hidden_size / (devices if strategy == "tp" else 1)
     compute = flops / (gpu.peak_flops * gpu.mfu(width, per_device_batch * shape.seq_len))
@@ -249,13 +256,13 @@ def step_cost(gpu: FleetGpu, shape: EncoderShape, strategy: str, devices: int, b
     rate = gpu.mem_bandwidth * gpu.mem_efficiency
     memory = traffic / rate
     busy = (compute**SMOOTH_K + memory**SMOOTH_K) ** (1.0 / SMOOTH_K)
-    optimizer = OPTIMIZER_BYTES_PER_PARAM * state / rate
+    optimizer = OPTIMIZER_BYTES_PER_PARAM * trained / rate
     comm = _comm_seconds(gpu, shape, strategy, devices, batch)
     exposed = comm - OVERLAP.get(strategy, 0.0) * min(comm, 2.0 / 3.0 * busy)
     overhead = gpu.step_overhead_s + gpu.layer_overhead_s * shape.num_layers
     seconds = busy + optimizer + exposed + overhead
     flop_share = flops / gpu.peak_flops / seconds
-    byte_share = (traffic + OPTIMIZER_BYTES_PER_PARAM * state) / gpu.mem_bandwidth / seconds
+    byte_share = (traffic + OPTIMIZER_BYTES_PER_PARAM * trained) / gpu.mem_bandwidth / seconds
     power = gpu.board_power_w * (
         gpu.idle_fraction + gpu.dynamic_fraction * flop_share + gpu.memory_fraction * byte_share
     )

@@ -16,6 +16,19 @@ Forms (responses ``log_E``: log joules; ``log_t1``: log seconds on one device):
   ``I(log_E - log_steps) ~ I(log_C - log_steps) + I(log_M - log_steps) + log_eta + strategy``,
   stored as the equivalent law in log_C, log_M and log_steps
 
+Forms in the complete proxies (:data:`COMPLETE_FORMS`: the vocabulary head in the FLOPs,
+the optimizer's state in the traffic, :mod:`law.log_features`), evaluated only where some run
+is not the paper's kind (a decoder, LoRA adapters or activation checkpointing), so that a fit
+of the paper's runs alone is the paper's comparison, unchanged:
+
+- ``complete``          ``log_E ~ log_C_all + log_M_all + log_eta + strategy + kinds``
+- ``complete_per_step`` the per-step form in them:
+  ``I(log_E - log_steps) ~ I(log_C_all - log_steps) + I(log_M_all - log_steps) + log_eta + strategy + kinds``
+
+``kinds`` are the categoricals ``arch``, ``peft`` and ``grad_checkpointing``, each only where
+both of its levels are among the runs (never a constant column), the paper's level the
+reference (``arch[T.decoder]``, ``peft[T.lora]``, ``grad_checkpointing[T.true]``).
+
 Roofline-shaped forms (non-linear, :data:`ROOFLINE_FORMS`, each refitted on every CV fold
 and in the extrapolation check):
 
@@ -39,6 +52,7 @@ import pandas as pd
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.forms.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
 from mlflow_roofline.fit.forms.roofline_smooth import ROOFLINE_SMOOTH, fit_roofline_smooth
+from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
 
 BASELINE = "baseline"
 PAPER = "paper"
@@ -49,6 +63,10 @@ HARDWARE_INTERCEPTS = "hardware_intercepts"
 PER_WORK = "paper_per_work"
 PER_WORK_TERM = "I(log_C - log_M)"
 PER_STEP = "paper_per_step"
+COMPLETE = "complete"
+COMPLETE_PER_STEP = "complete_per_step"
+COMPLETE_FORMS: tuple[str, ...] = (COMPLETE, COMPLETE_PER_STEP)
+"""The forms in the complete proxies (the head's FLOPs, the optimizer's bytes) with the kind categoricals."""
 
 FORM_TERMS: dict[str, str] = {
     BASELINE: "log_C + log_M",
@@ -57,8 +75,10 @@ FORM_TERMS: dict[str, str] = {
     ETA_BY_STRATEGY: "log_C + log_M + log_eta",
     PER_WORK: f"{PER_WORK_TERM} + log_eta",
     PER_STEP: "I(log_C - log_steps) + I(log_M - log_steps) + log_eta",
+    COMPLETE: "log_C_all + log_M_all + log_eta",
+    COMPLETE_PER_STEP: "I(log_C_all - log_steps) + I(log_M_all - log_steps) + log_eta",
 }
-RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps"}
+RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps", COMPLETE_PER_STEP: "log_steps"}
 """The feature a form's response is taken relative to (``I(log_E - log_M) ~ ...``)."""
 
 ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
@@ -68,23 +88,43 @@ ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
 """Every roofline-shaped form by name: its fit on a frame of features (evaluated in this order, after the OLS forms)."""
 
 
+def kind_terms(data: pd.DataFrame) -> list[str]:
+    """The kind categoricals with both levels among ``data``'s runs (none where a column is absent)."""
+    return [name for name in KIND_FEATURES if name in data and data[name].nunique() > 1]
+
+
+def beyond_paper(data: pd.DataFrame) -> bool:
+    """True where some run is not the paper's kind: a decoder, LoRA adapters or activation checkpointing."""
+    return any(name in data and bool((data[name] != KIND_LEVELS[name][0]).any()) for name in KIND_FEATURES)
+
+
 def formula_of(form: str, data: pd.DataFrame, response: str = "log_E") -> str:
-    """The statsmodels formula of ``form`` on ``data`` (no strategy dummy with one strategy)."""
+    """The statsmodels formula of ``form`` on ``data`` (no strategy dummy with one strategy).
+
+    A complete-proxy form also takes each kind categorical present at both levels (:func:`kind_terms`).
+    """
     rhs = FORM_TERMS[form]
     if data["strategy"].nunique() > 1:
         rhs += " + strategy"
         if form == ETA_BY_STRATEGY:
             rhs += " + strategy:log_eta"
+    if form in COMPLETE_FORMS:
+        rhs += "".join(f" + {name}" for name in kind_terms(data))
     lhs = f"I({response} - {RESPONSE_OFFSET[form]})" if form in RESPONSE_OFFSET else response
     return f"{lhs} ~ {rhs}"
 
 
 def candidate_forms(data: pd.DataFrame) -> list[str]:
-    """The forms worth evaluating on ``data``: baseline, paper and per-work always, richer ones when identifiable."""
+    """The forms worth evaluating on ``data``: baseline, paper and per-work always, richer ones when identifiable.
+
+    The complete-proxy forms come last, where some run is not the paper's kind (:func:`beyond_paper`).
+    """
     forms = [BASELINE, PAPER, PER_WORK, PER_STEP]
     parallel = data[data["strategy"] != "single"]
     if parallel["log_N"].nunique() > 1:
         forms.append(PAPER_LOG_N)
     if parallel["strategy"].nunique() > 1:
         forms.append(ETA_BY_STRATEGY)
+    if beyond_paper(data):
+        forms += COMPLETE_FORMS
     return forms

@@ -23,6 +23,7 @@ from mlflow_roofline.fit.forms.diagnostics import check_enough_runs, identificat
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
+from mlflow_roofline.fit.forms.proxy_comparison import ProxyComparison, compare_proxies
 from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.forms.time_law import fit_time_law
@@ -43,6 +44,8 @@ class EnergyFits:
         notes: what was dropped or adapted, in words.
         extrapolation: the size-extrapolation check (None where it could not run).
         insane: forms that broke a sanity property (:mod:`fit.forms.sanity`), with what they broke.
+        proxies: the paper's proxies against the complete ones (:mod:`fit.forms.proxy_comparison`),
+            None where the runs are all of the paper's kind (no complete-proxy form evaluated).
     """
 
     forms: dict[str, EnergyForm]
@@ -52,6 +55,7 @@ class EnergyFits:
     notes: list[str]
     extrapolation: Extrapolation | None = None
     insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    proxies: ProxyComparison | None = None
 
 
 def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> FormFit:
@@ -143,4 +147,5 @@ def fit_energy_laws(
         notes=notes,
         extrapolation=extrapolation,
         insane=insane,
+        proxies=compare_proxies(forms),
     )

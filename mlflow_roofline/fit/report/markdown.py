@@ -58,16 +58,26 @@ PLOTS: dict[str, str] = {
 }
 TABLE_ARTIFACT = "measured_vs_predicted.json"
 
-_SYMBOLS = {"log_C": "C", "log_M": "M", "log_eta": "η<sub>h</sub>", "log_N": "N"}
+_SYMBOLS = {
+    "log_C": "C",
+    "log_M": "M",
+    "log_C_all": "(C + C<sub>head</sub>)",
+    "log_M_all": "(M + M<sub>opt</sub>)",
+    "log_eta": "η<sub>h</sub>",
+    "log_N": "N",
+}
 _NAMES = {
     "Intercept": "log κ",
     "log_C": "α<sub>C</sub>",
     "log_M": "α<sub>M</sub>",
+    "log_C_all": "α<sub>C</sub> (C + C<sub>head</sub>)",
+    "log_M_all": "α<sub>M</sub> (M + M<sub>opt</sub>)",
     "log_eta": "α<sub>η</sub>",
     "log_N": "α<sub>N</sub>",
     SHARPNESS: "k (sharpness of the compute/memory maximum)",
 }
 _STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
+_KIND = re.compile(r"^(?P<kind>arch|peft|grad_checkpointing)\[T\.(?P<level>[^\]]+)\]$")
 
 
 def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -> str:
@@ -138,6 +148,8 @@ def formula(law: LinearLaw | RooflineLaw) -> str:
     factors += [f"{_SYMBOLS.get(s, s)}<sup>δ<sub>strategy</sub></sup>" for s in slopes]
     if any((m := _STRATEGY.match(t)) and not m["slope"] for t in law.terms):
         factors.append("Ψ(strategy)")
+    if any(_KIND.match(t) for t in law.terms):
+        factors.append("Ψ(kind)")
     return " · ".join(factors)
 
 
@@ -188,6 +200,8 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
         + f"\n\nTime law CV MAPE {metrics[M_TIME_CV_MAPE]:.3g} %; additive roofline "
         f"(E = ε<sub>comp</sub>·C + ε<sub>mem</sub>·M + E<sub>0</sub>) MAPE {metrics[M_ROOFLINE_MAPE]:.3g} %."
     )
+    if fit.energy.proxies is not None:
+        text += f"\n\nPaper's proxies against the complete ones: {fit.energy.proxies.describe()}."
     extrap = extrapolation_rows(metrics)
     if extrap:
         text += "\n\nExtrapolation (fitted on the smaller sizes, tested on larger ones):\n\n" + md_table(
@@ -202,6 +216,9 @@ def extrapolation_rows(metrics: Mapping[str, float]) -> list[list[str]]:
 
 
 def _term_name(term: str) -> str:
+    kind = _KIND.match(term)
+    if kind:
+        return f"log Ψ<sub>{kind['kind']}={kind['level']}</sub>"
     match = _STRATEGY.match(term)
     if match and match["slope"]:
         return f"δ<sub>{match['level']}</sub> (extra {_SYMBOLS.get(match['slope'], match['slope'])} exponent)"

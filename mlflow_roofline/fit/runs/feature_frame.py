@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, present_strategies
-from mlflow_roofline.law.log_features import law_features
+from mlflow_roofline.core.schema import KIND_PARAM_NAMES, M_ENERGY_J, M_TIME_S, present_strategies
+from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS, law_features
 
 
 def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -16,9 +16,13 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
     check splits on.
 
     ``frame`` needs the train params, ``speedup``, ``energy_j`` (joules), ``time_s``
-    (seconds) and ``workload_hash``. ``strategy`` becomes a categorical of the
-    strategies present, ``single`` first.
+    (seconds) and ``workload_hash``; the kind params (``arch``, ``vocab_size``, ``peft``,
+    ``lora_rank``, ``grad_checkpointing``) where it has them, their defaults where not (a
+    frame of runs logged before they existed). ``strategy`` becomes a categorical of the
+    strategies present, ``single`` first; ``arch``, ``peft`` and ``grad_checkpointing`` categoricals of
+    the levels present, the paper's default first (the reference level of a law's dummy).
     """
+    kind = {name: frame[name].to_numpy() for name in KIND_PARAM_NAMES if name in frame}
     feats = law_features(
         num_layers=frame["num_layers"].to_numpy(),
         hidden_size=frame["hidden_size"].to_numpy(),
@@ -28,9 +32,15 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
         num_devices=frame["num_devices"].to_numpy(),
         speedup=frame["speedup"].to_numpy(),
         strategy=frame["strategy"].to_numpy(),
+        ffn_size=frame["ffn_size"].to_numpy() if "ffn_size" in frame else None,
+        **kind,
     )
-    out = pd.DataFrame({k: v for k, v in feats.items() if k != "strategy"}, index=frame.index)
+    categorical = ("strategy", *KIND_FEATURES)
+    out = pd.DataFrame({k: v for k, v in feats.items() if k not in categorical}, index=frame.index)
     out["strategy"] = pd.Categorical(frame["strategy"], categories=present_strategies(frame["strategy"]))
+    for name in KIND_FEATURES:
+        present = set(feats[name])
+        out[name] = pd.Categorical(feats[name], categories=[lv for lv in KIND_LEVELS[name] if lv in present])
     out["log_E"] = np.log(frame[M_ENERGY_J].to_numpy(dtype=float))
     out["log_t"] = np.log(frame[M_TIME_S].to_numpy(dtype=float))
     out["log_Ld2"] = np.log(frame["num_layers"].to_numpy(dtype=float) * frame["hidden_size"].to_numpy(dtype=float) ** 2)

@@ -6,8 +6,13 @@ FINISHED, optionally one hardware) runs inside the tracking store, pages of up t
 :data:`PAGE_SIZE` runs, and a frame built straight from the run entities (no pandas
 round trip through every metric and tag of ``mlflow.search_runs``).
 
+A run logged before the params beyond the paper's existed (``arch``, ``vocab_size``,
+``peft``, ``lora_rank``, ``grad_checkpointing``) is read with their defaults: an encoder with
+V = 30,522, every weight trained, no checkpointing; the law's features derive the head and
+optimizer proxies from them (:mod:`law.log_features`), so every run gets them.
+
 Runs that cannot enter a fit are dropped here with a reason each
-(``RunData.dropped``): a missing or non-integer param, a missing ``time_s``, an
+(``RunData.dropped``): a missing or non-integer param, a kind param that breaks its rules, a missing ``time_s``, an
 ``energy_j`` that was not logged (the meter failed; its ``roofline.energy_error`` tag
 says why), or a ``time_s`` or ``energy_j`` that is no measurement: infinity as the store
 keeps it, NaN, not positive, or outside the physical bounds of :mod:`fit.runs.validity`.
@@ -26,7 +31,9 @@ import pandas as pd
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.measured import measured_problem
+from mlflow_roofline.core.rules import KIND_RULES, first_broken
 from mlflow_roofline.core.schema import (
+    KIND_PARAM_NAMES,
     M_ENERGY_J,
     M_TIME_S,
     PARAM_NAMES,
@@ -47,6 +54,7 @@ FRAME_COLUMNS: tuple[str, ...] = (
     "energy_source",
     "workload_hash",
     *PARAM_NAMES,
+    *KIND_PARAM_NAMES,
     M_ENERGY_J,
     M_TIME_S,
 )
@@ -62,7 +70,8 @@ class RunData:
 
     Attributes:
         frame: one row per usable run, columns :data:`FRAME_COLUMNS` (integer params as
-            int, ``energy_j`` in joules, ``time_s`` in seconds).
+            int, the kind params with their defaults where a run has none (``vocab_size``,
+            ``lora_rank`` int, ``grad_checkpointing`` bool), ``energy_j`` in joules, ``time_s`` in seconds).
         n_found: FINISHED train runs the search returned.
         dropped: reason -> number of runs dropped for it.
         experiment_ids: the experiments searched (empty when built from given runs).
@@ -170,8 +179,9 @@ def runs_to_frame(runs: Sequence[Run], energy_metric: str = M_ENERGY_J) -> RunDa
             beyond[launcher_problem] += 1
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
-    for name in INT_FIELDS:
+    for name in (*INT_FIELDS, "vocab_size", "lora_rank"):
         frame[name] = frame[name].astype("int64")
+    frame["grad_checkpointing"] = frame["grad_checkpointing"].astype(bool)
     for name in (M_ENERGY_J, M_TIME_S):
         frame[name] = frame[name].astype(float)
     return RunData(frame=frame, n_found=len(runs), dropped=dict(dropped), beyond_launcher=dict(beyond))
@@ -179,7 +189,7 @@ def runs_to_frame(runs: Sequence[Run], energy_metric: str = M_ENERGY_J) -> RunDa
 
 def _launcher_rule_broken(row: _Row, device: str | None) -> str | None:
     """The param of the first launcher rule a usable run breaks, or None."""
-    values = {**{n: row[n] for n in PARAM_NAMES}, "device": device or row["device"]}
+    values = {**{n: row[n] for n in (*PARAM_NAMES, *KIND_PARAM_NAMES)}, "device": device or row["device"]}
     try:
         TrainConfig.from_mapping(values).validate()
     except ConfigError as exc:
@@ -223,6 +233,25 @@ def _read_params(params: dict[str, str], row: _Row, device: str | None) -> str |
     problem = measured_problem({n: row[n] for n in PARAM_NAMES if n != "device"})
     if problem is not None and problem[0] in PARAM_NAMES:
         return f"with invalid param {problem[0]}"
+    return _read_kind_params(params, row)
+
+
+def _read_kind_params(params: dict[str, str], row: _Row) -> str | None:
+    """Read the params beyond the paper's into ``row`` (their defaults where absent); the reason to drop, or None.
+
+    A run must satisfy their rules (a known arch and peft, a rank under LoRA and none
+    without it...) whoever measured it: the law's features are computed from them.
+    """
+    given = {name: params[name] for name in KIND_PARAM_NAMES if name in params}
+    try:
+        config = TrainConfig.from_mapping({**{n: row[n] for n in PARAM_NAMES}, **given})
+    except ConfigError as exc:
+        return f"with invalid param {exc.field}"
+    values = {name: getattr(config, name) for name in KIND_PARAM_NAMES}
+    broken = first_broken({**values, "hidden_size": config.hidden_size}, KIND_RULES)
+    if broken is not None:
+        return f"with invalid param {broken.field}"
+    row.update(values)
     return None
 
 
