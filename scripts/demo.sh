@@ -38,7 +38,9 @@ query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 
 echo "POST /invocations $query"
 curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
 echo
-# The same job as a GPT-2-style decoder (V = 1000, as decoder-smoke trains): its own answer.
+# The same job as a GPT-2-style decoder (V = 1000, as decoder-smoke trains). Its answer differs
+# from the encoder's only where the registered form has the complete proxies or an arch term;
+# the fit's report says whether the paper's proxies alone did as well on these runs.
 query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256,
   "seq_len": 32, "batch_size": 8, "num_steps": 20, "strategy": "ddp", "num_devices": 2,
   "arch": "decoder", "vocab_size": 1000}]}'
