@@ -35,6 +35,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.log_features import kind_indicators, law_features
 from mlflow_roofline.law.speedup import PER_DEVICE_BASELINE
 from mlflow_roofline.serve.emissions import emission_columns
+from mlflow_roofline.serve.energy_eta import LogEnergy, energy_clock_rows, energy_log_eta
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.frames import frame_of
 from mlflow_roofline.serve.hardware_routing import (
@@ -50,8 +51,8 @@ from mlflow_roofline.serve.validate import validate_jobs
 ETA_TOLERANCE = 0.10
 """How far eta = S/N may exceed 1 before a speedup is flagged implausible (relative)."""
 
-LogEnergy = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray, np.ndarray]]
-"""Log E (log joules) and its prediction interval from the law's features of the rows."""
+TimeShift = Callable[[Mapping[str, np.ndarray]], np.ndarray]
+"""Per job of the sizes given, log of (single-device time on a GPU no run measured / on the measured one)."""
 
 PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     M_ENERGY_J,
@@ -175,28 +176,33 @@ def evaluate_jobs(
     n: np.ndarray,
     speedup: np.ndarray,
     log_energy: LogEnergy | None = None,
-    log_time_shift: np.ndarray | None = None,
+    log_time_shift: TimeShift | None = None,
 ) -> dict[str, np.ndarray]:
     """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
     ``speedup`` is each job's S(N); NaN where none was measured, and the law's speedup
     (:func:`law_speedup`) is used there, a workload-aware law given each job's shape and its
-    single-device step time from the time law. ``log_energy`` predicts the energy (default:
-    ``law.energy_law``; a pooled law's rows pass the pooled one, see :func:`evaluate_pooled`).
-    ``log_time_shift`` moves the single-device time to a GPU no run measured (log of the ratio,
-    :func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
+    single-device step time from the time law; the energy law's eta term sees that law's eta on
+    the energy law's own clock (:mod:`serve.energy_eta`). ``log_energy`` predicts the energy
+    (default: ``law.energy_law``; a pooled law's rows pass the pooled one, see
+    :func:`evaluate_pooled`). ``log_time_shift`` gives, for the sizes of jobs, the log of the
+    ratio that moves the single-device time to a GPU no run measured
+    (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
     """
     features = job_features(sizes, strategy, n, n)  # eta 1 until the speedup is known
     log_t1 = single_device_log_time(law, sizes, strategy, n, features)
     if log_time_shift is not None:
-        log_t1 = log_t1 + log_time_shift
+        log_t1 = log_t1 + log_time_shift(sizes)
     use_law = np.isnan(speedup)
     if use_law.any():
         speedup = speedup.copy()
         job = ParallelJob.of(sizes, np.exp(log_t1) / np.asarray(sizes["num_steps"], dtype=float))
         speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law], job.take(use_law))
     features["log_eta"] = np.log(speedup / n)  # as law_features computes it
-    log_e, log_e_lo, log_e_hi = (log_energy or law.energy_law.predict)(features)
+    energy_law = log_energy or law.energy_law.predict
+    log_e, log_e_lo, log_e_hi = energy_law(
+        _energy_features(law, sizes, strategy, n, use_law, features, energy_law, log_time_shift)
+    )
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
         time_s = np.exp(log_t1) / speedup
@@ -215,6 +221,35 @@ def evaluate_jobs(
         "extrapolated_hardware": np.zeros(len(n), dtype=bool),
         "time_scaled_from": np.full(len(n), "", dtype=object),
     }
+
+
+def _energy_features(
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    use_law: np.ndarray,
+    features: dict[str, np.ndarray],
+    log_energy: LogEnergy,
+    log_time_shift: TimeShift | None,
+) -> dict[str, np.ndarray]:
+    """``features`` with the eta of the rows a workload-aware speedup law serves on the energy law's clock."""
+    clock = energy_clock_rows(law, strategy, use_law)
+    if not clock.any():
+        return features
+    part = {key: np.asarray(values)[clock] for key, values in sizes.items()}
+    part_strategy, part_n = strategy[clock], n[clock]
+
+    def part_features(part_sizes: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return job_features(part_sizes, part_strategy, part_n, part_n)
+
+    def part_log_time(part_sizes: Mapping[str, np.ndarray]) -> np.ndarray:
+        log_t1 = single_device_log_time(law, part_sizes, part_strategy, part_n, part_features(part_sizes))
+        return log_t1 if log_time_shift is None else log_t1 + log_time_shift(part_sizes)
+
+    log_eta = features["log_eta"].copy()
+    log_eta[clock] = energy_log_eta(law, part, part_strategy, part_n, part_features, part_log_time, log_energy)
+    return {**features, "log_eta": log_eta}
 
 
 def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) -> None:
@@ -288,7 +323,7 @@ def evaluate_pooled(
         if name in law.hardware_laws:
             part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
         else:
-            shift = unmeasured_time_shift(law, covariates, part_sizes)
+            shift = functools.partial(unmeasured_time_shift, law, covariates)
             moved = dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
             part = evaluate_jobs(moved, part_sizes, strategy[rows], n[rows], speedup[rows], pooled, shift)
             part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)

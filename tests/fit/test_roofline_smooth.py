@@ -177,6 +177,20 @@ def test_the_served_smooth_law_is_finite_positive_monotone_and_proportional_to_s
     check_served_law(smooth_law, config, field, factor, steps_rel=1e-6)  # every term scales with the steps
 
 
+def test_a_wider_latency_bound_tp_job_never_costs_less_energy(smooth_law: FittedLaw) -> None:
+    """Found by hypothesis: a tiny tp job whose step is all ring-hop latency (alpha_eta near -0.9).
+
+    Doubling the width raises the time law's single-device time about 2.3x while the
+    communication time stays fixed, so the comm-time law's eta rises 2.3x; weighted by
+    eta^alpha_eta against a work term that only doubles, the energy used to fall 6 %.
+    """
+    tp = smooth_law.speedup_laws["tp"]
+    assert tp.workload_aware and tp.params["latency_s"] > 1e-6  # the latency-bound law this needs
+    job = {"num_layers": 1, "hidden_size": 128, "num_heads": 2, "ffn_size": 512, "seq_len": 8}
+    job |= {"batch_size": 2, "num_steps": 1, "strategy": "tp", "num_devices": 2}
+    check_served_law(smooth_law, job, "hidden_size", 2, steps_rel=1e-6)
+
+
 def test_the_logged_pyfunc_model_predicts_with_the_smooth_law(tracking_uri: str, smooth_law: FittedLaw) -> None:
     frame = generate_roofline_runs(6, seed=9, hardware=(TIME_BOUND_GPU,))
     rows = frame[QUERY].assign(speedup=frame["speedup"])

@@ -16,7 +16,7 @@ from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_CV_MAPE, M_EXTRAP_MAP
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.speedup import COMM_TIME, PER_DEVICE_BASELINE
-from mlflow_roofline.serve.predict import predict_frame
+from mlflow_roofline.serve.predict import evaluate_jobs, job_features, predict_frame
 from mlflow_roofline.testing.weak_fleet import generate_weak_fleet_runs
 
 GPU = "A100 SXM4 80GB"
@@ -79,6 +79,27 @@ def test_served_eta_and_time_of_bigger_models_follow_the_measurements(runs) -> N
     assert errors[True][0] < errors[False][0]
     assert errors[True][1] < errors[False][1]
     assert errors[True][0] < 0.10
+
+
+@pytest.mark.parametrize("name", ["tp", "ddp"])  # ddp: a weak-scaling law, its single-device time at B/N
+def test_the_energy_sees_the_served_eta_at_the_reference_job_and_a_steadier_one_away_from_it(fits, name) -> None:
+    """The energy law's eta term is the comm-time law's on the energy law's clock (serve.energy_eta):
+    the served eta at the law's reference job, and away from it the eta of a single-device time
+    that grows with the energy law's work; the served eta column stays the time law's."""
+    law = fits[True].law
+    assert law.speedup_laws[name].workload_aware
+    reference = law.speedup_laws[name].reference
+    fields = ("num_layers", "hidden_size", "ffn_size", "seq_len", "batch_size")
+    sizes = {key: np.array([reference[key], 4 * reference[key]]) for key in fields}
+    sizes["ffn_size"] = 4 * sizes["hidden_size"]
+    sizes["num_steps"] = np.array([100.0, 100.0])
+    strategy, n = np.array([name, name], dtype=object), np.array([4.0, 4.0])
+    out = evaluate_jobs(law, sizes, strategy, n, np.full(2, np.nan))
+    features = job_features(sizes, strategy, n, out["speedup"])
+    served_eta_energy = np.exp(law.energy_law.mean(features))
+    assert out["energy_j"][0] == pytest.approx(served_eta_energy[0], rel=1e-9)
+    assert out["energy_j"][1] != pytest.approx(served_eta_energy[1], rel=1e-3)  # the laws' clocks differ there
+    assert out["eta"] == pytest.approx(out["speedup"] / n)
 
 
 def test_the_law_json_round_trips_with_its_n_only_laws(fits) -> None:
