@@ -16,6 +16,7 @@ from support.registered_law import registered_law
 from support.strict_json import EDGE_JOBS, MODES, MOST_CARBON, assert_finite, strict_loads
 
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.serve.job_kind import KIND_COLUMNS
 from mlflow_roofline.serve.placement_search import recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.pyfunc_model import LAW_FILE
@@ -56,7 +57,8 @@ def test_signature_params_and_input_example(registered: str, law: FittedLaw) -> 
     }
     inputs = {c.name: c.required for c in meta.get_input_schema().inputs}
     assert inputs["num_layers"] and not inputs["speedup"] and not inputs["hardware"]
-    assert set(inputs) == set(query()) | {"speedup", "hardware"}
+    assert set(inputs) == set(query()) | {"speedup", "hardware"} | set(KIND_COLUMNS)
+    assert not any(inputs[kind] for kind in KIND_COLUMNS)  # a request that omits them is the paper's BERT
     assert {"energy_j", "energy_j_lower", "energy_j_upper", "energy_kwh", "speedup", "eta", "extrapolated"} <= set(
         meta.get_output_schema().input_names()
     )
