@@ -14,7 +14,9 @@ install: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,cluster,lint]'
+	# --no-compile: Python compiles the modules a run imports on first import; byte-compiling
+	# all of torch, MLflow and Ray up front was about 80 CPU-s that nothing used.
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[test,cluster,lint]'
 	touch $(STAMP)
 
 # Style, types and the import contracts (.importlinter); `make test` runs it first, so CI fails on a violation.
