@@ -51,7 +51,9 @@ def energy_clock_rows(law: FittedLaw, strategy: np.ndarray, use_law: np.ndarray)
 
 def reference_sizes(law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray) -> dict[str, np.ndarray]:
     """Each row's sizes with its strategy's reference job in place of the shape (steps and the rest kept)."""
-    out = {key: np.asarray(values, dtype=float).copy() for key, values in sizes.items()}
+    out = {key: np.array(values, copy=True) for key, values in sizes.items()}  # kind columns may be text
+    for key in REFERENCE_FIELDS:
+        out[key] = out[key].astype(float)
     for name in dict.fromkeys(strategy):
         mask = strategy == name
         for key in REFERENCE_FIELDS:
