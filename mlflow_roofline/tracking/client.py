@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import mlflow
 from mlflow.entities import Experiment, Metric, Param, Run, RunTag, ViewType
@@ -40,7 +40,6 @@ __all__ = [
     "Experiment",
     "MetricPoint",
     "ModelVersion",
-    "PendingWrite",
     "Run",
     "RunStatus",
     "TrackingClient",
@@ -249,13 +248,14 @@ class TrackingClient:
             [RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
-    def log_history(self, run_id: str, points: Iterable[MetricPoint]) -> None:
-        """Log metric points with their own steps and timestamps (a loss curve, a power timeline)."""
+    def log_history(self, run_id: str, points: Iterable[MetricPoint], tags: Mapping[str, str] | None = None) -> None:
+        """Log metric points with their own steps and timestamps (a loss curve, a power timeline), and
+        ``tags``, in as few batches as the store allows (one for up to 1000 points and 100 tags)."""
         stamp = now_ms()
         metrics = [
             Metric(p.key, float(p.value), stamp if p.timestamp_ms is None else p.timestamp_ms, p.step) for p in points
         ]
-        self._log_batches(run_id, [], metrics, [])
+        self._log_batches(run_id, [], metrics, [RunTag(k, str(v)) for k, v in (tags or {}).items()])
 
     def _log_batches(self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag]) -> None:
         while params or metrics or tags:
@@ -328,30 +328,11 @@ class TrackingClient:
     def delete_alias(self, name: str, alias: str) -> None:
         self._client.delete_registered_model_alias(name, alias)
 
-    # -- the user's active run, queued writes and loading a model (the Trainer callback, the forecast) --
+    # -- the user's active run and loading a model (the Trainer callback, the forecast) --
     def active_run_id(self) -> str | None:
         """The id of MLflow's active run in this process (one the user or ``MLflowCallback`` started), or None."""
         active = mlflow.active_run()
         return None if active is None else str(active.info.run_id)
-
-    def log_async(
-        self,
-        run_id: str,
-        metrics: Mapping[str, float] | None = None,
-        tags: Mapping[str, str] | None = None,
-        step: int = 0,
-    ) -> PendingWrite | None:
-        """Queue metrics (at ``step``) and tags in one batch and return at once (MLflow's async queue).
-
-        Returns what to :meth:`PendingWrite.wait` on, or None when there was nothing to log.
-        At most one batch's worth (1000 metrics, 100 tags).
-        """
-        stamp = now_ms()
-        batch_metrics = [Metric(k, float(v), stamp, step) for k, v in (metrics or {}).items()]
-        batch_tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
-        if not (batch_metrics or batch_tags):
-            return None
-        return self._client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
 
     def load_model(self, model_uri: str) -> PyFuncModel:
         """Load the pyfunc model at ``model_uri`` (``models:/NAME@ALIAS``, ``runs:/...``) from this store.
@@ -403,10 +384,3 @@ class TrackingClient:
         """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
         which the MLflow UI's artifact view shows and filters)."""
         self._client.log_table(run_id, table, artifact_file)
-
-
-class PendingWrite(Protocol):
-    """A write queued by :meth:`TrackingClient.log_async`."""
-
-    def wait(self) -> None:
-        """Block until the write reached the store (raises what the write raised)."""
