@@ -39,6 +39,7 @@ class _Point:
     timestamp_ms: int
     metrics: Mapping[str, float]
     tags: Mapping[str, str]
+    params: Mapping[str, str]
 
 
 class HistoryBuffer:
@@ -67,11 +68,18 @@ class HistoryBuffer:
         self._failed = False
         self._thread: threading.Thread | None = None
 
-    def add(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
-        """Gather metrics at ``step`` (timestamped now) and tags; after :meth:`close`, write them at once."""
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        """Gather metrics at ``step`` (timestamped now), tags and params (each param once: the store
+        refuses to change one); after :meth:`close`, write them at once."""
         if self._failed:
             return
-        self._points.append(_Point(step, now_ms(), dict(metrics or {}), dict(tags or {})))
+        self._points.append(_Point(step, now_ms(), dict(metrics or {}), dict(tags or {}), dict(params or {})))
         if self._closed:
             self.flush()
             return
@@ -97,10 +105,12 @@ class HistoryBuffer:
                 return
             history = [MetricPoint(k, v, p.step, p.timestamp_ms) for p in points for k, v in p.metrics.items()]
             tags: dict[str, str] = {}
+            params: dict[str, str] = {}
             for p in points:
                 tags.update(p.tags)  # in logging order: the last value of a tag wins
+                params.update(p.params)
             try:
-                self.client.log_history(self.run_id, history, tags)
+                self.client.log_history(self.run_id, history, tags, params)
             except Exception as exc:
                 self._failed = True
                 self._points.clear()

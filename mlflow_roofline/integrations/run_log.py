@@ -22,8 +22,9 @@ Never left RUNNING while training runs, whoever opened the run:
   still MLflow's active run), which would have said FINISHED;
 - SIGTERM ends the run KILLED, then the signal takes its course (the previous handler,
   or the default: the process ends);
-- SIGKILL (the OOM killer) runs nothing in this process: a watchdog
-  (:mod:`mlflow_roofline.system.watchdog`) ends the run KILLED within seconds. The history
+- SIGKILL (the OOM killer) runs nothing in this process: the process's watchdog
+  (:func:`mlflow_roofline.system.watchdog.process_watchdog`, one for all the jobs of a
+  process) ends the run KILLED within seconds. The history
   points gathered since the last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S`
   seconds of them) die with the process.
 
@@ -44,7 +45,7 @@ from types import FrameType
 
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR, TAG_PARAM_CONFLICT
 from mlflow_roofline.integrations.history_buffer import HistoryBuffer
-from mlflow_roofline.system.watchdog import Watchdog
+from mlflow_roofline.system.watchdog import Watchdog, process_watchdog
 from mlflow_roofline.tracking.client import RunStatus, TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
@@ -82,8 +83,9 @@ class RunLog:
         self._broken = False
         self.history = HistoryBuffer(self.client, self.run_id, self._break)
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
-        self._watchdog: Watchdog | None = Watchdog()
-        self._watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(self.run_id))
+        self._watchdog: Watchdog | None = process_watchdog()
+        self._orphan_hook = orphan_hook_kwargs(self.run_id)
+        self._watchdog.call(END_ORPHANED_RUN, **self._orphan_hook)
         atexit.register(self._left_open)
         self._previous_sigterm: SignalHandler = None
         self._sigterm_installed = False
@@ -96,8 +98,13 @@ class RunLog:
         self.history.add(step, metrics, {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()})
 
     def log_params(self, params: Mapping[str, str]) -> None:
-        """Log the params the run does not hold yet; tag those it holds with another value."""
+        """Log the params the run does not hold yet; tag those it holds with another value.
+
+        The job's own run holds none but these: they go with the history's next write."""
         if self._broken:
+            return
+        if self.own:
+            self.history.add(0, params=params)
             return
         try:
             existing = self.client.get_run(self.run_id).data.params
@@ -148,10 +155,10 @@ class RunLog:
         self.client.end_run_and_deactivate(self.run_id, status)
 
     def _let_go(self) -> None:
-        """Training is over: no watchdog, no exit hook, the previous SIGTERM handler back."""
+        """Training is over: the watchdog's hook taken back, no exit hook, the previous SIGTERM handler back."""
         atexit.unregister(self._left_open)
         if self._watchdog is not None:
-            self._watchdog.release()
+            self._watchdog.cancel(END_ORPHANED_RUN, **self._orphan_hook)
             self._watchdog = None
         if self._sigterm_installed and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous_sigterm)

@@ -248,14 +248,26 @@ class TrackingClient:
             [RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
-    def log_history(self, run_id: str, points: Iterable[MetricPoint], tags: Mapping[str, str] | None = None) -> None:
-        """Log metric points with their own steps and timestamps (a loss curve, a power timeline), and
-        ``tags``, in as few batches as the store allows (one for up to 1000 points and 100 tags)."""
+    def log_history(
+        self,
+        run_id: str,
+        points: Iterable[MetricPoint],
+        tags: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        """Log metric points with their own steps and timestamps (a loss curve, a power timeline),
+        ``tags`` and ``params``, in as few batches as the store allows (one for up to 1000 points,
+        100 tags and 100 params)."""
         stamp = now_ms()
         metrics = [
             Metric(p.key, float(p.value), stamp if p.timestamp_ms is None else p.timestamp_ms, p.step) for p in points
         ]
-        self._log_batches(run_id, [], metrics, [RunTag(k, str(v)) for k, v in (tags or {}).items()])
+        self._log_batches(
+            run_id,
+            [Param(k, str(v)) for k, v in (params or {}).items()],
+            metrics,
+            [RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        )
 
     def _log_batches(self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag]) -> None:
         while params or metrics or tags:
