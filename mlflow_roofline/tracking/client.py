@@ -7,7 +7,7 @@ client speaks plain Python values: params and tags are ``str`` mappings, metrics
 returned where a caller reads a stored run (:class:`Run`, :class:`Experiment`,
 :class:`ModelVersion`); they are re-exported here so that type hints need no MLflow import.
 
-Batches follow the store's limits (1000 metrics, 100 params, 100 tags per ``log_batch``):
+Batches follow the store's limits (100 params, 100 tags and 1000 entities in all per ``log_batch``):
 :meth:`TrackingClient.log` splits whatever it is given.
 """
 
@@ -58,7 +58,8 @@ ALL_RUNS: int = ViewType.ALL
 
 PAGE_SIZE = 50_000
 """Runs per ``search_runs`` call: MLflow's ``SEARCH_MAX_RESULTS_THRESHOLD``, the largest page a store serves."""
-METRICS_PER_BATCH = 1000
+ENTITIES_PER_BATCH = 1000
+"""Metrics, params and tags together in one ``log_batch`` (a REST server refuses more; SQLite does not check)."""
 PARAMS_PER_BATCH = 100
 TAGS_PER_BATCH = 100
 
@@ -270,14 +271,12 @@ class TrackingClient:
         )
 
     def _log_batches(self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag]) -> None:
+        """As many ``log_batch`` calls as the limits need: 100 params, 100 tags and 1000 entities in all per call."""
         while params or metrics or tags:
-            self._client.log_batch(
-                run_id,
-                metrics=metrics[:METRICS_PER_BATCH],
-                params=params[:PARAMS_PER_BATCH],
-                tags=tags[:TAGS_PER_BATCH],
-            )
-            params, metrics, tags = params[PARAMS_PER_BATCH:], metrics[METRICS_PER_BATCH:], tags[TAGS_PER_BATCH:]
+            batch_params, batch_tags = params[:PARAMS_PER_BATCH], tags[:TAGS_PER_BATCH]
+            batch_metrics = metrics[: ENTITIES_PER_BATCH - len(batch_params) - len(batch_tags)]
+            self._client.log_batch(run_id, metrics=batch_metrics, params=batch_params, tags=batch_tags)
+            params, metrics, tags = params[len(batch_params) :], metrics[len(batch_metrics) :], tags[len(batch_tags) :]
 
     def set_tag(self, run_id: str, key: str, value: str) -> None:
         self._client.set_tag(run_id, key, value)
