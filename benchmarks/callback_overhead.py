@@ -22,7 +22,10 @@ Per job it records:
   times its steady step: what the job costs beyond its steps (opening and ending the run,
   the summary, the first steps' extras). An arm's fixed cost is the median over rounds of
   its figure minus the ``none`` arm's of the same round.
-- the wall time inside the callbacks' ``on_train_begin`` and ``on_train_end``.
+- the wall time inside the callbacks' ``on_train_begin`` and ``on_train_end``, and the
+  training thread's CPU time inside their per-step code (``on_step_end``, ``on_log``, the
+  batch hook) per step: the overhead without the noise of a shared machine, short of what
+  their logging threads take from the training thread.
 
 Prints, for each arm against ``none``, the geometric mean of the paired per-round step-time
 ratios with a bootstrap 95 % interval (wall and CPU), and the fixed cost; then
@@ -44,7 +47,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,6 +62,7 @@ from transformers import (
 
 ARMS = ("none", "mlflow", "roofline", "both")
 EDGES = ("on_train_begin", "on_train_end")
+PER_STEP = ("on_step_begin", "on_step_end", "on_log", "_batch_hook")
 
 
 class StepClock(TrainerCallback):
@@ -101,26 +105,34 @@ class Job:
     whole: float
     fixed: float
     edges: float
+    inside_cpu: float
 
 
 @dataclass
-class Edges:
-    """Wall seconds spent in the callbacks' on_train_begin and on_train_end of one job."""
+class CallbackTimes:
+    """Time spent in the measured callbacks of one job: wall seconds in ``on_train_begin``/``on_train_end``,
+    and CPU seconds of the training thread in their per-step code (:data:`PER_STEP`; the batch hook
+    is ``RooflineCallback``'s forward pre-hook)."""
 
-    seconds: float = 0.0
-    wrapped: list[Any] = field(default_factory=list)
+    edges: float = 0.0
+    per_step_cpu: float = 0.0
 
     def wrap(self, callback: TrainerCallback) -> None:
-        for name in EDGES:
-            setattr(callback, name, self._timed(getattr(callback, name)))
+        """Time this callback's methods (on the instance: the Trainer calls them through it)."""
+        for name in (*EDGES, *PER_STEP):
+            if hasattr(callback, name):
+                setattr(callback, name, self._timed(getattr(callback, name), name in EDGES))
 
-    def _timed(self, method: Callable[..., Any]) -> Callable[..., Any]:
+    def _timed(self, method: Callable[..., Any], edge: bool) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return method(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - t0
+                if edge:
+                    self.edges += time.perf_counter() - t0
+                else:
+                    self.per_step_cpu += time.thread_time() - c0
 
         return timed
 
@@ -157,16 +169,16 @@ def job(args: argparse.Namespace, arm: str, out: str) -> Job:
         disable_tqdm=True,
     )
     trainer = Trainer(model=model, args=training, train_dataset=Tokens(4096, args.seq), callbacks=[*ours, clock])
-    edges = Edges()
+    times = CallbackTimes()
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, (MLflowCallback, RooflineCallback)):
-            edges.wrap(callback)
+            times.wrap(callback)
     with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints every logging step's dict
         t0 = time.perf_counter()
         trainer.train()
         whole = time.perf_counter() - t0
     step_wall, step_cpu = clock.steady()
-    return Job(step_wall, step_cpu, whole, whole - args.steps * step_wall, edges.seconds)
+    return Job(step_wall, step_cpu, whole, whole - args.steps * step_wall, times.edges, times.per_step_cpu / args.steps)
 
 
 def geometric_ci(ratios: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -195,7 +207,10 @@ def report(results: dict[str, list[Job]], steps: int) -> None:
         fixed = statistics.median(a.fixed - b.fixed for a, b in zip(ours, theirs))
         line.append(f"fixed cost {fixed:+.3f} s per train()")
         if base == "none":
+            inside = statistics.median(j.inside_cpu for j in ours)
+            plain = statistics.median(j.step_cpu for j in none)
             line.append(f"in on_train_begin/end {statistics.median(j.edges for j in ours):.3f} s")
+            line.append(f"per-step code {inside * 1e6:.0f} us CPU = {inside / plain:.2%} of a plain step")
         print("  ".join(line))
     both = geometric_ci([a.step_wall / b.step_wall for a, b in zip(results["both"], results["mlflow"])])
     print(f"both / mlflow: step wall ratio {both[0]:.4f} [{both[1]:.4f}, {both[2]:.4f}] (roofline added to HF's run)")

@@ -58,7 +58,7 @@ class HistoryBuffer:
         self.flush_s = flush_s
         self.flush_points = flush_points
         self.batches_written = 0
-        """Store batches written so far (one per non-empty flush, more for a flush over the store's limits)."""
+        """Writes so far (one per flush that had points; each is one ``log_batch``, more past the store's limits)."""
         self._on_error = on_error
         self._points: collections.deque[_Point] = collections.deque()  # append / popleft are thread-safe
         self._waiting = 0  # metric values gathered since the last write (a hint: read without a lock)

@@ -84,6 +84,8 @@ class RunLog:
         self.history = HistoryBuffer(self.client, self.run_id, self._break)
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
         self._watchdog: Watchdog | None = process_watchdog()
+        self.watchdog_pid: int = self._watchdog.process.pid
+        """The watchdog's process: a child of this one, which a meter of the job's processes leaves out."""
         self._orphan_hook = orphan_hook_kwargs(self.run_id)
         self._watchdog.call(END_ORPHANED_RUN, **self._orphan_hook)
         atexit.register(self._left_open)
