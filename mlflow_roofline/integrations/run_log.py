@@ -24,9 +24,9 @@ Never left RUNNING while training runs, whoever opened the run:
   or the default: the process ends);
 - SIGKILL (the OOM killer) runs nothing in this process: the process's watchdog
   (:func:`mlflow_roofline.system.watchdog.process_watchdog`, one for all the jobs of a
-  process) ends the run KILLED within seconds. The history
-  points gathered since the last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S`
-  seconds of them) die with the process.
+  process) ends the run KILLED within seconds. The history points gathered since the
+  last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S` seconds
+  of them) die with the process.
 
 A tracking store that fails (cannot be written, a path that cannot be created) never
 stops training: one warning line, and the job goes on without logging.
