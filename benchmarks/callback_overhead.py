@@ -1,16 +1,36 @@
-"""Overhead of ``RooflineCallback`` on a Trainer job (target: paired ratio <= 1.01, steps >= 10 ms).
+"""Overhead of ``RooflineCallback`` on a Trainer job, beside Hugging Face's own ``MLflowCallback``.
+
+Targets: paired step-time ratio <= 1.01 at a logging step every 10 steps of a >= 10 ms
+step, no worse than ``MLflowCallback`` + 0.5 %; fixed cost per ``train()`` <= 0.3 s.
 
 Runs the same tiny Trainer job (``BertForSequenceClassification`` built from ``BertConfig``,
-random tokens, CPU, one thread) with and without the callback, the two arms of each round
-in random order so drift hits both alike. In both arms a small timing callback records
-every optimizer step's wall time; the callback under test runs with its defaults
-(meter ``auto``, a sample cut at every step, a history point and a forecast at every
-logging step, asynchronous logging to a SQLite store). Prints the median step time of
-each arm in wall and process CPU time, the paired ratio of the per-round means (geometric mean with a bootstrap
-95 % interval), and the same for whole ``train()`` calls (which also pay for opening the
-MLflow run and logging the summary once), and the time spent inside the callback's per-step code
-(on_step_end and the batch hook) as a fraction of the plain step: the overhead without the
-noise of a shared machine. Usage::
+random tokens, CPU, one thread) in four arms: no callback (``none``), HF's ``MLflowCallback``
+(``report_to="mlflow"``: ``mlflow``), ``RooflineCallback`` (``roofline``: its own run) and both
+(``both``: the callback joins HF's run), the arms of each round in random order so drift
+hits all alike. The callback under test runs with its defaults (meter ``auto``, a sample
+cut at every step, a history point and a forecast at every logging step). The store is a
+SQLite file, as a user's default store is.
+
+Per job it records:
+
+- **the step time**: the time from one step's ``on_step_begin`` to the next one's, so it
+  holds the step, every callback (``on_step_end``, ``on_log``: the logging step's work)
+  and whatever the store writes cost the training thread. The steady mean drops the first
+  two steps. Also in process CPU time (every thread: MLflow's logging threads, the
+  callback's history writer), which other processes on a shared machine do not inflate.
+- **the fixed cost of a train() call**: the whole ``train()`` minus its number of steps
+  times its steady step: what the job costs beyond its steps (opening and ending the run,
+  the summary, the first steps' extras). An arm's fixed cost is the median over rounds of
+  its figure minus the ``none`` arm's of the same round.
+- the wall time inside the callbacks' ``on_train_begin`` and ``on_train_end``, and the
+  training thread's CPU time inside their per-step code (``on_step_end``, ``on_log``, the
+  batch hook) per step: the overhead without the noise of a shared machine, short of what
+  their logging threads take from the training thread.
+
+Prints, for each arm against ``none``, the geometric mean of the paired per-round step-time
+ratios with a bootstrap 95 % interval (wall and CPU), and the fixed cost; then
+``roofline`` against ``mlflow`` and ``both`` against ``mlflow``, the comparisons the
+targets name. Usage::
 
     python benchmarks/callback_overhead.py [--rounds 12] [--steps 150] [--logging-steps 10]
 """
@@ -18,11 +38,17 @@ noise of a shared machine. Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import logging
 import os
 import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,25 +60,27 @@ from transformers import (
     TrainingArguments,
 )
 
+ARMS = ("none", "mlflow", "roofline", "both")
+EDGES = ("on_train_begin", "on_train_end")
+PER_STEP = ("on_step_begin", "on_step_end", "on_log", "_batch_hook")
+
 
 class StepClock(TrainerCallback):
-    """Wall and process CPU time of each optimizer step (on_step_begin to on_step_end of the callbacks before it).
-
-    CPU time counts every thread of the process (MLflow's asynchronous logging thread too)
-    and is insensitive to other processes taking the cores of a shared machine.
-    """
+    """Wall and process CPU time at each ``on_step_begin`` (and at the end of training)."""
 
     def __init__(self) -> None:
         self.wall: list[float] = []
         self.cpu: list[float] = []
-        self._t0 = (0.0, 0.0)
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._t0 = (time.perf_counter(), time.process_time())
+        self.wall.append(time.perf_counter())
+        self.cpu.append(time.process_time())
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.wall.append(time.perf_counter() - self._t0[0])
-        self.cpu.append(time.process_time() - self._t0[1])
+    def steady(self) -> tuple[float, float]:
+        """Mean wall and CPU seconds from one step's begin to the next one's (the first two steps left out)."""
+        wall = np.diff(self.wall)[2:]
+        cpu = np.diff(self.cpu)[2:]
+        return float(wall.mean()), float(cpu.mean())
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -68,34 +96,53 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
 
-INSIDE: list[float] = []
-"""Wall seconds spent inside the callback's per-step code (on_step_end and the batch hook)."""
-INSIDE_CPU: list[float] = []
-"""The same in CPU seconds of the training thread (insensitive to other processes)."""
+@dataclass
+class Job:
+    """One job's figures (seconds)."""
+
+    step_wall: float
+    step_cpu: float
+    whole: float
+    fixed: float
+    edges: float
+    inside_cpu: float
 
 
-def timed_callback() -> TrainerCallback:
-    """``RooflineCallback`` that adds the time spent in its per-step code to :data:`INSIDE`."""
+@dataclass
+class CallbackTimes:
+    """Time spent in the measured callbacks of one job: wall seconds in ``on_train_begin``/``on_train_end``,
+    and CPU seconds of the training thread in their per-step code (:data:`PER_STEP`; the batch hook
+    is ``RooflineCallback``'s forward pre-hook)."""
+
+    edges: float = 0.0
+    per_step_cpu: float = 0.0
+
+    def wrap(self, callback: TrainerCallback) -> None:
+        """Time this callback's methods (on the instance: the Trainer calls them through it)."""
+        for name in (*EDGES, *PER_STEP):
+            if hasattr(callback, name):
+                setattr(callback, name, self._timed(getattr(callback, name), name in EDGES))
+
+    def _timed(self, method: Callable[..., Any], edge: bool) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if edge:
+                    self.edges += time.perf_counter() - t0
+                else:
+                    self.per_step_cpu += time.thread_time() - c0
+
+        return timed
+
+
+def job(args: argparse.Namespace, arm: str, out: str) -> Job:
+    """One Trainer job in ``arm``."""
+    from transformers.integrations import MLflowCallback
+
     from mlflow_roofline.integrations.transformers import RooflineCallback
 
-    class Timed(RooflineCallback):
-        def on_step_end(self, *a, **k):
-            t0, c0 = time.perf_counter(), time.thread_time()
-            super().on_step_end(*a, **k)
-            INSIDE.append(time.perf_counter() - t0)
-            INSIDE_CPU.append(time.thread_time() - c0)
-
-        def _batch_hook(self, *a, **k):
-            t0, c0 = time.perf_counter(), time.thread_time()
-            super()._batch_hook(*a, **k)
-            INSIDE.append(time.perf_counter() - t0)
-            INSIDE_CPU.append(time.thread_time() - c0)
-
-    return Timed(experiment="callback-overhead")
-
-
-def job(args: argparse.Namespace, with_callback: bool, out: str) -> tuple[float, float, float]:
-    """One Trainer job: mean wall and CPU seconds of a step (all but the first two); whole train() seconds."""
     torch.manual_seed(0)
     model = BertForSequenceClassification(
         BertConfig(
@@ -108,23 +155,30 @@ def job(args: argparse.Namespace, with_callback: bool, out: str) -> tuple[float,
         )
     )
     clock = StepClock()
-    callbacks: list[TrainerCallback] = [timed_callback()] if with_callback else []
-    # The clock goes last: its on_step_end sees the step plus every callback's on_step_end but its own.
+    ours: list[TrainerCallback] = (
+        [RooflineCallback(experiment="callback-overhead")] if arm in ("roofline", "both") else []
+    )
     training = TrainingArguments(
         out,
         max_steps=args.steps,
         per_device_train_batch_size=args.batch,
         logging_steps=args.logging_steps,
-        report_to=[],
+        report_to=["mlflow"] if arm in ("mlflow", "both") else [],
         use_cpu=True,
         save_strategy="no",
         disable_tqdm=True,
     )
-    trainer = Trainer(model=model, args=training, train_dataset=Tokens(4096, args.seq), callbacks=[*callbacks, clock])
-    t0 = time.perf_counter()
-    trainer.train()
-    whole = time.perf_counter() - t0
-    return statistics.fmean(clock.wall[2:]), statistics.fmean(clock.cpu[2:]), whole
+    trainer = Trainer(model=model, args=training, train_dataset=Tokens(4096, args.seq), callbacks=[*ours, clock])
+    times = CallbackTimes()
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, (MLflowCallback, RooflineCallback)):
+            times.wrap(callback)
+    with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints every logging step's dict
+        t0 = time.perf_counter()
+        trainer.train()
+        whole = time.perf_counter() - t0
+    step_wall, step_cpu = clock.steady()
+    return Job(step_wall, step_cpu, whole, whole - args.steps * step_wall, times.edges, times.per_step_cpu / args.steps)
 
 
 def geometric_ci(ratios: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -134,6 +188,36 @@ def geometric_ci(ratios: list[float], seed: int = 0) -> tuple[float, float, floa
     boots = [np.exp(rng.choice(logs, size=len(logs)).mean()) for _ in range(5000)]
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return float(np.exp(logs.mean())), float(lo), float(hi)
+
+
+def report(results: dict[str, list[Job]], steps: int) -> None:
+    """Print each arm against ``none``, and ``roofline`` and ``both`` against ``mlflow``."""
+    none = results["none"]
+    print(
+        f"none: step {statistics.median(j.step_wall for j in none) * 1e3:.2f} ms wall, "
+        f"{statistics.median(j.step_cpu for j in none) * 1e3:.2f} ms CPU, "
+        f"train() {statistics.median(j.whole for j in none):.2f} s (medians over rounds)"
+    )
+    for arm, base in (("mlflow", "none"), ("roofline", "none"), ("both", "none"), ("roofline", "mlflow")):
+        ours, theirs = results[arm], results[base]
+        line = [f"{arm} / {base}:"]
+        for what, get in (("step wall", lambda j: j.step_wall), ("step CPU", lambda j: j.step_cpu)):
+            ratio, lo, hi = geometric_ci([get(a) / get(b) for a, b in zip(ours, theirs)])
+            line.append(f"{what} ratio {ratio:.4f} [{lo:.4f}, {hi:.4f}]")
+        fixed = statistics.median(a.fixed - b.fixed for a, b in zip(ours, theirs))
+        line.append(f"fixed cost {fixed:+.3f} s per train()")
+        if base == "none":
+            inside = statistics.median(j.inside_cpu for j in ours)
+            plain = statistics.median(j.step_cpu for j in none)
+            line.append(f"in on_train_begin/end {statistics.median(j.edges for j in ours):.3f} s")
+            line.append(f"per-step code {inside * 1e6:.0f} us CPU = {inside / plain:.2%} of a plain step")
+        print("  ".join(line))
+    both = geometric_ci([a.step_wall / b.step_wall for a, b in zip(results["both"], results["mlflow"])])
+    print(f"both / mlflow: step wall ratio {both[0]:.4f} [{both[1]:.4f}, {both[2]:.4f}] (roofline added to HF's run)")
+    print(
+        f"{len(none)} rounds x {steps} steps; targets: roofline / none <= 1.01, "
+        "roofline / none <= mlflow / none + 0.005, roofline fixed cost <= 0.3 s"
+    )
 
 
 def main() -> None:
@@ -150,35 +234,16 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tmp}/mlflow.db")
-        import logging
-
+        os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", "callback-overhead")  # where MLflowCallback opens its runs
         logging.getLogger("mlflow").setLevel(logging.WARNING)
-        job(args, True, f"{tmp}/out")  # warm both paths (imports, store schema)
-        job(args, False, f"{tmp}/out")
-        results: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+        logging.getLogger("transformers").setLevel(logging.WARNING)
+        for arm in ARMS:  # warm every path (imports, the store's schema, the law lookup)
+            job(args, arm, f"{tmp}/out")
+        results: dict[str, list[Job]] = {arm: [] for arm in ARMS}
         for _ in range(args.rounds):
-            arms = [True, False]
-            random.shuffle(arms)
-            for arm in arms:
+            for arm in random.sample(ARMS, len(ARMS)):
                 results[arm].append(job(args, arm, f"{tmp}/out"))
-    print(f"{args.rounds} rounds x {args.steps} steps, logging every {args.logging_steps}")
-    for index, what in enumerate(("step wall time", "step CPU time", "whole train() wall time")):
-        with_cb = [r[index] for r in results[True]]
-        without = [r[index] for r in results[False]]
-        ratio, lo, hi = geometric_ci([a / b for a, b in zip(with_cb, without)])
-        print(
-            f"{what}: without {statistics.median(without) * 1e3:.2f} ms, with {statistics.median(with_cb) * 1e3:.2f}"
-            f" ms (medians over rounds); paired ratio {ratio:.4f}  95% CI [{lo:.4f}, {hi:.4f}]"
-        )
-    steps = (len(results[True]) + 1) * args.steps
-    plain_cpu = statistics.median(r[1] for r in results[False])
-    for what, spent in (("wall", INSIDE), ("CPU", INSIDE_CPU)):
-        per_step = sum(spent) / steps
-        print(
-            f"inside the callback ({what}): {per_step * 1e6:.1f} us per step (mean, logging steps included) = "
-            f"{per_step / plain_cpu:.2%} of the plain step's CPU time"
-        )
-    print("target: step time ratio <= 1.01 on a step of >= 10 ms")
+    report(results, args.steps)
 
 
 if __name__ == "__main__":

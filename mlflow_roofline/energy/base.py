@@ -110,6 +110,10 @@ class EnergyMeter(MeterWindows):
     def _close(self) -> None:
         """Release the backend's resources (library handles, threads)."""
 
+    def leave_out(self, pid: int) -> None:
+        """Process ``pid`` is this tool's own helper (a watchdog), not the measured job: a meter that
+        counts processes leaves it out; one that reads devices has nothing to do (the default)."""
+
     # -- the power timeline ------------------------------------------------------------
     def enable_timeline(self, interval_s: float) -> None:
         """Record a reading every ``interval_s`` seconds while a session is open (see :meth:`power_timeline`)."""

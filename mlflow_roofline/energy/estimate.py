@@ -17,7 +17,9 @@ descendants roll up into it), and its live descendants (``/proc`` via psutil, wi
 their own waited-for children). The sum is continuous when a child exits and is reaped,
 so nothing is counted twice. Descendants that detach (double fork) are counted only when
 this process adopts them as a child subreaper (``measure`` does:
-:mod:`mlflow_roofline.system.process_tree`); otherwise they leave the tree.
+:mod:`mlflow_roofline.system.process_tree`); otherwise they leave the tree. A helper of
+this tool's own that the caller names (:meth:`EstimateMeter.leave_out`: the watchdog a
+training job's run starts) is not counted, and its CPU time is not read at every edge.
 Listing live descendants scans ``/proc`` (about 1 ms), so the list is refreshed at most
 every ``rescan_s`` seconds and at every window's end when it is older than that; the CPU
 time of known descendants is read at every window edge.
@@ -94,6 +96,7 @@ class EstimateMeter(EnergyMeter):
         self.rescan_s = rescan_s
         self._me = psutil.Process()
         self._live: dict[int, psutil.Process] = {}
+        self._left_out: set[int] = set()
         self._scanned_at = float("-inf")
 
     @property
@@ -119,7 +122,7 @@ class EstimateMeter(EnergyMeter):
                 found = self._me.children(recursive=True)
             except psutil.Error as exc:
                 raise ReadError(f"listing the child processes failed: {exc}") from exc
-            self._live = {p.pid: self._live.get(p.pid, p) for p in found}
+            self._live = {p.pid: self._live.get(p.pid, p) for p in found if p.pid not in self._left_out}
         if not self._live:
             return total
         for pid, proc in list(self._live.items()):
@@ -132,6 +135,11 @@ class EstimateMeter(EnergyMeter):
                 raise ReadError(f"reading the CPU time of process {pid} failed: {exc}") from exc
             total += t.user + t.system + t.children_user + t.children_system
         return total
+
+    def leave_out(self, pid: int) -> None:
+        """Count no more of live descendant ``pid`` (a helper of this tool's own, not the job's)."""
+        self._left_out.add(pid)
+        self._live.pop(pid, None)
 
     def _cumulative(self) -> Snapshot:
         """CPU seconds of the process tree so far times watts per core (a timeline of it is CPU utilisation)."""

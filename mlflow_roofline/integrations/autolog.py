@@ -262,9 +262,6 @@ def _count_steps(optimizer: Any, accelerator: Any, loop: _Loop) -> None:
 def _close_at_exit(loop: _Loop) -> None:
     """At exit, a loop ``end_training`` never closed: log it, FAILED when an exception ended the process."""
     error = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
-    run = getattr(getattr(loop.hook, "tracker", None), "run", None)
-    if run is not None:  # the interpreter has shut MLflow's logging thread pool down before atexit runs
-        run.synchronous = True
     try:
         loop.close(failed=error is not None, error=error)
     except Exception:  # the interpreter is exiting; nothing more to do

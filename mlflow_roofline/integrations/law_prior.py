@@ -5,7 +5,10 @@ that is not registered is no error: the forecast then comes from the measured st
 alone, and the run's ``roofline.forecast_prior`` tag says so. A law that cannot be
 loaded or cannot predict this configuration is reported the same way, never raised into
 the user's training loop. The lookup and the load run in a background thread from the
-start of training (:class:`LawLoader`); the K-th step only predicts.
+start of training (:class:`LawLoader`); the K-th step only predicts. They run once per
+process for a store and a URI: the next ``train()`` of a notebook or a sweep script reuses
+the loaded law (or the answer that there is none) without reading the registry again, so a
+law registered later in the same process is not seen by its jobs.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import re
+import threading
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -20,7 +24,7 @@ import pandas as pd
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
 from mlflow_roofline.integrations.forecast import Prior
-from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.client import TrackingClient, current_tracking_uri
 
 if TYPE_CHECKING:  # the loaded model's type only: mlflow.pyfunc is heavy, imported when a law is loaded
     from mlflow_roofline.tracking.client import PyFuncModel
@@ -29,6 +33,12 @@ logger = logging.getLogger(__name__)
 
 LAW_INPUTS: tuple[str, ...] = LAW_INPUT_NAMES
 
+LoadedLaw = tuple["PyFuncModel | None", str]
+"""What :func:`load_law` returns: the model (None: none) and its label, or why there is none."""
+
+_loads: dict[tuple[str, str | None], concurrent.futures.Future[LoadedLaw]] = {}
+_loads_lock = threading.Lock()
+
 
 class LawLoader:
     """Looks the law up and loads it in a background thread from the start of training, so the
@@ -36,9 +46,7 @@ class LawLoader:
 
     def __init__(self, model_uri: str | None) -> None:
         self.model_uri = model_uri
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="roofline-law")
-        self._loaded = self._pool.submit(load_law, model_uri)
-        self._pool.shutdown(wait=False)
+        self._loaded = load_once(model_uri)
 
     def prior(self, config: TrainConfig | None, hardware: str, why_no_config: str = "") -> tuple[Prior | None, str]:
         """The law's prediction for ``config`` (waits for the load), or None and why."""
@@ -50,14 +58,28 @@ class LawLoader:
         return predict_prior(model, label, config, hardware)
 
 
-def load_law(model_uri: str | None) -> tuple[PyFuncModel | None, str]:
-    """The pyfunc model and its label (``URI (version N)``), or None and why there is none."""
+def load_once(model_uri: str | None) -> concurrent.futures.Future[LoadedLaw]:
+    """:func:`load_law` of ``model_uri`` from the current store, started in a background thread
+    the first time this process asks for it; later calls get the same (perhaps finished) load."""
+    uri = current_tracking_uri()
+    with _loads_lock:
+        loaded = _loads.get((uri, model_uri))
+        if loaded is None:
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="roofline-law")
+            loaded = _loads[(uri, model_uri)] = pool.submit(load_law, model_uri, uri)
+            pool.shutdown(wait=False)
+    return loaded
+
+
+def load_law(model_uri: str | None, tracking_uri: str | None = None) -> LoadedLaw:
+    """The pyfunc model and its label (``URI (version N)``), or None and why there is none, from the
+    store at ``tracking_uri`` (None: MLflow's current one)."""
     if not model_uri:
         return None, "none: no model_uri"
     alias = re.fullmatch(r"models:/([^@/]+)@([^@/]+)", model_uri)
     label = model_uri
     try:
-        client = TrackingClient()
+        client = TrackingClient(tracking_uri)
         if alias:
             version = client.version_by_alias(alias.group(1), alias.group(2))
             if version is None:

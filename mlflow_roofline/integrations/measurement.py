@@ -166,6 +166,7 @@ class JobMeasurement:
         except Exception as exc:  # the store cannot be used: training is the user's, never ours to stop
             logger.warning("roofline: %s; training goes on, not measured", store_failure(exc))
             return
+        meter.leave_out(self.run.watchdog_pid)  # its CPU time is not the training's
         self.law = LawLoader(self.options.model_uri)
         self.run.log(0, tags=self.start_tags(meter))
 

@@ -3,8 +3,11 @@
 It joins the active run when there is one (the run MLflow's own ``MLflowCallback`` or the
 user opened), else opens its own in ``experiment`` (else ``MLFLOW_EXPERIMENT_ID`` /
 ``_NAME``, else ``roofline-bert``, where ``fit`` looks by default). History points are
-logged asynchronously (MLflow's queue) so a logging step does not wait for the store;
-:meth:`RunLog.finish` waits for them.
+gathered and written in one store batch every few seconds by a thread of the run's own
+(:class:`~mlflow_roofline.integrations.history_buffer.HistoryBuffer`), so a logging step
+neither waits for the store nor pays a store write; every way the run ends below writes
+what was gathered before it ends the run. MLflow's asynchronous queue is not used: its
+logging thread polls once a second, and ending a run waits for it (about 1 s per job).
 
 A param the run already holds with another value (``MLflowCallback`` logs the Trainer's
 ``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
@@ -19,8 +22,11 @@ Never left RUNNING while training runs, whoever opened the run:
   still MLflow's active run), which would have said FINISHED;
 - SIGTERM ends the run KILLED, then the signal takes its course (the previous handler,
   or the default: the process ends);
-- SIGKILL (the OOM killer) runs nothing in this process: a watchdog
-  (:mod:`mlflow_roofline.system.watchdog`) ends the run KILLED within seconds.
+- SIGKILL (the OOM killer) runs nothing in this process: the process's watchdog
+  (:func:`mlflow_roofline.system.watchdog.process_watchdog`, one for all the jobs of a
+  process) ends the run KILLED within seconds. The history points gathered since the
+  last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S` seconds
+  of them) die with the process.
 
 A tracking store that fails (cannot be written, a path that cannot be created) never
 stops training: one warning line, and the job goes on without logging.
@@ -38,8 +44,9 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 
 from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR, TAG_PARAM_CONFLICT
-from mlflow_roofline.system.watchdog import Watchdog
-from mlflow_roofline.tracking.client import PendingWrite, RunStatus, TrackingClient, current_tracking_uri
+from mlflow_roofline.integrations.history_buffer import HistoryBuffer
+from mlflow_roofline.system.watchdog import Watchdog, process_watchdog
+from mlflow_roofline.tracking.client import RunStatus, TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ownership import same_param
@@ -72,39 +79,34 @@ class RunLog:
             self.run_id = active
         else:
             self.run_id = self.client.open_run(experiment_id_for(self.client, experiment), run_name)
-        self._pending: list[PendingWrite] = []
         self._ended = False
         self._broken = False
-        self.synchronous = False
-        """Log each point before returning (set at interpreter exit, when MLflow's queue takes no more work)."""
+        self.history = HistoryBuffer(self.client, self.run_id, self._break)
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
-        self._watchdog: Watchdog | None = Watchdog()
-        self._watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(self.run_id))
+        self._watchdog: Watchdog | None = process_watchdog()
+        self.watchdog_pid: int = self._watchdog.process.pid
+        """The watchdog's process: a child of this one, which a meter of the job's processes leaves out."""
+        self._orphan_hook = orphan_hook_kwargs(self.run_id)
+        self._watchdog.call(END_ORPHANED_RUN, **self._orphan_hook)
         atexit.register(self._left_open)
         self._previous_sigterm: SignalHandler = None
         self._sigterm_installed = False
         self._install_sigterm()
 
     def log(self, step: int, metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
-        """Queue metrics at ``step`` and tags (returns at once; :meth:`finish` waits), or log them now
-        when :attr:`synchronous`."""
+        """Gather metrics at ``step`` (timestamped now) and tags: written within seconds, or by :meth:`finish`."""
         if self._broken:
             return
-        short_tags = {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()}
-        try:
-            if self.synchronous:
-                self.client.log(self.run_id, metrics=metrics, tags=short_tags, step=step)
-                return
-            pending = self.client.log_async(self.run_id, metrics, short_tags, step)
-        except Exception as exc:
-            self._break(exc)
-            return
-        if pending is not None:
-            self._pending.append(pending)
+        self.history.add(step, metrics, {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()})
 
     def log_params(self, params: Mapping[str, str]) -> None:
-        """Log the params the run does not hold yet; tag those it holds with another value."""
+        """Log the params the run does not hold yet; tag those it holds with another value.
+
+        The job's own run holds none but these: they go with the history's next write."""
         if self._broken:
+            return
+        if self.own:
+            self.history.add(0, params=params)
             return
         try:
             existing = self.client.get_run(self.run_id).data.params
@@ -131,17 +133,12 @@ class RunLog:
             self._break(exc)
 
     def finish(self, failed: bool = False, error: BaseException | None = None) -> None:
-        """Wait for the queued logging; end the run when it is this job's own.
+        """Write the gathered history; end the run when it is this job's own.
 
         ``failed``: the loop raised ``error`` (None: unknown); the run ends KILLED after a
         ``KeyboardInterrupt``, FAILED otherwise, with the reason in ``roofline.error``.
         """
-        try:
-            for operation in self._pending:
-                operation.wait()
-        except Exception as exc:
-            self._break(exc)
-        self._pending = []
+        self.history.close()
         if self.own and not self._broken:
             status, reason = _outcome(error) if failed else _FINISHED
             try:
@@ -160,10 +157,10 @@ class RunLog:
         self.client.end_run_and_deactivate(self.run_id, status)
 
     def _let_go(self) -> None:
-        """Training is over: no watchdog, no exit hook, the previous SIGTERM handler back."""
+        """Training is over: the watchdog's hook taken back, no exit hook, the previous SIGTERM handler back."""
         atexit.unregister(self._left_open)
         if self._watchdog is not None:
-            self._watchdog.release()
+            self._watchdog.cancel(END_ORPHANED_RUN, **self._orphan_hook)
             self._watchdog = None
         if self._sigterm_installed and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous_sigterm)
@@ -178,6 +175,7 @@ class RunLog:
     def _left_open(self) -> None:
         """At exit, a run training never ended: KILLED after Ctrl-C, else FAILED, with the reason."""
         try:
+            self.history.close()  # what was measured before the loop raised
             still_open = self.own or self.client.active_run_id() == self.run_id
             if still_open and not self._broken and self.client.get_run(self.run_id).info.status == "RUNNING":
                 failure = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
@@ -202,6 +200,7 @@ class RunLog:
         """End the run KILLED, then let SIGTERM do what it did before (by default: end the process)."""
         previous = self._previous_sigterm
         try:
+            self.history.close()  # what was measured before the signal
             if not self._broken:
                 self._end("KILLED", SIGTERM_REASON)
         except Exception:

@@ -7,7 +7,7 @@ client speaks plain Python values: params and tags are ``str`` mappings, metrics
 returned where a caller reads a stored run (:class:`Run`, :class:`Experiment`,
 :class:`ModelVersion`); they are re-exported here so that type hints need no MLflow import.
 
-Batches follow the store's limits (1000 metrics, 100 params, 100 tags per ``log_batch``):
+Batches follow the store's limits (100 params, 100 tags and 1000 entities in all per ``log_batch``):
 :meth:`TrackingClient.log` splits whatever it is given.
 """
 
@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import mlflow
 from mlflow.entities import Experiment, Metric, Param, Run, RunTag, ViewType
@@ -40,7 +40,6 @@ __all__ = [
     "Experiment",
     "MetricPoint",
     "ModelVersion",
-    "PendingWrite",
     "Run",
     "RunStatus",
     "TrackingClient",
@@ -59,7 +58,8 @@ ALL_RUNS: int = ViewType.ALL
 
 PAGE_SIZE = 50_000
 """Runs per ``search_runs`` call: MLflow's ``SEARCH_MAX_RESULTS_THRESHOLD``, the largest page a store serves."""
-METRICS_PER_BATCH = 1000
+ENTITIES_PER_BATCH = 1000
+"""Metrics, params and tags together in one ``log_batch`` (a REST server refuses more; SQLite does not check)."""
 PARAMS_PER_BATCH = 100
 TAGS_PER_BATCH = 100
 
@@ -249,23 +249,34 @@ class TrackingClient:
             [RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
-    def log_history(self, run_id: str, points: Iterable[MetricPoint]) -> None:
-        """Log metric points with their own steps and timestamps (a loss curve, a power timeline)."""
+    def log_history(
+        self,
+        run_id: str,
+        points: Iterable[MetricPoint],
+        tags: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        """Log metric points with their own steps and timestamps (a loss curve, a power timeline),
+        ``tags`` and ``params``, in as few batches as the store allows (one for up to 1000 points,
+        100 tags and 100 params)."""
         stamp = now_ms()
         metrics = [
             Metric(p.key, float(p.value), stamp if p.timestamp_ms is None else p.timestamp_ms, p.step) for p in points
         ]
-        self._log_batches(run_id, [], metrics, [])
+        self._log_batches(
+            run_id,
+            [Param(k, str(v)) for k, v in (params or {}).items()],
+            metrics,
+            [RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        )
 
     def _log_batches(self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag]) -> None:
+        """As many ``log_batch`` calls as the limits need: 100 params, 100 tags and 1000 entities in all per call."""
         while params or metrics or tags:
-            self._client.log_batch(
-                run_id,
-                metrics=metrics[:METRICS_PER_BATCH],
-                params=params[:PARAMS_PER_BATCH],
-                tags=tags[:TAGS_PER_BATCH],
-            )
-            params, metrics, tags = params[PARAMS_PER_BATCH:], metrics[METRICS_PER_BATCH:], tags[TAGS_PER_BATCH:]
+            batch_params, batch_tags = params[:PARAMS_PER_BATCH], tags[:TAGS_PER_BATCH]
+            batch_metrics = metrics[: ENTITIES_PER_BATCH - len(batch_params) - len(batch_tags)]
+            self._client.log_batch(run_id, metrics=batch_metrics, params=batch_params, tags=batch_tags)
+            params, metrics, tags = params[len(batch_params) :], metrics[len(batch_metrics) :], tags[len(batch_tags) :]
 
     def set_tag(self, run_id: str, key: str, value: str) -> None:
         self._client.set_tag(run_id, key, value)
@@ -328,30 +339,11 @@ class TrackingClient:
     def delete_alias(self, name: str, alias: str) -> None:
         self._client.delete_registered_model_alias(name, alias)
 
-    # -- the user's active run, queued writes and loading a model (the Trainer callback, the forecast) --
+    # -- the user's active run and loading a model (the Trainer callback, the forecast) --
     def active_run_id(self) -> str | None:
         """The id of MLflow's active run in this process (one the user or ``MLflowCallback`` started), or None."""
         active = mlflow.active_run()
         return None if active is None else str(active.info.run_id)
-
-    def log_async(
-        self,
-        run_id: str,
-        metrics: Mapping[str, float] | None = None,
-        tags: Mapping[str, str] | None = None,
-        step: int = 0,
-    ) -> PendingWrite | None:
-        """Queue metrics (at ``step``) and tags in one batch and return at once (MLflow's async queue).
-
-        Returns what to :meth:`PendingWrite.wait` on, or None when there was nothing to log.
-        At most one batch's worth (1000 metrics, 100 tags).
-        """
-        stamp = now_ms()
-        batch_metrics = [Metric(k, float(v), stamp, step) for k, v in (metrics or {}).items()]
-        batch_tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
-        if not (batch_metrics or batch_tags):
-            return None
-        return self._client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags, synchronous=False)
 
     def load_model(self, model_uri: str) -> PyFuncModel:
         """Load the pyfunc model at ``model_uri`` (``models:/NAME@ALIAS``, ``runs:/...``) from this store.
@@ -403,10 +395,3 @@ class TrackingClient:
         """Store ``table`` as the JSON table artifact ``artifact_file`` (``mlflow.log_table``'s format,
         which the MLflow UI's artifact view shows and filters)."""
         self._client.log_table(run_id, table, artifact_file)
-
-
-class PendingWrite(Protocol):
-    """A write queued by :meth:`TrackingClient.log_async`."""
-
-    def wait(self) -> None:
-        """Block until the write reached the store (raises what the write raised)."""

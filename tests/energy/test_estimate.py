@@ -81,6 +81,27 @@ def test_live_children_are_counted() -> None:
     assert 0.02 * DEFAULT_WATTS_PER_CORE < w.measurement.energy_j <= 0.7 * DEFAULT_WATTS_PER_CORE
 
 
+def test_a_live_child_left_out_is_not_counted() -> None:
+    meter = EstimateMeter(rescan_s=0.0)
+    code = "import time\nend = time.time() + 20\nwhile time.time() < end: pass"
+    helper = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.2)
+        with meter.window() as counted:  # the helper is listed at the window's start
+            time.sleep(0.6)
+        meter.leave_out(helper.pid)
+        with meter.window() as left_out:
+            time.sleep(0.6)  # the helper spins as before; this process sleeps
+        helper_alive = helper.poll() is None
+    finally:
+        helper.kill()
+        helper.wait()
+    assert helper_alive
+    assert counted.measurement.energy_j > 0.02 * DEFAULT_WATTS_PER_CORE
+    # A sleeping process's own sliver of CPU at most (or no advance at all).
+    assert left_out.measurement.energy_j is None or left_out.measurement.energy_j < 0.01 * DEFAULT_WATTS_PER_CORE
+
+
 def test_watts_per_core_from_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert EstimateMeter().watts_per_core == DEFAULT_WATTS_PER_CORE
     monkeypatch.setenv(WATTS_ENV, "12.5")

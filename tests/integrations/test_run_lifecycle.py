@@ -27,6 +27,12 @@ def _run_id(out: Path) -> str:
     return str(json.loads(out.read_text())["run_id"])
 
 
+def _history_steps(run_id: str) -> dict[str, list[int]]:
+    """The steps of the run's energy history (points gathered in memory until the run's end wrote them)."""
+    client = MlflowClient()
+    return {k: [m.step for m in client.get_metric_history(run_id, k)] for k in ("energy_j", "energy_forecast_j")}
+
+
 def _stalled_job(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     """A Trainer job, own run, sleeping at step 4; its run id."""
     out = tmp_path / "run.json"
@@ -49,6 +55,8 @@ def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(track
     assert "learning_rate" in run.data.params  # MLflowCallback's run, joined
     assert run.info.status == "KILLED"
     assert run.data.tags[TAG_ERROR] == "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
+    # Every point logged before the interrupt (steps 2 to 4, before the first write at 5 s) is in the store.
+    assert _history_steps(run.info.run_id) == {"energy_j": [2, 3, 4], "energy_forecast_j": [3, 4]}
 
 
 @pytest.mark.slow
@@ -62,6 +70,7 @@ def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, 
     run = MlflowClient().get_run(run_id)
     assert run.info.status == "KILLED"
     assert run.data.tags[TAG_ERROR] == "the training process got SIGTERM"
+    assert _history_steps(run_id) == {"energy_j": [2, 3, 4], "energy_forecast_j": [3, 4]}
 
 
 @pytest.mark.slow

@@ -34,12 +34,31 @@ watchdog.release()
 """
 
 
-def _launch(tmp_path: Path, how: str) -> tuple[int, int]:
+# A process running two jobs one after the other on its shared watchdog: the first takes its
+# hook back at its end, the second is still running when the process dies or exits.
+SHARING = f"""
+import os, signal, sys
+from mlflow_roofline.system.watchdog import process_watchdog
+out, how = sys.argv[1], sys.argv[2]
+first = process_watchdog()
+first.call({HOOK!r}, path=out + "/first-job")
+first.cancel({HOOK!r}, path=out + "/first-job")
+second = process_watchdog()
+assert second is first
+second.call({HOOK!r}, path=out + "/second-job")
+print(second.process.pid, flush=True)
+if how == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _launch(tmp_path: Path, how: str, launcher_code: str = LAUNCHER) -> tuple[int, int]:
     (tmp_path / "scratch").mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     launcher = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, str(tmp_path), how], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", launcher_code, str(tmp_path), how], capture_output=True, text=True, env=env, timeout=60
     )
+    assert launcher.stdout, launcher.stderr
     return launcher.returncode, int(launcher.stdout.split()[0])
 
 
@@ -69,3 +88,16 @@ def test_a_launcher_that_ends_normally_leaves_everything_alone(tmp_path: Path) -
     assert returncode == 0
     wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to leave")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
+
+
+def test_the_shared_watchdog_serves_a_process_s_jobs_and_leaves_at_its_exit(tmp_path: Path) -> None:
+    returncode, watchdog_pid = _launch(tmp_path, "kill", SHARING)
+    assert returncode == -9
+    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to finish its cleanup")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch", "second-job"]  # the first job's hook: taken back
+    (tmp_path / "second-job").unlink()
+    (tmp_path / "scratch").rmdir()
+    returncode, watchdog_pid = _launch(tmp_path, "exit", SHARING)
+    assert returncode == 0
+    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to leave")  # released at the process's exit
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]  # no hook called

@@ -73,3 +73,23 @@ def test_context_tags_are_those_the_fluent_api_adds(tracking_uri: str) -> None:
     assert "mlflow.user" not in plain and "mlflow.source.name" not in plain
     assert with_context["k"] == "v" and with_context["mlflow.runName"] == "with"
     assert with_context["mlflow.user"] and with_context["mlflow.source.name"]
+
+
+def test_a_batch_never_holds_more_than_1000_entities_in_all(tracking_uri: str) -> None:
+    client = TrackingClient()
+    run_id = client.open_run(client.create_experiment("limits"), "limits")
+    sizes: list[tuple[int, int, int]] = []
+    log_batch = client._client.log_batch
+
+    def counted(run_id: str, metrics=(), params=(), tags=(), **kwargs) -> None:
+        sizes.append((len(metrics), len(params), len(tags)))
+        log_batch(run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+    client._client.log_batch = counted
+    points = [MetricPoint("energy_j", float(i), step=i) for i in range(1950)]
+    client.log_history(run_id, points, {f"t{i}": "x" for i in range(150)}, {f"p{i}": str(i) for i in range(120)})
+    assert all(m + p + t <= 1000 and p <= 100 and t <= 100 for m, p, t in sizes), sizes
+    assert sizes[0] == (800, 100, 100) and sum(m for m, _, _ in sizes) == 1950
+    run = client.get_run(run_id)
+    assert len(run.data.params) == 120 and run.data.tags["t149"] == "x"
+    assert sorted(p.step for p in client.metric_history(run_id, "energy_j")) == list(range(1950))
