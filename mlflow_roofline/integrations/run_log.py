@@ -118,7 +118,8 @@ class RunLog:
             ]
             tags = {TAG_PARAM_CONFLICT: "; ".join(conflicts)[:MAX_TAG_CHARS]} if conflicts else {}
             if conflicts:
-                logger.warning("roofline: the run already holds %s; kept as it is", "; ".join(conflicts))
+                kept = "; ".join(conflicts)
+                logger.warning("roofline: params the run holds with other values keep the run's: %s", kept)
             self.client.log(self.run_id, params=new, tags=tags)
         except Exception as exc:
             self._break(exc)
