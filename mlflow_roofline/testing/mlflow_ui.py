@@ -60,6 +60,9 @@ def mlflow_ui(backend_store_uri: str, *, cwd: Path, startup_timeout_s: float = 1
     """
     port = free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # No job runner: MLflow 3 starts it and three huey consumers (each importing MLflow, then
+    # polling) beside every server; the UI and the tracking API do not use them.
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
     log = tempfile.NamedTemporaryFile(prefix="mlflow-ui-", suffix=".log", delete=False)
     command = [
         sys.executable,

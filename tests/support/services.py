@@ -168,6 +168,9 @@ def start_mlflow_server(backend_uri: str, artifacts: Path, log: Path) -> MlflowS
         stdout=open(log, "wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # No job runner: MLflow 3 starts it and three huey consumers (each importing MLflow,
+        # then polling) beside every server; the tracking API the tests use does not need them.
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
     )
     server = MlflowServer(process, port, log)
 
