@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
+
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.coefficients import JsonObject
+from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
@@ -100,6 +103,19 @@ class FittedLaw:
     def strategies(self) -> list[str]:
         """Strategies the law can predict."""
         return sorted(self.speedup_laws)
+
+    def speedup(self, strategy: np.ndarray, n: np.ndarray, job: ParallelJob | None = None) -> np.ndarray:
+        """S(N) per row from its strategy's speedup law (one vectorised call per strategy); NaN where none.
+
+        ``job`` gives each row's shape and single-device step time (seconds) to a workload-aware
+        law (``comm_time``); without it, such a law answers for its reference job.
+        """
+        speedup = np.full(len(n), np.nan)
+        for name, speedup_law in self.speedup_laws.items():
+            mask = strategy == name
+            if mask.any():
+                speedup[mask] = speedup_law(n[mask], None if job is None else job.take(mask))
+        return speedup
 
     def to_data(self) -> dict[str, object]:
         """The law as JSON-ready data (:meth:`to_json` writes it)."""

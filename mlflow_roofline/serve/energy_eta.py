@@ -97,8 +97,4 @@ def energy_log_eta(
     shape = {key: np.where(rises, np.asarray(sizes[key], dtype=float), ref_sizes[key]) for key in REFERENCE_FIELDS}
     with np.errstate(over="ignore", invalid="ignore"):
         job = ParallelJob.of(shape, np.exp(log_t1_e) / np.asarray(sizes["num_steps"], dtype=float))
-        speedup = np.full(len(n), np.nan)
-        for name in dict.fromkeys(strategy):
-            mask = strategy == name
-            speedup[mask] = law.speedup_laws[name](n[mask], job.take(mask))
-        return np.log(speedup / n)
+        return np.log(law.speedup(strategy, n, job) / n)

@@ -114,11 +114,7 @@ def law_speedup(
         InputError: naming ``field`` (and, for ``num_devices``, the first row) where a law
             gives no positive finite speedup; ``advice`` ends the message.
     """
-    speedup = np.full(len(n), np.nan)
-    for name, speedup_law in law.speedup_laws.items():
-        mask = strategy == name
-        if mask.any():
-            speedup[mask] = speedup_law(n[mask], None if job is None else job.take(mask))
+    speedup = law.speedup(strategy, n, job)
     bad = np.flatnonzero(~np.isfinite(speedup) | (speedup <= 0))
     if len(bad):
         i = bad[0]

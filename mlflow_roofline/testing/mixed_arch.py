@@ -37,7 +37,7 @@ from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import lora_params_per_layer
 from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
-from mlflow_roofline.testing.weak_fleet import EncoderShape, fleet_gpu, step_cost
+from mlflow_roofline.testing.weak_fleet import EncoderShape, fleet_gpu, measured_time_energy, step_cost
 
 MIXED_GPU = "A100 SXM4 80GB"
 """The hardware-table row the runs are drawn on."""
@@ -151,8 +151,7 @@ def _kind_params(shape: KindShape) -> dict[str, object]:
 def _run_row(shape: KindShape, config: TrainConfig, rng: np.random.Generator, gpu_name: str) -> dict[str, object]:
     gpu = fleet_gpu(gpu_name)
     cost = step_cost(gpu, shape, config.strategy, config.num_devices, config.batch_size)
-    time_s = cost.seconds * config.num_steps * float(np.exp(rng.normal(0.0, 0.02)))
-    energy = config.num_devices * cost.watts * time_s * float(np.exp(rng.normal(0.0, 0.03)))
+    time_s, energy = measured_time_energy(cost, config, rng)
     return {
         **config.to_params(),
         "hardware": gpu.name,

@@ -291,12 +291,17 @@ def draw_shapes(rng: np.random.Generator, n_workloads: int) -> list[tuple[Encode
     return drawn
 
 
+def measured_time_energy(cost: StepCost, config: TrainConfig, rng: np.random.Generator) -> tuple[float, float]:
+    """A run's time (seconds) and energy (joules, all its devices) from its step cost, with 2 % and 3 % noise."""
+    time_s = cost.seconds * config.num_steps * float(np.exp(rng.normal(0.0, 0.02)))
+    return time_s, config.num_devices * cost.watts * time_s * float(np.exp(rng.normal(0.0, 0.03)))
+
+
 def _run_row(gpu: FleetGpu, shape: EncoderShape, config: TrainConfig, rng: np.random.Generator) -> dict[str, object]:
     """One run's params, hashes, proxies (logs), time (seconds) and energy (joules)."""
     cost = step_cost(gpu, shape, config.strategy, config.num_devices, config.batch_size)
     args = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size, config.num_steps)
-    time_s = cost.seconds * config.num_steps * float(np.exp(rng.normal(0.0, 0.02)))
-    energy = config.num_devices * cost.watts * time_s * float(np.exp(rng.normal(0.0, 0.03)))
+    time_s, energy = measured_time_energy(cost, config, rng)
     return {
         **config.to_params(),
         "hardware": gpu.name,
