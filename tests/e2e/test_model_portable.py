@@ -50,14 +50,17 @@ def test_fresh_venv_with_only_the_model_requirements_loads_it_from_the_registry(
     client.set_registered_model_alias("roofline-energy-portable", "champion", version.version)
     requirements = Path(mlflow.artifacts.download_artifacts(info.model_uri)) / "requirements.txt"
 
-    # A venv without pip, filled by this interpreter's pip (--python): nothing in it but the requirements.
-    # --no-compile: the load below compiles only what it imports; byte-compiling all of MLflow, pandas
-    # and SciPy up front was most of the install (measured 75 CPU-s with it and ensurepip, 14 without).
+    # A venv without pip, filled from outside (--python): nothing in it but the requirements. No
+    # byte-compiling: the load below compiles only what it imports (all of MLflow, pandas and SciPy up
+    # front was most of the install: 75 CPU-s with it and ensurepip, 14 without). With the uv that
+    # `make install` puts beside this interpreter (it resolves and unpacks in parallel), else pip.
     venv = tmp_path / "fresh-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = ["install", "--quiet", "--no-compile", "-r", str(requirements)]
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *install], check=True, timeout=900)
+    uv = Path(sys.executable).with_name("uv")
+    install = ["install", "--quiet", "--python", str(python), "-r", str(requirements)]
+    command = [str(uv), "pip", *install] if uv.is_file() else [sys.executable, "-m", "pip", *install, "--no-compile"]
+    subprocess.run(command, check=True, timeout=900)
 
     rows = [query(strategy="ddp", num_devices=2), query(strategy="single", num_devices=1)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
