@@ -58,8 +58,11 @@ def test_fresh_venv_with_only_the_model_requirements_loads_it_from_the_registry(
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     uv = Path(sys.executable).with_name("uv")
-    install = ["install", "--quiet", "--python", str(python), "-r", str(requirements)]
-    command = [str(uv), "pip", *install] if uv.is_file() else [sys.executable, "-m", "pip", *install, "--no-compile"]
+    target, requirement = ["--python", str(python)], ["-r", str(requirements)]
+    if uv.is_file():
+        command = [str(uv), "pip", "install", "--quiet", *target, *requirement]
+    else:  # pip takes --python before the command
+        command = [sys.executable, "-m", "pip", *target, "install", "--quiet", "--no-compile", *requirement]
     subprocess.run(command, check=True, timeout=900)
 
     rows = [query(strategy="ddp", num_devices=2), query(strategy="single", num_devices=1)]
