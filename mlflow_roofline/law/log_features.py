@@ -79,8 +79,8 @@ def kind_columns(
     ``lora_rank`` by peft; ``grad_checkpointing`` is a bool array. Values are taken as given
     (validation is the caller's: the run puller, the served model's input check).
     """
-    archs = np.full(n_rows, "encoder", dtype=object) if arch is None else np.asarray(arch, dtype=object)
-    pefts = np.full(n_rows, "none", dtype=object) if peft is None else np.asarray(peft, dtype=object)
+    archs = np.full(n_rows, KIND_LEVELS["arch"][0], dtype=object) if arch is None else np.asarray(arch, dtype=object)
+    pefts = np.full(n_rows, KIND_LEVELS["peft"][0], dtype=object) if peft is None else np.asarray(peft, dtype=object)
     vocab = np.full(n_rows, np.nan) if vocab_size is None else np.asarray(vocab_size, dtype=float)
     vocab_default = np.where(
         archs == "decoder", float(DEFAULT_VOCAB_SIZE["decoder"]), float(DEFAULT_VOCAB_SIZE["encoder"])

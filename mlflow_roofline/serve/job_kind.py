@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.config import FALSE_WORDS, TRUE_WORDS
-from mlflow_roofline.law.log_features import kind_columns
+from mlflow_roofline.law.log_features import KIND_LEVELS, kind_columns
 from mlflow_roofline.serve.errors import invalid, show
 
 TEXT_COLUMNS: tuple[str, ...] = ("arch", "peft")
@@ -39,6 +39,13 @@ def _text(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     if len(bad):
         raise invalid(name, f"must be text, got {show(values[bad[0]])}", bad)
     return values
+
+
+def _with_default(values: np.ndarray | None, default: str) -> np.ndarray | None:
+    """A text column with ``default`` (the paper's level) in its missing rows."""
+    if values is None:
+        return None
+    return np.where([_missing(v) for v in values], default, values).astype(object)
 
 
 def _integer(frame: pd.DataFrame, name: str) -> np.ndarray | None:
@@ -90,10 +97,6 @@ def job_kind(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     Raises:
         InputError: naming the field and row of a value of the wrong kind.
     """
-    arch, peft = (_text(frame, name) for name in TEXT_COLUMNS)
-    if arch is not None:
-        arch = np.where([_missing(v) for v in arch], "encoder", arch).astype(object)
-    if peft is not None:
-        peft = np.where([_missing(v) for v in peft], "none", peft).astype(object)
+    arch, peft = (_with_default(_text(frame, name), KIND_LEVELS[name][0]) for name in TEXT_COLUMNS)
     vocab, rank = (_integer(frame, name) for name in INTEGER_COLUMNS)
     return kind_columns(len(frame), arch, vocab, peft, rank, _flag(frame))

@@ -33,11 +33,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import lora_params_per_layer
-from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE, M_ENERGY_J, M_TIME_S
+from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
-from mlflow_roofline.testing.weak_fleet import EncoderShape, fleet_gpu, measured_time_energy, step_cost
+from mlflow_roofline.testing.weak_fleet import EncoderShape, fleet_gpu, measured_run
 
 MIXED_GPU = "A100 SXM4 80GB"
 """The hardware-table row the runs are drawn on."""
@@ -148,20 +147,6 @@ def _kind_params(shape: KindShape) -> dict[str, object]:
     }
 
 
-def _run_row(shape: KindShape, config: TrainConfig, rng: np.random.Generator, gpu_name: str) -> dict[str, object]:
-    gpu = fleet_gpu(gpu_name)
-    cost = step_cost(gpu, shape, config.strategy, config.num_devices, config.batch_size)
-    time_s, energy = measured_time_energy(cost, config, rng)
-    return {
-        **config.to_params(),
-        "hardware": gpu.name,
-        "config_hash": config.config_hash(gpu.name),
-        "workload_hash": config.workload_hash(gpu.name),
-        M_TIME_S: time_s,
-        M_ENERGY_J: energy,
-    }
-
-
 def generate_mixed_arch_runs(
     n_workloads: int,
     *,
@@ -180,21 +165,15 @@ def generate_mixed_arch_runs(
     ``grad_checkpointing`` bool).
     """
     rng = np.random.default_rng(seed)
+    fleet = fleet_gpu(gpu)
     rows: list[dict[str, object]] = []
     for w_index, (shape, batch) in enumerate(draw_kind_shapes(rng, n_workloads)):
-        sizes = {
-            "num_layers": shape.num_layers,
-            "hidden_size": shape.hidden_size,
-            "num_heads": shape.num_heads,
-            "ffn_size": shape.ffn_size,
-            "seq_len": shape.seq_len,
-            "batch_size": batch,
-        }
+        kind = _kind_params(shape)
         for strategy, devices in run_plan(strategies, device_counts, repeats):
-            config = gpu_config({**sizes, **_kind_params(shape)}, int(rng.choice(steps)), strategy, devices)
+            config = gpu_config({**shape.train_sizes(batch), **kind}, int(rng.choice(steps)), strategy, devices)
             if config is not None:
-                row = _run_row(shape, config, rng, gpu)
-                rows.append({**row, **_kind_params(shape), "workload_index": w_index, "energy_source": energy_source})
+                row = measured_run(fleet, shape, config, rng)
+                rows.append({**row, **kind, "workload_index": w_index, "energy_source": energy_source})
     frame = finish_runs(pd.DataFrame(rows))
     for name in ("vocab_size", "lora_rank"):
         frame[name] = frame[name].astype(int)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -118,6 +118,17 @@ class EncoderShape:
     def trainable_params(self) -> float:
         """Parameters the optimizer updates and data parallel reduces: all of them (full fine-tuning)."""
         return self.params()
+
+    def train_sizes(self, batch_size: int) -> dict[str, int]:
+        """The train params of this shape at ``batch_size`` samples per step (the global batch)."""
+        return {
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "ffn_size": self.ffn_size,
+            "seq_len": self.seq_len,
+            "batch_size": batch_size,
+        }
 
     def train_flops(self, batch: int) -> float:
         """FLOPs of one optimizer step on ``batch`` samples: 6 per parameter per token, plus attention."""
@@ -291,27 +302,34 @@ def draw_shapes(rng: np.random.Generator, n_workloads: int) -> list[tuple[Encode
     return drawn
 
 
-def measured_time_energy(cost: StepCost, config: TrainConfig, rng: np.random.Generator) -> tuple[float, float]:
-    """A run's time (seconds) and energy (joules, all its devices) from its step cost, with 2 % and 3 % noise."""
-    time_s = cost.seconds * config.num_steps * float(np.exp(rng.normal(0.0, 0.02)))
-    return time_s, config.num_devices * cost.watts * time_s * float(np.exp(rng.normal(0.0, 0.03)))
-
-
-def _run_row(gpu: FleetGpu, shape: EncoderShape, config: TrainConfig, rng: np.random.Generator) -> dict[str, object]:
-    """One run's params, hashes, proxies (logs), time (seconds) and energy (joules)."""
+def measured_run(
+    gpu: FleetGpu,
+    shape: EncoderShape,
+    config: TrainConfig,
+    rng: np.random.Generator,
+    proxies: Mapping[str, float] | None = None,
+) -> dict[str, object]:
+    """One run's params, hardware, hashes, ``proxies`` (columns of its own, where given), time
+    (seconds) and energy (joules, all its devices), from its step cost with 2 % and 3 % log-normal noise."""
     cost = step_cost(gpu, shape, config.strategy, config.num_devices, config.batch_size)
-    args = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size, config.num_steps)
-    time_s, energy = measured_time_energy(cost, config, rng)
+    time_s = cost.seconds * config.num_steps * float(np.exp(rng.normal(0.0, 0.02)))
+    energy = config.num_devices * cost.watts * time_s * float(np.exp(rng.normal(0.0, 0.03)))
     return {
         **config.to_params(),
         "hardware": gpu.name,
         "config_hash": config.config_hash(gpu.name),
         "workload_hash": config.workload_hash(gpu.name),
-        "log_C": float(np.log(proxy_flops(*args))),
-        "log_M": float(np.log(proxy_mem_traffic(*args))),
+        **(proxies or {}),
         M_TIME_S: time_s,
         M_ENERGY_J: energy,
     }
+
+
+def _run_row(gpu: FleetGpu, shape: EncoderShape, config: TrainConfig, rng: np.random.Generator) -> dict[str, object]:
+    """:func:`measured_run` with the paper's proxies (logs)."""
+    args = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size, config.num_steps)
+    logs = {"log_C": float(np.log(proxy_flops(*args))), "log_M": float(np.log(proxy_mem_traffic(*args)))}
+    return measured_run(gpu, shape, config, rng, logs)
 
 
 def generate_weak_fleet_runs(
@@ -338,15 +356,7 @@ def generate_weak_fleet_runs(
         for w_index, (shape, per_device) in enumerate(workloads):
             for strategy, devices in run_plan(strategies, device_counts, repeats):
                 weak = devices if strategy in DATA_PARALLEL_STRATEGIES else 1
-                sizes = {
-                    "num_layers": shape.num_layers,
-                    "hidden_size": shape.hidden_size,
-                    "num_heads": shape.num_heads,
-                    "ffn_size": shape.ffn_size,
-                    "seq_len": shape.seq_len,
-                    "batch_size": per_device * weak,
-                }
-                config = gpu_config(sizes, int(rng.choice(steps)), strategy, devices)
+                config = gpu_config(shape.train_sizes(per_device * weak), int(rng.choice(steps)), strategy, devices)
                 if config is not None:
                     row = _run_row(gpu, shape, config, rng)
                     rows.append({**row, "workload_index": w_index, "energy_source": energy_source})

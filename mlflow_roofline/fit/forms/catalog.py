@@ -93,6 +93,11 @@ def kind_terms(data: pd.DataFrame) -> list[str]:
     return [name for name in KIND_FEATURES if name in data and data[name].nunique() > 1]
 
 
+def kind_suffix(data: pd.DataFrame) -> str:
+    """`` + arch + peft ...``: the :func:`kind_terms` of ``data`` as formula terms (empty where none)."""
+    return "".join(f" + {name}" for name in kind_terms(data))
+
+
 def beyond_paper(data: pd.DataFrame) -> bool:
     """True where some run is not the paper's kind: a decoder, LoRA adapters or activation checkpointing."""
     return any(name in data and bool((data[name] != KIND_LEVELS[name][0]).any()) for name in KIND_FEATURES)
@@ -109,7 +114,7 @@ def formula_of(form: str, data: pd.DataFrame, response: str = "log_E") -> str:
         if form == ETA_BY_STRATEGY:
             rhs += " + strategy:log_eta"
     if form in COMPLETE_FORMS:
-        rhs += "".join(f" + {name}" for name in kind_terms(data))
+        rhs += kind_suffix(data)
     lhs = f"I({response} - {RESPONSE_OFFSET[form]})" if form in RESPONSE_OFFSET else response
     return f"{lhs} ~ {rhs}"
 

@@ -33,6 +33,7 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.law.linear import LinearLaw
+from mlflow_roofline.law.log_features import KIND_FEATURES
 from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.tracking.notes import md_table
 
@@ -77,7 +78,7 @@ _NAMES = {
     SHARPNESS: "k (sharpness of the compute/memory maximum)",
 }
 _STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
-_KIND = re.compile(r"^(?P<kind>arch|peft|grad_checkpointing)\[T\.(?P<level>[^\]]+)\]$")
+_KIND = re.compile(rf"^(?P<kind>{'|'.join(KIND_FEATURES)})\[T\.(?P<level>[^\]]+)\]$")
 
 
 def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -> str:
