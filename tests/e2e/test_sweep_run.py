@@ -33,6 +33,9 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
         "e2e",
         "[{num_layers: [1, 2], hidden_size: 16}, {num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}]",
     )
+    # The project's entry points run in the repository: an experiment the sweep created there would keep
+    # its artifacts under the checkout's ./mlruns, so the spec's experiment is made here, artifacts in tmp_path.
+    MlflowClient().create_experiment("e2e", artifact_location=(tmp_path / "artifacts").as_uri())
     # 1) as a user types it first: the project run lands in "Default", the sweep's runs in the spec's experiment
     first = subprocess.run(
         ["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local", "-P", f"spec={spec}"],
@@ -43,6 +46,7 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     assert first.returncode == 0, first.stdout + first.stderr
     client = MlflowClient()
     (parent,) = runs_of("e2e", "sweep")
+    assert parent.info.artifact_uri.startswith((tmp_path / "artifacts").as_uri())
     children = runs_of("e2e", "train")
     assert len(children) == 3
     assert Counter(c.info.status for c in children) == {"FINISHED": 3}
