@@ -98,10 +98,32 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame, s_scale: str | None = None)
             - log_s
         )
 
+    t1_rows = job.single_step_s
+    per_volume = (n - 1.0) / n * volume * volume_scale * scale  # seconds per unit of x[1]
+    per_hop = (n - 1.0) * hops * hop_scale  # seconds per unit of x[2]
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        """d(log S)/dx = -(dt_N/dx) / t_N, with t_N of :func:`law.comm_time.step_time` in the solver's units."""
+        p, volume_x, hop_x, overlap = x
+        compute = t1_rows * ((1.0 - p) + p / n)
+        comm = per_volume * volume_x + per_hop * hop_x
+        partly_hidden = overlap * comm < compute  # else the compute hides comm's share and t_N = comm
+        t_n = np.where(partly_hidden, compute + (1.0 - overlap) * comm, comm)
+        shown = np.where(partly_hidden, 1.0 - overlap, 1.0)  # share of comm left in t_N
+        d_t = np.column_stack(
+            [
+                np.where(partly_hidden, t1_rows * (1.0 / n - 1.0), 0.0),
+                shown * per_volume,
+                shown * per_hop,
+                np.where(partly_hidden, -comm, 0.0),
+            ]
+        )
+        return -d_t / t_n[:, None]
+
     lower, upper = [0.0, 0.0, 0.0, 0.0], [1.0, np.inf, np.inf, OVERLAP_MAX]
     best = None
     for start in STARTS:
-        result = least_squares(residuals, np.array(start), bounds=(lower, upper), method="trf")
+        result = least_squares(residuals, np.array(start), jac=jacobian, bounds=(lower, upper), method="trf")
         if best is None or result.cost < best.cost:
             best = result
     assert best is not None
