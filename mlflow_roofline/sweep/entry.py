@@ -25,9 +25,9 @@ from mlflow_roofline.core.schema import M_PROXY_FLOPS
 from mlflow_roofline.sweep.lookup import store_statuses
 from mlflow_roofline.sweep.plan import MAX_GRID_POINTS, Plan, check_grid_size, expand
 from mlflow_roofline.sweep.reconcile import counts_line, plan_counts, plan_table, reconcile
-from mlflow_roofline.sweep.remote.executors import Executor, ExecutorSettings, check_tracking_uri, make_executor
+from mlflow_roofline.sweep.remote.executors import ExecutorSettings, check_tracking_uri, make_executor
 from mlflow_roofline.sweep.spec import CarbonKeys, SweepSpec, load_spec, resolved_carbon, shipped_specs
-from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.client import TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
 from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
 
@@ -74,15 +74,16 @@ def run_from_cli(
     resolved_carbon(checked.carbon)  # a bad value fails here, before any run
     experiment_name = experiment.strip() if experiment and experiment.strip() else checked.experiment
     plan = plan_spec(checked, dry_run, max_configs, progress, echo, warn)
-    client = TrackingClient()
     if dry_run:
-        dry_run_report(client, checked, plan, experiment_name, retry_failed, echo)
+        dry_run_report(TrackingClient(), checked, plan, experiment_name, retry_failed, echo)
         return None
+    settings = ExecutorSettings.from_options(executor_options, checked.slurm)
+    check_tracking_uri(settings, current_tracking_uri())  # before the store is opened (an SQLite file, created)
+    client = TrackingClient()
     # the runner forks ranks from a warm server, which imports torch: a dry run never loads it
     from mlflow_roofline.sweep.runner import run_sweep
 
-    settings = ExecutorSettings.from_options(executor_options, checked.slurm)
-    remote = remote_executor(settings, plan.device, client.tracking_uri)
+    remote = None if settings.kind == "local" else make_executor(settings, plan.device)
     experiment_id = get_or_create_experiment(client, experiment_name)
     try:
         result = run_sweep(
@@ -117,14 +118,6 @@ def run_from_cli(
         for failed in result.failed:
             warn(f"  {failed.config.run_name} (run {failed.outcome.run_id}): {failed.outcome.summary}")
     return result.exit_code
-
-
-def remote_executor(settings: ExecutorSettings, device: str, tracking_uri: str) -> Executor | None:
-    """The Ray or Slurm executor the options ask for (None: local), after checking the tracking store."""
-    if settings.kind == "local":
-        return None
-    check_tracking_uri(settings, tracking_uri)
-    return make_executor(settings, device)
 
 
 def plan_spec(checked: SweepSpec, dry_run: bool, max_configs: int, progress: bool, echo: Echo, warn: Echo) -> Plan:

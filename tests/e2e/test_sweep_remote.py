@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli_in_process import run_cli
 from support.services import MlflowServer, RayCluster, start_mlflow_server, start_postgres, start_ray_cluster
 from support.sweeps import write_spec
 
@@ -99,13 +100,13 @@ def one_finished_run_per_config(runs: list, configs: int) -> None:
     assert len(finished) == configs and set(finished.values()) == {1}, finished
 
 
-def test_a_local_store_is_refused_for_remote_workers(tmp_path: Path) -> None:
+def test_a_local_store_is_refused_for_remote_workers(unopened_tracking_uri: str, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.yaml", "refused", "{num_layers: 1, hidden_size: 16}")
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}
-    done = sweep(spec, env, "--executor", "ray")
+    done = run_cli("sweep", str(spec), "--no-progress", "--executor", "ray")  # the other tests run the real command
     assert done.returncode == 2
     assert "is a local store that ray workers on other hosts cannot share" in done.stderr
     assert "mlflow server" in done.stderr
+    assert not (tmp_path / "mlflow.db").exists(), "the refused sweep opened (and so created) the store"
 
 
 def test_ray_sweep_on_two_nodes_logs_every_config_once_and_the_fit_reads_them(
