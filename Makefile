@@ -7,20 +7,26 @@ STAMP := $(VENV)/.installed
 # The tracking store the demo writes to (MLflow's own default); override on the command line.
 export MLFLOW_TRACKING_URI ?= sqlite:///mlflow.db
 
+# Python writes a module's bytecode the first time any process imports it, and every later process
+# reads it. Where PYTHONDONTWRITEBYTECODE is set (this CI sets it), nothing is written and each of the
+# suite's few hundred processes compiled torch, MLflow and transformers again (measured: the suite
+# 29 min, not 17): the targets here run without it.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: install lint test test-fast demo bench screenshots clean
 
 install: $(STAMP)
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv (pinned in constraints.txt) installs the pinned set: it unpacks in parallel and byte-compiles
-	# on every core, where pip did both on one (measured on the 2-core dev machine, cold caches:
-	# 145 s with pip, 55 s with uv). Keep the byte-compiling: where PYTHONDONTWRITEBYTECODE is set
-	# (this CI sets it) an uncompiled venv makes every test process compile torch, MLflow and
-	# transformers again (measured: the suite 29 min, not 17). uv reads no pip.conf: the folders of
-	# local wheels pip is told about (PIP_FIND_LINKS: this machine's CPU torch) are passed on.
+	# uv (pinned in constraints.txt) installs the pinned set: it unpacks in parallel where pip used one
+	# core (measured on the 2-core dev machine, cold caches: 145 s with pip, 55 s with uv). It does not
+	# byte-compile: compiling all ~23,000 modules of the venv took 84 CPU-s (49 s of the 53 s install),
+	# where a process compiles only what it imports, once (the suite imports about a fifth of them).
+	# uv reads no pip.conf: the folders of local wheels pip is told about (PIP_FIND_LINKS: this
+	# machine's CPU torch) are passed on.
 	$(BIN)/python -m pip install --quiet -c constraints.txt uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode \
+	$(BIN)/uv pip install --quiet --python $(BIN)/python \
 		$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)) -c constraints.txt -e '.[test,cluster,lint]'
 	touch $(STAMP)
 
@@ -38,13 +44,10 @@ PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
 # ruff first (seconds); then the type check runs beside the suite, and `make test` fails if either
-# does. Run one after the other, mypy held a core for 70 s while the other sat idle. The package is
-# byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (this CI) nothing else writes its .pyc,
-# and each of the suite's few hundred Python processes compiled what it imported (~0.4 CPU-s for the CLI).
+# does. Run one after the other, mypy held a core for 70 s while the other sat idle.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m compileall -q -j 0 mlflow_roofline tests
 	@log=$$(mktemp); \
 	{ $(BIN)/mypy mlflow_roofline && $(BIN)/lint-imports; } >"$$log" 2>&1 & checks=$$!; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_PARALLEL); suite=$$?; \
