@@ -32,10 +32,11 @@ from mlflow_roofline.law.speedup import SpeedupLaw
 
 COLORS: dict[str, str] = {"single": "#444444", "ddp": "#1f77b4", "fsdp": "#2ca02c", "tp": "#d62728"}
 DPI = 110
-MINOR_TICK_DECADES = 3.0
-"""A log axis spanning more decades than this gets no minor ticks: at eight a decade they are a
-grey band there, and matplotlib builds each tick as artists of its own (on a five-decade log-log
-panel, 60 % of the figure's drawing time)."""
+MINOR_TICK_DECADES = 2.0
+"""A log axis spanning more decades than this gets no minor ticks (it has three labelled decades or
+more; below, the minor ticks are kept, and labelled where the span is under one decade). Eight a
+decade are a grey band on a wide axis, and matplotlib builds each tick as artists of its own: on a
+five-decade log-log panel they were 60 % of the figure's drawing time."""
 
 
 def _layout(fig: Figure, panels: int = 1) -> None:
