@@ -33,8 +33,8 @@ from mlflow_roofline.law.speedup import SpeedupLaw
 COLORS: dict[str, str] = {"single": "#444444", "ddp": "#1f77b4", "fsdp": "#2ca02c", "tp": "#d62728"}
 DPI = 110
 MINOR_TICK_DECADES = 2.0
-"""A log axis spanning more decades than this gets no minor ticks (it has three labelled decades or
-more; below, the minor ticks are kept, and labelled where the span is under one decade). Eight a
+"""A log axis spanning more decades than this gets no minor ticks (two labelled decades or more are
+on it; below, the minor ticks are kept, and labelled where the span is under one decade). Eight a
 decade are a grey band on a wide axis, and matplotlib builds each tick as artists of its own: on a
 five-decade log-log panel they were 60 % of the figure's drawing time."""
 
