@@ -19,7 +19,15 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from mlflow_roofline.law.comm_time import COMM_TIME, PARAM_NAMES, ParallelJob, comm_time_speedup, comm_volume
+from mlflow_roofline.law.comm_time import (
+    COMM_TIME,
+    PARAM_NAMES,
+    ParallelJob,
+    comm_time_speedup,
+    comm_volume,
+    compute_seconds,
+    overlapped_seconds,
+)
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 OVERLAP_MAX = 0.95
@@ -105,10 +113,10 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame, s_scale: str | None = None)
     def jacobian(x: np.ndarray) -> np.ndarray:
         """d(log S)/dx = -(dt_N/dx) / t_N, with t_N of :func:`law.comm_time.step_time` in the solver's units."""
         p, volume_x, hop_x, overlap = x
-        compute = t1_rows * ((1.0 - p) + p / n)
+        compute = compute_seconds(t1_rows, p, n)
         comm = per_volume * volume_x + per_hop * hop_x
+        t_n = overlapped_seconds(compute, comm, overlap)
         partly_hidden = overlap * comm < compute  # else the compute hides comm's share and t_N = comm
-        t_n = np.where(partly_hidden, compute + (1.0 - overlap) * comm, comm)
         shown = np.where(partly_hidden, 1.0 - overlap, 1.0)  # share of comm left in t_N
         d_t = np.column_stack(
             [

@@ -106,14 +106,23 @@ Constants = Mapping[str, "float | np.ndarray"]
 """The law's constants by name: one number each, or one per job (a law pooled over GPUs)."""
 
 
+def compute_seconds(single_step_s: np.ndarray, p: float | np.ndarray, n: np.ndarray) -> np.ndarray:
+    """t_c: the seconds of one device's share of a step's compute, ``t1 * ((1 - p) + p / N)``."""
+    return single_step_s * ((1.0 - p) + p / n)
+
+
+def overlapped_seconds(compute: np.ndarray, comm: np.ndarray, overlap: float | np.ndarray) -> np.ndarray:
+    """t_N from its compute and communication seconds: ``t_c + t_x - min(overlap * t_x, t_c)``."""
+    return compute + comm - np.minimum(overlap * comm, compute)
+
+
 def step_time(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Constants) -> np.ndarray:
     """Seconds per step of ``job`` on ``num_devices`` devices under ``strategy`` (the module's t_N)."""
     n = np.asarray(num_devices, dtype=float)
-    t1 = job.single_step_s
-    compute = t1 * ((1.0 - params["p"]) + params["p"] / n)
+    compute = compute_seconds(job.single_step_s, params["p"], n)
     volume, hops = comm_volume(strategy, job)
     comm = (n - 1.0) / n * volume * params["s_per_element"] + (n - 1.0) * hops * params["latency_s"]
-    return compute + comm - np.minimum(params["overlap"] * comm, compute)
+    return overlapped_seconds(compute, comm, params["overlap"])
 
 
 def comm_time_speedup(strategy: str, num_devices: np.ndarray, job: ParallelJob, params: Constants) -> np.ndarray:
