@@ -234,13 +234,7 @@ def test_sweep_passes_carbon_options_to_every_child(tracking_uri: str, tmp_path:
         "num_heads: 2\nffn_ratio: 2\nseq_len: 8\nbatch_size: 4\nregion: SE\n"
         "grid: {num_layers: 1, hidden_size: [16, 32]}\n"
     )
-    proc = subprocess.run(
-        check=False,
-        args=[*CLI, "sweep", str(spec), "--no-progress", "--pue", "1.5"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("sweep", str(spec), "--no-progress", "--pue", "1.5")  # the children and the store are checked
     assert proc.returncode == 0, proc.stdout + proc.stderr
     client = MlflowClient()
     exp = client.get_experiment_by_name("carbon-sweep")

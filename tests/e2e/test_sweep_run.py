@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.cli_in_process import run_cli
 from support.sweeps import CLI, init_store, runs_of, unsplittable_tp_config, wait_until, write_spec
 
 from mlflow_roofline.core.config import TrainConfig
@@ -125,9 +126,7 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     assert "died without ending it" in killed_parent.data.tags[TAG_ERROR]
     wait_until(lambda: not list(tmp_path.glob("roofline-*")), 90, "the watchdog to remove the sweep's folder")
 
-    resumed = subprocess.run(
-        [*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600, env=env
-    )
+    resumed = run_cli("sweep", str(spec), "--no-progress")  # the resume reads the store: this process will do
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     runs = runs_of("resume", "train")
     finished = Counter(r.data.tags[TAG_CONFIG_HASH] for r in runs if r.info.status == "FINISHED")
@@ -253,8 +252,7 @@ def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(
     tracking_uri: str, tmp_path: Path, launch: str
 ) -> None:
     spec = write_spec(tmp_path / "slow.yaml", "slow", "{num_layers: 1, hidden_size: 16}", steps=100000, timeout_s=2)
-    command = [*CLI, "sweep", str(spec), "--no-progress", "--launch", launch]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    proc = run_cli("sweep", str(spec), "--no-progress", "--launch", launch)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 configuration(s) failed:" in proc.stderr
     assert "L1-d16-h2-ff32-S8-B4-single-x1" in proc.stderr and "timed out after 2 s" in proc.stderr
@@ -270,7 +268,7 @@ def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: 
     from mlflow_roofline.core.schema import TAG_REPEAT, TAG_WORKLOAD_HASH
 
     spec = write_spec(tmp_path / "twice.yaml", "twice", "{num_layers: [1, 2], hidden_size: 16}", repeats=2)
-    first = subprocess.run(CLI + ["sweep", str(spec)], capture_output=True, text=True, timeout=600)
+    first = run_cli("sweep", str(spec))  # in this process: what is checked is the store, not a process
     assert first.returncode == 0, first.stdout + first.stderr
     children = runs_of("twice", "train")
     assert Counter(c.info.status for c in children) == {"FINISHED": 4}
@@ -288,7 +286,7 @@ def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: 
 
     lost = next(c for c in children if c.data.tags[TAG_REPEAT] == "1")
     MlflowClient().delete_run(lost.info.run_id)
-    again = subprocess.run(CLI + ["sweep", str(spec)], capture_output=True, text=True, timeout=600)
+    again = run_cli("sweep", str(spec))
     assert again.returncode == 0, again.stdout + again.stderr
     after = runs_of("twice", "train")
     assert len(after) == 4 and all(c.info.status == "FINISHED" for c in after)

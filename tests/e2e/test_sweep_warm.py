@@ -1,9 +1,9 @@
 """The warm launch: each job's ranks forked from the sweep's server, followed and stopped by the sweep.
 
-Real processes throughout: the sweep CLI, multiprocessing's forkserver preloaded with torch
-and transformers, gloo process groups of 2 forked ranks meeting in a FileStore, a SQLite
-store. What is checked is what the process table and the store show, not what the
-launcher says of itself.
+Real processes throughout: the sweep CLI (in the test's own process where only the store is
+read), multiprocessing's forkserver preloaded with torch and transformers, gloo process groups
+of 2 forked ranks meeting in a FileStore, a SQLite store. What is checked is what the process
+table and the store show, not what the launcher says of itself.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
+from support.cli_in_process import run_cli
 from support.sweeps import CLI, init_store, runs_of, wait_until, write_spec
 
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_PID
@@ -96,7 +97,7 @@ def test_every_strategy_runs_two_real_ranks_warm(tracking_uri: str, tmp_path: Pa
         "[{num_layers: 1, hidden_size: 32},{num_layers: 1, hidden_size: 32, strategy: [ddp, fsdp, tp], num_devices: 2}]"
     )
     spec = write_spec(tmp_path / "all.yaml", "all", grid, steps=3)
-    proc = subprocess.run([*CLI, "sweep", str(spec), "--no-progress"], capture_output=True, text=True, timeout=600)
+    proc = run_cli("sweep", str(spec), "--no-progress")  # ranks forked from this process's warm server
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = {r.data.params["strategy"]: r for r in runs_of("all", "train")}
     assert sorted(runs) == ["ddp", "fsdp", "single", "tp"]
