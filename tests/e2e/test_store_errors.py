@@ -3,6 +3,9 @@
 Real faults only: an SQLite file that cannot be written (mode 0444; a root test process
 drops its override of file permissions in the child, so that the mode holds), and a real
 lock held by another process (``BEGIN EXCLUSIVE`` in a subprocess) past the store's wait.
+The read-only store needs the command in a child process (the dropped override cannot be
+taken back); the lock and the folder that is a file are met by the command run in this
+process (:func:`~support.cli_in_process.run_cli`, stderr as a child's).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import TINY_SHAPE
+from support.cli_in_process import run_cli
 from support.file_modes import honour_file_modes
 from support.store_template import copy_store
 
@@ -73,6 +78,13 @@ def _run(command: str, uri: str, **kwargs: object) -> subprocess.CompletedProces
     )
 
 
+def _run_here(command: str, uri: str, monkeypatch: pytest.MonkeyPatch) -> subprocess.CompletedProcess[str]:
+    """The command in this process, against ``uri`` (the environment and MLflow's current URI both name it)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    return run_cli(*COMMANDS[command])
+
+
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 2, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.strip() and " INFO " not in line]
@@ -110,7 +122,9 @@ def test_a_read_only_store_is_one_line(store: Path, command: str) -> None:
         "predict",
     ],
 )
-def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str) -> None:
+def test_a_store_locked_by_another_process_is_one_line(
+    store: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -128,7 +142,7 @@ def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         uri = f"sqlite:///{store}?timeout=1"
-        done = _run(command, uri)
+        done = _run_here(command, uri, monkeypatch)
     finally:
         holder.kill()
         holder.wait()
@@ -139,11 +153,14 @@ def test_a_store_locked_by_another_process_is_one_line(store: Path, command: str
 
 
 @pytest.mark.parametrize("command", ["measure", "predict"])
-def test_a_store_whose_folder_is_a_file_is_one_line(tmp_path: Path, command: str) -> None:
+def test_a_store_whose_folder_is_a_file_is_one_line(
+    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "results"
     blocker.write_text("a file where the store's folder should be\n")
     for database in (blocker / "mlflow.db", blocker / "deeper" / "mlflow.db"):
         uri = f"sqlite:///{database}"
-        line = _one_error_line(_run(command, uri, cwd=tmp_path))
+        line = _one_error_line(_run_here(command, uri, monkeypatch))
         assert line == f"Error: tracking store {uri} cannot be created: {blocker} is a file, not a folder"
     assert blocker.read_text() == "a file where the store's folder should be\n"
