@@ -13,14 +13,13 @@ import contextlib
 import os
 import re
 import shutil
-import subprocess
-import sys
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_in_process import run_cli
 from support.store_template import copy_store
 
 pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (pip install -e '.[test]')")
@@ -71,38 +70,30 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Store:
+    """The store after the sweep (the CLI in this process: its ranks fork from this worker's warm server) and a fit."""
+    import mlflow
+
+    from mlflow_roofline.fit.pipeline import run_fit
+    from mlflow_roofline.testing.synthetic import log_synthetic_runs
+    from mlflow_roofline.tracking.client import TrackingClient
+    from mlflow_roofline.tracking.experiments import get_or_create_experiment
+
     root = tmp_path_factory.mktemp("ui_store")
     uri = f"sqlite:///{copy_store(store_template, root / 'mlflow.db')}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(MLFLOW_TRACKING_URI=uri, OMP_NUM_THREADS="1")
     (root / "tiny.yaml").write_text(SPEC)
-    sweep = subprocess.run(
-        [sys.executable, "-m", "mlflow_roofline.cli", "sweep", "tiny.yaml", "--no-progress"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
-    fit = subprocess.run(
-        [sys.executable, "-c", FIT_SCRIPT], cwd=root, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert fit.returncode == 0, fit.stdout + fit.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [k for k in os.environ if k.startswith("MLFLOW_")]:
+            patch.delenv(name)
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.chdir(root)
+        mlflow.set_tracking_uri(uri)
+        sweep = run_cli("sweep", "tiny.yaml", "--no-progress")
+        assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+        synthetic = get_or_create_experiment(TrackingClient(), "roofline-synthetic")
+        log_synthetic_runs(MlflowClient(), synthetic, 10, seed=5)
+        run_fit(["roofline-synthetic"], model_name="", alias="", register=False, echo=lambda _: None)
+    mlflow.tracking.fluent._active_experiment_id = None  # as the tracking_uri fixture leaves MLflow
     return Store(uri, root)
-
-
-FIT_SCRIPT = """
-from mlflow import MlflowClient
-from mlflow_roofline.fit.pipeline import run_fit
-from mlflow_roofline.testing.synthetic import log_synthetic_runs
-from mlflow_roofline.tracking.client import TrackingClient
-from mlflow_roofline.tracking.experiments import get_or_create_experiment
-
-client = MlflowClient()
-log_synthetic_runs(client, get_or_create_experiment(TrackingClient(), "roofline-synthetic"), 10, seed=5)
-run_fit(["roofline-synthetic"], model_name="", alias="", register=False)
-"""
 
 
 @pytest.fixture(scope="module")
