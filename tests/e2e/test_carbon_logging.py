@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,7 +35,6 @@ from mlflow_roofline.sweep.child_run import train_command
 from mlflow_roofline.sweep.plan import expand
 from mlflow_roofline.sweep.spec import parse_spec
 
-CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
 SHAPE = {
     "num_layers": 1,
     "hidden_size": 16,
@@ -139,12 +137,7 @@ def test_measure_with_region_pue_and_price(tracking_uri: str) -> None:
         "--meter",
         "estimate",
     ]
-    proc = subprocess.run(
-        check=False,
-        args=[*CLI, "measure", *args, "--", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("measure", *args, "--", sys.executable, "-c", code)  # the command is a real child
     assert proc.returncode == 0, proc.stderr
     (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert run.data.tags[TAG_CARBON_SOURCE] == "table:DE"

@@ -1,7 +1,9 @@
 """``mlflow-roofline measure`` end to end: a real child command, a real SQLite store.
 
-Input the command refuses before it starts anything is checked through the CLI's ``main`` in
-this process (support/cli_in_process); the measured runs go through the console script.
+The runs that need a process of their own (the child's output forwarded to measure's own
+streams, a SIGTERM, an energy figure that must count the child's CPU alone) and the help go
+through the console script; the others call the CLI's ``main`` in this process
+(support/cli_in_process), the measured command still a real child.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def test_measure_logs_a_finished_run_and_forwards_output(tracking_uri: str) -> N
 
 @pytest.mark.slow
 def test_failing_command_gives_a_failed_run_and_its_exit_code(tracking_uri: str) -> None:
-    proc = measure("--", PY, "-c", "import sys; sys.exit(7)")
+    proc = run_cli("measure", "--", PY, "-c", "import sys; sys.exit(7)")
     assert proc.returncode == 7
     (run,) = all_runs()
     assert run.info.status == "FAILED"
@@ -135,7 +137,7 @@ def test_help_shows_the_usage() -> None:
 @pytest.mark.slow
 def test_watts_per_core_option_sets_the_estimate_figure(tracking_uri: str) -> None:
     code = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
-    proc = measure("--watts-per-core", "60", "--", PY, "-c", code)
+    proc = measure("--watts-per-core", "60", "--", PY, "-c", code)  # a process of its own: only the child's CPU
     assert proc.returncode == 0, proc.stderr
     (run,) = all_runs()
     # The child's 0.3 s of CPU plus interpreter start-up, at 60 W per busy core.

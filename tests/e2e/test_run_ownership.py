@@ -1,7 +1,7 @@
 """A run named by MLFLOW_RUN_ID that may not be joined is refused in one line, exit 2, untouched.
 
-Real SQLite store under tmp_path, the real CLI (``train`` starts its real job before the
-run is checked, and must stop it), real child commands for ``measure``.
+Real SQLite store under tmp_path, the real CLI in this process (``train`` starts its real job
+before the run is checked, and must stop it), real child commands for ``measure``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from support.cli_args import TINY_SHAPE
+from support.cli_in_process import run_cli
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import (
@@ -49,7 +50,6 @@ TINY_PARAMS = {
     "precision": "fp32",
     "meter": "estimate",
 }
-CLI = str(Path(sys.executable).parent / "mlflow-roofline")
 
 
 def _measured_run(client: MlflowClient, status: str, params: dict[str, str] | None = None) -> str:
@@ -159,26 +159,20 @@ def test_a_run_id_that_does_not_exist_is_one_line(
     assert MlflowClient().search_runs([MlflowClient().get_experiment_by_name("owned").experiment_id]) == []
 
 
-def _measure(run_id: str, *command: str) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = {**os.environ, "MLFLOW_RUN_ID": run_id}
-    return subprocess.run(
-        [CLI, "measure", "--", *command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+def _measure(run_id: str, monkeypatch: pytest.MonkeyPatch, *command: str) -> subprocess.CompletedProcess[str]:
+    """``mlflow-roofline measure -- COMMAND`` in this process with ``MLFLOW_RUN_ID`` set; COMMAND is a real child."""
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    return run_cli("measure", "--", *command)
 
 
-def test_measure_refuses_an_ended_run_and_runs_nothing(tracking_uri: str, tmp_path: Path) -> None:
+def test_measure_refuses_an_ended_run_and_runs_nothing(
+    tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = MlflowClient()
     run_id = _measured_run(client, "FINISHED")
     before = _snapshot(client, run_id)
     marker = tmp_path / "ran"
-    done = _measure(run_id, "touch", str(marker))
+    done = _measure(run_id, monkeypatch, "touch", str(marker))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         (
@@ -190,10 +184,12 @@ def test_measure_refuses_an_ended_run_and_runs_nothing(tracking_uri: str, tmp_pa
     assert _snapshot(client, run_id) == before
 
 
-def test_measure_joins_the_fresh_run_mlflow_run_hands_over(tracking_uri: str, tmp_path: Path) -> None:
+def test_measure_joins_the_fresh_run_mlflow_run_hands_over(
+    tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = MlflowClient()
     run_id = client.create_run(client.create_experiment("given")).info.run_id
-    done = _measure(run_id, sys.executable, "-c", "pass")
+    done = _measure(run_id, monkeypatch, sys.executable, "-c", "pass")
     assert done.returncode == 0, done.stderr
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags[TAG_RUN_TYPE] == "measure"

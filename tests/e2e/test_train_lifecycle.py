@@ -102,7 +102,15 @@ def test_out_of_memory_in_training_fails_the_run(tracking_uri: str, tmp_path: Pa
 
 
 def _job_processes(parent: psutil.Process) -> list[psutil.Process]:
-    return [p for p in parent.children(recursive=True) if "mlflow_roofline.train.worker" in " ".join(p.cmdline())]
+    """The job's rank processes under ``parent``; a child that ended between the listing and the look is skipped."""
+    ranks = []
+    for child in parent.children(recursive=True):
+        try:
+            if "mlflow_roofline.train.worker" in " ".join(child.cmdline()):
+                ranks.append(child)
+        except psutil.NoSuchProcess:  # gone, or a zombie (psutil.ZombieProcess) not yet reaped
+            pass
+    return ranks
 
 
 def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what: str = ""):
