@@ -31,6 +31,10 @@ from mlflow_roofline.system.processes import die_with_parent, stop_group
 
 OUTPUT_TAIL_LINES = 120  # room for torchrun's failure summary of every rank
 STOP_GRACE_S = 10.0
+RENDEZVOUS_FILE_ENV = "ROOFLINE_RENDEZVOUS_FILE"
+"""The file the ranks of a warm-launched job meet in (unset under torchrun). Defined here, with the
+launchers, rather than in :mod:`~mlflow_roofline.train.parallel.dist`, which reads it: a launcher
+(the sweep) must not import torch for a name."""
 
 
 @dataclasses.dataclass(frozen=True)

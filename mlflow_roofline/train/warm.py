@@ -17,7 +17,7 @@ A forked rank is the same job as a launched one (:func:`mlflow_roofline.train.wo
   launcher's at the time of the job (``OMP_NUM_THREADS`` applied with
   ``torch.set_num_threads``, since OpenMP read it when the server imported torch);
 - the ranks of a job of N > 1 meet in the file ``rendezvous`` of the job's folder
-  (:data:`~mlflow_roofline.train.parallel.dist.RENDEZVOUS_FILE_ENV`).
+  (:data:`~mlflow_roofline.train.launch.RENDEZVOUS_FILE_ENV`).
 
 :class:`WarmJob` follows every rank itself, as torchrun with ``--max-restarts=0`` would:
 when one fails, the others are stopped (SIGTERM, SIGKILL after a grace) and each failed
@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.system.processes import die_with_parent
-from mlflow_roofline.train.launch import STOP_GRACE_S, LaunchResult, worker_env
-from mlflow_roofline.train.parallel.dist import RENDEZVOUS_FILE_ENV
+from mlflow_roofline.train.launch import RENDEZVOUS_FILE_ENV, STOP_GRACE_S, LaunchResult, worker_env
 
 PRELOAD_MODULE = "mlflow_roofline.train.preload"
 RANK_LOG = "rank-{rank}.log"

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from mlflow_roofline.train.launch import RENDEZVOUS_FILE_ENV
+
 if TYPE_CHECKING:  # torch.distributed.device_mesh loads the mesh machinery: only FSDP2 and TP use it
     from torch.distributed.device_mesh import DeviceMesh
-
-RENDEZVOUS_FILE_ENV = "ROOFLINE_RENDEZVOUS_FILE"
-"""The file the ranks of a warm-launched job meet in (unset under torchrun)."""
 
 PROCESS_GROUP_TIMEOUT = datetime.timedelta(minutes=10)
 """How long a collective waits for a missing rank before the job fails instead of hanging."""
