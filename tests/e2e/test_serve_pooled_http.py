@@ -44,7 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> It
         for name, value in fleet_table_env(table).items():
             patch.setenv(name, value)
         client = mlflow.MlflowClient()
-        frame = generate_roofline_runs(20, hardware=FLEET, seed=0)
+        frame = generate_roofline_runs(10, hardware=FLEET, seed=0)  # the serving path; accuracy: fit/test_pooled
         log_runs(client, client.create_experiment("fleet"), frame)
         outcome = run_fit(["fleet"], model_name="fleet-energy", alias="champion", echo=lambda *_: None)
         assert outcome.pooled is not None and outcome.pooled.law is not None, outcome.pooled
