@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,29 +59,32 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
         " {num_layers: 1, hidden_size: 32}]"
     )
     spec = write_spec(tmp_path / "warm.yaml", "warm", grid)
-    init_store()
-    sweep = subprocess.Popen(
-        [*CLI, "sweep", str(spec), "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=ONE_THREAD,
-    )
-    try:
-        rank0, ranks = _in_flight_ranks("warm")
-        server = psutil.Process(rank0).parent()
-        assert server is not None and "forkserver" in " ".join(server.cmdline())
-        assert server.ppid() == sweep.pid  # the sweep's own server, no torchrun agent in between
-        # each rank leaves the sweep's group first thing (Ctrl-C reaches the sweep only)
-        wait_until(lambda: all(os.getsid(p.pid) == p.pid for p in ranks), 30, "each rank to lead its own session")
-        rank1 = next(p for p in ranks if p.pid != rank0)
-        rank1.send_signal(signal.SIGKILL)  # what the OOM killer does
-        out, _ = sweep.communicate(timeout=180)
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait()
-    assert sweep.returncode == 1, out
+    seen: dict[str, Any] = {}
+
+    def kill_rank_1() -> None:  # beside the sweep, which runs in this process's main thread (its signal handlers)
+        try:
+            rank0, ranks = _in_flight_ranks("warm")
+            server = psutil.Process(rank0).parent()
+            assert server is not None
+            seen.update(rank0=rank0, server=" ".join(server.cmdline()), server_parent=server.ppid())
+            # each rank leaves the sweep's group first thing (Ctrl-C reaches the sweep only)
+            wait_until(lambda: all(os.getsid(p.pid) == p.pid for p in ranks), 30, "each rank to lead its own session")
+            next(p for p in ranks if p.pid != rank0).send_signal(signal.SIGKILL)  # what the OOM killer does
+        except BaseException as exc:
+            seen["error"] = exc
+            for rank in _rank_processes(seen["rank0"]) if "rank0" in seen else []:
+                rank.kill()  # the sweep then goes on and returns
+
+    killer = threading.Thread(target=kill_rank_1)
+    killer.start()
+    done = run_cli("sweep", str(spec), "--no-progress")
+    killer.join(timeout=60)
+    if "error" in seen:
+        raise seen["error"]
+    assert "forkserver" in seen["server"]
+    assert seen["server_parent"] == os.getpid()  # the sweep's own server, no torchrun agent in between
+    rank0, out = seen["rank0"], done.stdout + done.stderr
+    assert done.returncode == 1, out
     by_strategy = {r.data.params["strategy"]: r for r in runs_of("warm", "train")}
     killed = by_strategy["ddp"]
     assert killed.info.status == "FAILED"
