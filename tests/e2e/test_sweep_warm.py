@@ -1,7 +1,7 @@
 """The warm launch: each job's ranks forked from the sweep's server, followed and stopped by the sweep.
 
-Real processes throughout: the sweep CLI (in the test's own process where only the store is
-read), multiprocessing's forkserver preloaded with torch and transformers, gloo process groups
+Real processes throughout: the sweep CLI (in the test's own process unless the test kills the
+sweep), multiprocessing's forkserver preloaded with torch and transformers, gloo process groups
 of 2 forked ranks meeting in a FileStore, a SQLite store. What is checked is what the process
 table and the store show, not what the launcher says of itself.
 """
