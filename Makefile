@@ -45,16 +45,14 @@ PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --di
 
 # ruff first (seconds); then the type check runs beside the suite, and `make test` fails if either
 # does. Run one after the other, mypy held a core for 70 s while the other sat idle. Beside the
-# CPU-bound suite it runs at the lowest priority, in a session whose scheduling group is lowered
-# too (scripts/background_checks.sh: with autogroup scheduling, nice alone ranks processes only
-# inside one session): it takes what the suite leaves idle (its waits on servers, its last tests)
-# instead of 65 CPU-s from it. The suite ends with its 25 slowest steps, so that a CI log says where
-# its time went.
+# CPU-bound suite it runs at the lowest priority (nice 19): it takes what the suite leaves idle (its
+# waits on servers, its last tests) instead of 65 CPU-s from it. The suite ends with its 25 slowest
+# steps, so that a CI log says where its time went.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@log=$$(mktemp); \
-	setsid -w scripts/background_checks.sh $(BIN) >"$$log" 2>&1 & checks=$$!; \
+	{ nice -n 19 $(BIN)/mypy mlflow_roofline && nice -n 19 $(BIN)/lint-imports; } >"$$log" 2>&1 & checks=$$!; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_PARALLEL) --durations=25; suite=$$?; \
 	wait $$checks; typed=$$?; \
 	echo "== mypy and lint-imports (run beside the suite)"; cat "$$log"; rm -f "$$log"; \
