@@ -17,6 +17,7 @@ import mlflow
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
+from support.processes import descendants_running
 
 from mlflow_roofline.core.schema import TAG_ERROR
 
@@ -95,7 +96,7 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(track
         tree: list[psutil.Process] = []
         while time.monotonic() < deadline and not tree:
             assert launcher.poll() is None, launcher.stderr.read() if launcher.stderr else ""
-            sleepers = [p for p in psutil.Process(launcher.pid).children(recursive=True) if _is_the_sleeper(p)]
+            sleepers = descendants_running(psutil.Process(launcher.pid), "time.sleep(600)", not_named="sh")
             if sleepers:
                 tree = [sleepers[0].parent(), sleepers[0]]
             time.sleep(0.2)
@@ -118,11 +119,3 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(track
     assert run.info.status == "KILLED"
     assert f"its launcher (pid {launcher.pid}) died without ending it" in run.data.tags[TAG_ERROR]
     assert ended_after_s < 20
-
-
-def _is_the_sleeper(process: psutil.Process) -> bool:
-    """Whether ``process`` is the measured Python sleeper; a child that ended since it was listed is not."""
-    try:
-        return "time.sleep(600)" in " ".join(process.cmdline()) and process.name() != "sh"
-    except psutil.NoSuchProcess:  # gone, or a zombie (psutil.ZombieProcess) not yet reaped
-        return False

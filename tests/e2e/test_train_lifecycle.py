@@ -18,6 +18,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 from support.cli_args import TINY_SHAPE
+from support.processes import descendants_running
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import M_ENERGY_J, M_PROXY_PARAMS, M_TIME_S, PARAM_NAMES, TAG_DEVICE, TAG_ERROR
@@ -102,15 +103,7 @@ def test_out_of_memory_in_training_fails_the_run(tracking_uri: str, tmp_path: Pa
 
 
 def _job_processes(parent: psutil.Process) -> list[psutil.Process]:
-    """The job's rank processes under ``parent``; a child that ended between the listing and the look is skipped."""
-    ranks = []
-    for child in parent.children(recursive=True):
-        try:
-            if "mlflow_roofline.train.worker" in " ".join(child.cmdline()):
-                ranks.append(child)
-        except psutil.NoSuchProcess:  # gone, or a zombie (psutil.ZombieProcess) not yet reaped
-            pass
-    return ranks
+    return descendants_running(parent, "mlflow_roofline.train.worker")
 
 
 def _wait_for(predicate, process: subprocess.Popen, timeout: float = 120.0, what: str = ""):

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from support.cli_in_process import run_cli
-from support.store_template import copy_store
+from support.module_store import module_store
 
 pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (pip install -e '.[test]')")
 if not Path("/usr/bin/chromium").exists():
@@ -79,14 +79,10 @@ def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Sto
     from mlflow_roofline.tracking.experiments import get_or_create_experiment
 
     root = tmp_path_factory.mktemp("ui_store")
-    uri = f"sqlite:///{copy_store(store_template, root / 'mlflow.db')}"
     (root / "tiny.yaml").write_text(SPEC)
-    with pytest.MonkeyPatch.context() as patch:
-        for name in [k for k in os.environ if k.startswith("MLFLOW_")]:
+    with module_store(root, store_template) as (uri, patch):
+        for name in [k for k in os.environ if k.startswith("MLFLOW_") and k != "MLFLOW_TRACKING_URI"]:
             patch.delenv(name)
-        patch.setenv("MLFLOW_TRACKING_URI", uri)
-        patch.chdir(root)
-        mlflow.set_tracking_uri(uri)
         sweep = run_cli("sweep", "tiny.yaml", "--no-progress")
         assert sweep.returncode == 0, sweep.stdout + sweep.stderr
         synthetic = get_or_create_experiment(TrackingClient(), "roofline-synthetic")
