@@ -33,6 +33,7 @@ from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.system.signals import ignore_stop_signals
 from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.store_errors import patiently
 
 KILL_GRACE_S = 15.0
 """Seconds a train process gets to end its run after SIGTERM before SIGKILL."""
@@ -137,12 +138,19 @@ def _abandon(client: TrackingClient, run_id: str, proc: subprocess.Popen[bytes] 
 
 
 def mark_abandoned(client: TrackingClient, run_id: str, exc: BaseException) -> None:
-    """End ``run_id`` KILLED (unless it FINISHED), saying why the sweep stopped; its processes are stopped."""
-    with contextlib.suppress(Exception):
+    """End ``run_id`` KILLED (unless it FINISHED), saying why the sweep stopped; its processes are stopped.
+
+    A store still locked by the stopped process's last writes is waited for (:func:`patiently`).
+    """
+    why = exc.reason if isinstance(exc, Interrupted) else f"sweep stopped ({type(exc).__name__})"
+
+    def end_killed() -> None:
         if client.get_run(run_id).info.status != "FINISHED":
-            why = exc.reason if isinstance(exc, Interrupted) else f"sweep stopped ({type(exc).__name__})"
             client.set_tag(run_id, TAG_ERROR, f"{why}; the train process was stopped")
             client.end_run(run_id, "KILLED")
+
+    with contextlib.suppress(Exception):
+        patiently(end_killed)
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> bool:

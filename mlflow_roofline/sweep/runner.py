@@ -46,6 +46,7 @@ from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signa
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.tracking.store_errors import patiently
 from mlflow_roofline.train.warm import WarmServer
 
 
@@ -113,8 +114,8 @@ def run_sweep(
             )
         except Interrupted as exc:
             ignore_stop_signals()
-            client.set_tag(parent_id, TAG_ERROR, exc.reason)
-            client.end_run(parent_id, "KILLED")
+            reason = exc.reason
+            patiently(lambda: _end_killed(client, parent_id, reason))  # the train process may still be writing
             echo(f"Sweep {exc.reason}: in-flight run and sweep run {parent_id} marked KILLED.")
             return SweepResult(parent_id, [], [], [], 128 + exc.signum)
         except BaseException as exc:
@@ -123,6 +124,11 @@ def run_sweep(
                 client.set_tag(parent_id, TAG_ERROR, f"{type(exc).__name__}: {exc}"[:MAX_TAG_CHARS])
                 client.end_run(parent_id, "FAILED")
             raise
+
+
+def _end_killed(client: TrackingClient, parent_id: str, reason: str) -> None:
+    client.set_tag(parent_id, TAG_ERROR, reason)
+    client.end_run(parent_id, "KILLED")
 
 
 def _sweep(

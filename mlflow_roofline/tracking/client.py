@@ -87,7 +87,8 @@ def now_ms() -> int:
 class TrackingClient:
     """A typed client of one MLflow tracking store (``tracking_uri``, else MLflow's current one).
 
-    Construction is cheap and opens no connection; every method is one or a few store calls.
+    Construction opens the store (MLflow keeps one per URI and process, so later clients of the same
+    URI reuse it); every method is one or a few store calls.
     """
 
     def __init__(self, tracking_uri: str | None = None) -> None:

@@ -5,7 +5,9 @@ locked by another process past its timeout, a server that went away) into an
 ``MlflowException`` whose message is SQLAlchemy's whole text (statement, parameters,
 links), and logs that text with its traceback first. :func:`store_error_line` finds the
 database error behind any exception and says what it means; :func:`quiet_store_logging`
-keeps MLflow from printing the page.
+keeps MLflow from printing the page. :func:`patiently` retries a call while the store is
+only locked: the bookkeeping of a stopping process (its runs ended KILLED) must outlast a
+busy store, since nothing after it will write it.
 """
 
 from __future__ import annotations
@@ -13,12 +15,20 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 STORE_LOGGER = "mlflow.store.db.utils"
 _DBAPI_LINE = re.compile(r"\((?:sqlite3|psycopg2?|pymysql|MySQLdb|pyodbc)[\w.]*\)\s*([^\n]+)")
 _DB_ERROR_NAMES = ("OperationalError", "DatabaseError")
+LOCK_PATIENCE_S = 60.0
+"""How long :func:`patiently` keeps retrying a locked store, in seconds (beyond the driver's own wait:
+SQLite's is 5 s per statement unless the URI sets ``?timeout=``)."""
+
+T = TypeVar("T")
 
 
 def quiet_store_logging() -> None:
@@ -46,19 +56,60 @@ def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
     cause = _database_error(exc)
     if cause is None:
         return None
+    reason = _reason(cause)
+    store = f"tracking store {redact(tracking_uri)}"
+    if _says_read_only(reason):
+        return f"{store} cannot be written ({reason}): check the file's and its folder's permissions"
+    if _says_locked(reason):
+        return (
+            f"{store} is locked by another process and stayed locked past the wait "
+            f"({reason}); retry when it is free, or raise the wait with ?timeout=SECONDS in the URI"
+        )
+    return f"{store} failed: {reason}"
+
+
+def store_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store being locked (or busy) by another writer, and nothing worse."""
+    cause = _database_error(exc)
+    if cause is None:
+        return False
+    reason = _reason(cause)
+    return _says_locked(reason) and not _says_read_only(reason)
+
+
+def patiently(call: Callable[[], T], patience_s: float = LOCK_PATIENCE_S) -> T:
+    """``call()``, again after a pause each time it fails on a locked store, for up to ``patience_s`` seconds.
+
+    Any other error, and the lock still held after ``patience_s``, is raised as it came.
+    """
+    deadline = time.monotonic() + patience_s
+    pause_s = 0.2
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not store_locked(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(2 * pause_s, 5.0)
+
+
+def _reason(cause: BaseException) -> str:
+    """The database's one-line message in ``cause`` (the DBAPI line of SQLAlchemy's text, else its first line)."""
     text = str(cause)
     match = _DBAPI_LINE.search(text)
     reason = match.group(1) if match else text.strip().splitlines()[0] if text.strip() else type(cause).__name__
-    store = f"tracking store {redact(tracking_uri)}"
+    return reason.strip()
+
+
+def _says_read_only(reason: str) -> bool:
     lowered = reason.lower()
-    if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
-        return f"{store} cannot be written ({reason.strip()}): check the file's and its folder's permissions"
-    if "locked" in lowered or "busy" in lowered:
-        return (
-            f"{store} is locked by another process and stayed locked past the wait "
-            f"({reason.strip()}); retry when it is free, or raise the wait with ?timeout=SECONDS in the URI"
-        )
-    return f"{store} failed: {reason.strip()}"
+    return "readonly" in lowered or "read-only" in lowered or "read only" in lowered
+
+
+def _says_locked(reason: str) -> bool:
+    lowered = reason.lower()
+    return "locked" in lowered or "busy" in lowered
 
 
 def _blocking_file(exc: BaseException, tracking_uri: str) -> Path | None:

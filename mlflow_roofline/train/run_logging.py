@@ -55,6 +55,7 @@ from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
+from mlflow_roofline.tracking.store_errors import patiently
 from mlflow_roofline.train.job_energy import JobExtras
 from mlflow_roofline.train.job_io import JobResult
 
@@ -84,7 +85,7 @@ def train_run(experiment: str | None, run_name: str | None, params: Mapping[str,
         yield run_id
     except (Interrupted, KeyboardInterrupt) as exc:
         record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
-        client.end_run(run_id, "KILLED")
+        patiently(lambda: client.end_run(run_id, "KILLED"))  # whoever stopped it may be writing the store too
         raise
     except BaseException as exc:
         detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
