@@ -97,7 +97,6 @@ def run_sweep(
     with Watchdog() as watchdog, raising_on_signals(Interrupted):
         watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(parent_id))
         try:
-            warm = WarmServer().start() if launch == "warm" and executor is None else None
             return _sweep(
                 client,
                 spec,
@@ -108,7 +107,6 @@ def run_sweep(
                 echo,
                 progress,
                 executor,
-                warm,
                 launch,
                 watchdog,
             )
@@ -141,13 +139,19 @@ def _sweep(
     echo: Callable[[str], None],
     progress: bool,
     executor: Executor | None,
-    warm: WarmServer | None,
     launch: str,
     watchdog: Watchdog,
 ) -> SweepResult:
-    """Reconcile, log the plan, run it, log the results and end the parent run."""
+    """Reconcile, log the plan, run it, log the results and end the parent run.
+
+    The warm server (``launch="warm"`` here) starts once the plan holds a configuration to run or
+    to wait for: its preload (torch, transformers: seconds of CPU) goes on in the background while
+    the plan is logged, and a resumed sweep with nothing left never pays it.
+    """
     mark_stale_sweeps(client, experiment_id, parent_id)
     entries = reconcile(plan, store_statuses(client, plan, experiment_id), retry_failed)
+    pending = any(e.action != "skip" for e in entries)
+    warm = WarmServer().start() if launch == "warm" and executor is None and pending else None
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")  # output of fresh processes, warm job folders
     watchdog.remove(log_dir)

@@ -264,7 +264,9 @@ def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(
     assert parent.info.status == "FAILED" and parent.data.metrics["configs_failed"] == 1
 
 
-def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: str, tmp_path: Path) -> None:
+def test_repeats_are_each_a_finished_child_and_resume_counts_them(
+    tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlflow_roofline.core.schema import TAG_REPEAT, TAG_WORKLOAD_HASH
 
     spec = write_spec(tmp_path / "twice.yaml", "twice", "{num_layers: [1, 2], hidden_size: 16}", repeats=2)
@@ -293,3 +295,13 @@ def test_repeats_are_each_a_finished_child_and_resume_counts_them(tracking_uri: 
     (rerun,) = [c for c in after if c.info.run_id not in {x.info.run_id for x in children}]
     assert rerun.data.tags[TAG_CONFIG_HASH] == lost.data.tags[TAG_CONFIG_HASH]
     assert rerun.data.tags[TAG_REPEAT] == "1"
+
+    # once more: every unit is done, so no warm server (torch's import) is started for it
+    from mlflow_roofline.train.warm import WarmServer
+
+    started: list[WarmServer] = []
+    start = WarmServer.start
+    monkeypatch.setattr(WarmServer, "start", lambda server: started.append(server) or start(server))
+    done = run_cli("sweep", str(spec))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(runs_of("twice", "train")) == 4 and started == []
