@@ -25,8 +25,10 @@ STORE_LOGGER = "mlflow.store.db.utils"
 _DBAPI_LINE = re.compile(r"\((?:sqlite3|psycopg2?|pymysql|MySQLdb|pyodbc)[\w.]*\)\s*([^\n]+)")
 _DB_ERROR_NAMES = ("OperationalError", "DatabaseError")
 LOCK_PATIENCE_S = 60.0
-"""How long :func:`patiently` keeps retrying a locked store, in seconds (beyond the driver's own wait:
-SQLite's is 5 s per statement unless the URI sets ``?timeout=``)."""
+"""How long :func:`patiently` keeps retrying a locked store, in seconds. Each try has MLflow's own wait
+first: 20 s per statement on SQLite (MLflow 3.17 sets ``busy_timeout`` on every session; an SQLite URI's
+``?timeout=SECONDS`` sets the wait only while MLflow opens the store), none where SQLite finds two
+writers deadlocked."""
 
 T = TypeVar("T")
 
@@ -63,7 +65,8 @@ def store_error_line(exc: BaseException, tracking_uri: str) -> str | None:
     if _says_locked(reason):
         return (
             f"{store} is locked by another process and stayed locked past the wait "
-            f"({reason}); retry when it is free, or raise the wait with ?timeout=SECONDS in the URI"
+            f"({reason}); retry when it is free (an SQLite URI's ?timeout=SECONDS sets the wait for opening "
+            "the store; MLflow waits 20 s for each statement after)"
         )
     return f"{store} failed: {reason}"
 
