@@ -35,6 +35,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
+from mlflow_roofline.core.carbon import J_PER_KWH
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
@@ -65,7 +66,7 @@ from mlflow_roofline.energy import EnergyMeter, Measurement, make_meter
 from mlflow_roofline.integrations.energy_window import RankReport, RankWindow, Sample, combine, gather
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples, forecast
 from mlflow_roofline.integrations.job_facts import JobFacts
-from mlflow_roofline.integrations.options import JOULES_PER_KWH, TrackOptions
+from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.train.device import hardware_name
 
 __all__ = ["ESTIMATE_RESCAN_S", "TIMELINE_ARTIFACT", "JobMeasurement", "JobRunLog", "PriorSource", "timeline_csv"]
@@ -344,7 +345,7 @@ class JobMeasurement:
             return False
         self.stop_reason = (
             f"energy budget: at step {self.last_step} the forecast's lower bound "
-            f"{fc.lower_j / JOULES_PER_KWH:.4g} kWh exceeds the budget {self.options.energy_budget_kwh:g} kWh"
+            f"{fc.lower_j / J_PER_KWH:.4g} kWh exceeds the budget {self.options.energy_budget_kwh:g} kWh"
         )
         if self.facts is not None and self.facts.parallel.is_main:
             logger.warning("roofline: stopping training: %s", self.stop_reason)

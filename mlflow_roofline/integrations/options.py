@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from mlflow_roofline.core.carbon import J_PER_KWH
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, P_METER
 from mlflow_roofline.energy.select import METER_NAMES
 
-JOULES_PER_KWH = 3.6e6
 DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
 """The law the forecast takes as its prior unless told otherwise: what ``fit`` registers."""
 
@@ -59,4 +59,4 @@ class TrackOptions:
     @property
     def budget_j(self) -> float | None:
         """The energy budget in joules, if any."""
-        return None if self.energy_budget_kwh is None else float(self.energy_budget_kwh) * JOULES_PER_KWH
+        return None if self.energy_budget_kwh is None else float(self.energy_budget_kwh) * J_PER_KWH
