@@ -223,7 +223,7 @@ def _register_all(
     if ledger is None:
         return
     if pooled is not None:
-        ledger.register(pooled[0], pooled[1], [alias])  # type: ignore[arg-type]
+        ledger.register(pooled[0], pooled[1], [alias])
     owners = ledger.alias_owners(hardware_aliases(fits, alias))
     for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, pooled is not None, owners)):
         ledger.register(fit, model_uri, aliases)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import TAG_CV_MAPE, TAG_ENERGY_SOURCE, TAG_FIT_RUN_ID, TAG_FORM, TAG_HARDWARE
-from mlflow_roofline.fit.hardware_fit import HardwareFit
+from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.tracking.client import TrackingClient, TrackingError
 
 MAX_MODEL_NAME_CHARS = 256
@@ -56,6 +57,33 @@ def check_alias(alias: str, field: str = "alias") -> None:
         raise ConfigError(field, f"must be at most {MAX_ALIAS_CHARS} characters, got {len(alias)}")
     if alias.lower() == "latest" or _VERSION_ALIAS.match(alias):
         raise ConfigError(field, f"{alias!r} is reserved by the registry ('latest' and v<digits> name versions)")
+
+
+class ChosenForm(Protocol):
+    """The energy form a fit chose, by name."""
+
+    @property
+    def chosen(self) -> str: ...
+
+
+class Registrable(Protocol):
+    """What :meth:`RegistryLedger.register` reads of a fit (one hardware's, or the pooled law's) and sets on it."""
+
+    run_id: str
+    model_version: str | None
+    aliases: list[str]
+
+    @property
+    def hardware(self) -> str: ...
+
+    @property
+    def energy_source(self) -> str: ...
+
+    @property
+    def energy(self) -> ChosenForm: ...
+
+    @property
+    def law(self) -> FittedLaw | None: ...
 
 
 class RegistryLedger:
@@ -92,12 +120,15 @@ class RegistryLedger:
         version = self.client.version_by_alias(self.model_name, alias)
         return None if version is None else str(version.version)
 
-    def register(self, fit: HardwareFit, model_uri: str, aliases: Sequence[str]) -> None:
+    def register(self, fit: Registrable, model_uri: str, aliases: Sequence[str]) -> None:
         """Register ``model_uri`` with the fit's tags, a description and ``aliases``."""
+        law = fit.law
+        if law is None:
+            raise ValueError(f"fit run {fit.run_id} has no law to register")
         self._ensure_model()
         tags = {
             TAG_FIT_RUN_ID: fit.run_id,
-            TAG_CV_MAPE: f"{fit.law.cv_mape:.4g}",
+            TAG_CV_MAPE: f"{law.cv_mape:.4g}",
             TAG_HARDWARE: fit.hardware,
             TAG_ENERGY_SOURCE: fit.energy_source,
             TAG_FORM: fit.energy.chosen,
@@ -110,7 +141,7 @@ class RegistryLedger:
             version,
             (
                 f"Energy law '{fit.energy.chosen}' for {fit.hardware} ({fit.energy_source} energy), "
-                f"{fit.law.n_runs} runs, grouped-CV MAPE {fit.law.cv_mape:.2f}%. Fit run {fit.run_id}."
+                f"{law.n_runs} runs, grouped-CV MAPE {law.cv_mape:.2f}%. Fit run {fit.run_id}."
             ),
         )
         for alias in aliases:
