@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -112,8 +113,7 @@ def run_sweep(
             )
         except Interrupted as exc:
             ignore_stop_signals()
-            reason = exc.reason
-            patiently(lambda: _end_killed(client, parent_id, reason))  # the train process may still be writing
+            patiently(functools.partial(_end_killed, client, parent_id, exc.reason))  # train may still be writing
             echo(f"Sweep {exc.reason}: in-flight run and sweep run {parent_id} marked KILLED.")
             return SweepResult(parent_id, [], [], [], 128 + exc.signum)
         except BaseException as exc:

@@ -71,8 +71,6 @@ class Store:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Store:
     """The store after the sweep (the CLI in this process: its ranks fork from this worker's warm server) and a fit."""
-    import mlflow
-
     from mlflow_roofline.fit.pipeline import run_fit
     from mlflow_roofline.testing.synthetic import log_synthetic_runs
     from mlflow_roofline.tracking.client import TrackingClient
@@ -88,7 +86,6 @@ def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Sto
         synthetic = get_or_create_experiment(TrackingClient(), "roofline-synthetic")
         log_synthetic_runs(MlflowClient(), synthetic, 10, seed=5)
         run_fit(["roofline-synthetic"], model_name="", alias="", register=False, echo=lambda _: None)
-    mlflow.tracking.fluent._active_experiment_id = None  # as the tracking_uri fixture leaves MLflow
     return Store(uri, root)
 
 

@@ -18,7 +18,9 @@ def module_store(root: Path, template: Path) -> Iterator[tuple[str, pytest.Monke
     current for this process and its children for the block.
 
     The working directory moves to ``root`` (artifacts land there); yields the store's URI and
-    the monkeypatch, for more environment the block needs. Everything is undone afterwards.
+    the monkeypatch, for more environment the block needs. Everything is undone afterwards,
+    MLflow's process-wide active experiment included (an id from this store must not follow
+    the next test into another store).
     """
     uri = f"sqlite:///{copy_store(template, root / 'mlflow.db')}"
     previous = mlflow.get_tracking_uri()
@@ -30,3 +32,4 @@ def module_store(root: Path, template: Path) -> Iterator[tuple[str, pytest.Monke
             yield uri, patch
         finally:
             mlflow.set_tracking_uri(previous)
+            mlflow.tracking.fluent._active_experiment_id = None
