@@ -4,7 +4,10 @@ Loads the pyfunc model (by default ``models:/roofline-energy@champion`` from the
 tracking server in ``MLFLOW_TRACKING_URI``), predicts the job's energy (joules, with its
 95 % prediction interval), time (seconds), speedup and efficiency, or with
 ``--recommend`` the best strategy and device count, or with ``--pareto`` every
-non-dominated (strategy, device count), on the hardware ``--hardware`` names (required by a
+non-dominated (strategy, device count), for the job the job table's options describe (a decoder,
+LoRA, checkpointing or a precision with ``--arch``, ``--vocab-size``, ``--peft``, ``--lora-rank``,
+``--grad-checkpointing``, ``--precision``; left out, the model's defaults), on the hardware
+``--hardware`` names (required by a
 law pooled over several hardware, such as the ``@champion`` of a multi-GPU fit), and prints a
 table (``--json``: the model's output records). ``--carbon-intensity``/``--region``, ``--pue`` and ``--price-per-kwh``
 (the options train, measure and sweep take, checked the same way) add emissions (g CO2e)
@@ -18,25 +21,17 @@ from __future__ import annotations
 
 import click
 
+from mlflow_roofline.commands.job_options import pop_job, predict_job_options
 from mlflow_roofline.commands.options import FINITE_FLOAT, carbon_options, pop_carbon_params
 from mlflow_roofline.core.carbon import resolve_carbon_live
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import STRATEGIES
 from mlflow_roofline.serve.ask_model import DEFAULT_MODEL_URI, JobQuery, ask_model
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 
 @click.command("predict")
 @click.option("--model", "model_uri", default=DEFAULT_MODEL_URI, show_default=True, help="MLflow model URI.")
-@click.option("--num-layers", type=int, required=True, help="L, encoder layers.")
-@click.option("--hidden-size", type=int, required=True, help="d, model width.")
-@click.option("--num-heads", type=int, required=True, help="h, attention heads.")
-@click.option("--ffn-size", type=int, required=True, help="ff, feed-forward width.")
-@click.option("--seq-len", type=int, required=True, help="S, tokens per sample.")
-@click.option("--batch-size", type=int, required=True, help="Global batch (samples per step).")
-@click.option("--num-steps", type=int, required=True, help="Optimizer steps of the job.")
-@click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
-@click.option("--num-devices", type=int, default=1, show_default=True, help="N, devices.")
+@predict_job_options
 @click.option(
     "--hardware",
     default=None,
@@ -62,15 +57,6 @@ from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE,
 @click.option("--json", "as_json", is_flag=True, help="Print the model's output records as JSON.")
 def predict_command(
     model_uri: str,
-    num_layers: int,
-    hidden_size: int,
-    num_heads: int,
-    ffn_size: int,
-    seq_len: int,
-    batch_size: int,
-    num_steps: int,
-    strategy: str,
-    num_devices: int,
     hardware: str | None,
     speedup: float | None,
     recommend: bool,
@@ -83,6 +69,7 @@ def predict_command(
     price_per_kwh: str | None,
     carbon_now: bool,
     as_json: bool,
+    **options: int | str | bool | None,
 ) -> None:
     """Predict a fine-tuning job's energy and time, or recommend its strategy and device count."""
     if carbon_now:
@@ -97,15 +84,8 @@ def predict_command(
     carbon = pop_carbon_params(
         {"carbon_intensity": carbon_intensity, "region": region, "pue": pue, "price_per_kwh": price_per_kwh}
     )
-    job = {
-        "num_layers": num_layers,
-        "hidden_size": hidden_size,
-        "num_heads": num_heads,
-        "ffn_size": ffn_size,
-        "seq_len": seq_len,
-        "batch_size": batch_size,
-        "num_steps": num_steps,
-    }
+    job: dict[str, int | str | bool] = pop_job(options, request=True)
+    strategy, num_devices = str(job.pop("strategy")), int(job.pop("num_devices"))
     query = JobQuery(
         job=job,
         strategy=strategy,

@@ -16,16 +16,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.rules import INT_FIELDS, KIND_INT_FIELDS, MINIMUM, first_broken
 from mlflow_roofline.core.schema import (
     DATA_PARALLEL_STRATEGIES,
-    DEFAULT_LORA_RANK,
-    DEFAULT_VOCAB_SIZE,
     KIND_PARAM_NAMES,
     TRAIN_PARAM_NAMES,
     WORKLOAD_PARAM_NAMES,
 )
+
+ColumnValue = int | str | bool
+"""A job column's value: an integer, a level (text) or a flag."""
 
 __all__ = ["AUTO", "INT_FIELDS", "KIND_INT_FIELDS", "TrainConfig", "parse_bool"]
 
@@ -56,6 +58,32 @@ def int_field_problem(name: str, value: object) -> str | None:
     return None
 
 
+TRAINER_PRECISIONS: Mapping[str, tuple[str, ...]] = {
+    "cuda": ("fp32", "tf32", "bf16", "fp16"),
+    "cpu": ("fp32", "bf16", "fp16"),
+}
+"""The precisions this package's trainer runs on each device kind (the job table allows more: fp8 runs
+measured elsewhere are imported and predicted, not trained here)."""
+
+
+def precision_problem(config: TrainConfig) -> ConfigError | None:
+    """Why this package's trainer cannot run ``config.precision`` on ``config.device`` (None if it can)."""
+    allowed = TRAINER_PRECISIONS.get(config.device, ())
+    if config.precision in allowed:
+        return None
+    if config.precision == "fp8":
+        why = "fp8 training needs Transformer Engine, which this trainer does not use"
+    elif config.precision == "tf32":
+        why = "tf32 is a mode of NVIDIA tensor cores"
+    else:
+        why = f"{config.precision} is not a precision this trainer knows"
+    return ConfigError(
+        "precision",
+        f"{why}: on {config.device} use one of {', '.join(allowed)} "
+        "(runs measured elsewhere at any precision can be brought in with `mlflow-roofline import`)",
+    )
+
+
 def node_problem(config: TrainConfig, cuda_devices: int | None, cpu_cores: int | None) -> ConfigError | None:
     """Why ``config`` cannot run on this node (None if it can).
 
@@ -64,7 +92,12 @@ def node_problem(config: TrainConfig, cuda_devices: int | None, cpu_cores: int |
         cuda_devices: GPUs visible here, checked when ``config.device`` is ``cuda`` (None: unknown, not checked).
         cpu_cores: cores here, checked when ``config.device`` is ``cpu``: at most
             :data:`MAX_CPU_PROCESSES_PER_CORE` processes per core (None: not checked).
+
+    The precision is checked first (:func:`precision_problem`).
     """
+    precision = precision_problem(config)
+    if precision is not None:
+        return precision
     n = config.num_devices
     if config.device == "cuda" and cuda_devices is not None and n > cuda_devices:
         return ConfigError("num_devices", f"needs {n} GPUs, {cuda_devices} visible here")
@@ -130,12 +163,32 @@ class TrainConfig:
     peft: str = "none"
     lora_rank: int = AUTO
     grad_checkpointing: bool = False
+    extra: tuple[tuple[str, ColumnValue], ...] = ()
+    """Columns of the job table that no field above holds (a column added to the table and not yet
+    read by the trainer): logged, hashed and validated like the others."""
 
     def __post_init__(self) -> None:
-        if self.vocab_size == AUTO and self.arch in DEFAULT_VOCAB_SIZE:
-            object.__setattr__(self, "vocab_size", DEFAULT_VOCAB_SIZE[self.arch])
-        if self.lora_rank == AUTO and self.peft in DEFAULT_LORA_RANK:
-            object.__setattr__(self, "lora_rank", DEFAULT_LORA_RANK[self.peft])
+        for name in KIND_INT_FIELDS:
+            by, defaults = job_table.column(name).default_by or ("", {})
+            decided = defaults.get(str(self.value(by))) if by else None
+            if self.value(name) == AUTO and decided is not None:
+                self._set(name, decided)
+
+    def _set(self, name: str, value: ColumnValue) -> None:
+        if name in _FIELD_NAMES:
+            object.__setattr__(self, name, value)
+        else:
+            object.__setattr__(self, "extra", tuple((k, value if k == name else v) for k, v in self.extra))
+
+    def value(self, name: str) -> ColumnValue:
+        """The value of job column ``name`` (a field, or one of :attr:`extra`)."""
+        if name in _FIELD_NAMES:
+            return getattr(self, name)
+        return dict(self.extra)[name]
+
+    def values(self) -> dict[str, ColumnValue]:
+        """Every job column's value, in the job table's order."""
+        return {name: self.value(name) for name in TRAIN_PARAM_NAMES}
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
@@ -150,22 +203,19 @@ class TrainConfig:
         unknown = sorted(set(values) - set(TRAIN_PARAM_NAMES))
         if unknown:
             raise ConfigError(unknown[0], f"unknown field; expected one of {', '.join(TRAIN_PARAM_NAMES)}")
-        kwargs: dict[str, Any] = {}
-        for field in dataclasses.fields(cls):
-            if field.name not in values:
-                if field.default is dataclasses.MISSING:
-                    raise ConfigError(field.name, "is required")
-                continue
-            raw = values[field.name]
-            if field.name in INT_FIELDS:
-                kwargs[field.name] = _as_int(field.name, raw)
-            elif field.name in KIND_INT_FIELDS:
-                auto = isinstance(raw, str) and raw.strip().lower() in AUTO_WORDS
-                kwargs[field.name] = AUTO if auto else _as_int(field.name, raw)
-            elif field.name == "grad_checkpointing":
-                kwargs[field.name] = parse_bool(field.name, raw if isinstance(raw, bool) else str(raw))
+        parsed: dict[str, ColumnValue] = {}
+        for entry in job_table.JOB_COLUMNS:
+            if entry.name not in values:
+                if entry.required:
+                    raise ConfigError(entry.name, "is required")
+                if entry.name in _FIELD_NAMES:
+                    continue
+                raw: object = entry.default
             else:
-                kwargs[field.name] = str(raw)
+                raw = values[entry.name]
+            parsed[entry.name] = _parsed(entry, raw)
+        kwargs: dict[str, Any] = {k: v for k, v in parsed.items() if k in _FIELD_NAMES}
+        kwargs["extra"] = tuple((k, v) for k, v in parsed.items() if k not in _FIELD_NAMES)
         return cls(**kwargs)
 
     def validate(self) -> None:
@@ -177,38 +227,40 @@ class TrainConfig:
         Raises:
             ConfigError: naming the first field that breaks a rule, and the rule.
         """
+        values = self.values()
         for name in INT_FIELDS:
-            problem = int_field_problem(name, getattr(self, name))
+            problem = int_field_problem(name, values[name])
             if problem is not None:
                 raise ConfigError(name, problem)
-        for name in KIND_INT_FIELDS:  # their minimums are rules of the table, after arch and peft
-            value = getattr(self, name)
+        for name in KIND_INT_FIELDS:  # their minimums are rules of the table, after the columns deciding them
+            value = values[name]
             if isinstance(value, bool) or not isinstance(value, int) or value > INT64_MAX:
                 raise ConfigError(name, f"must be an integer of the int64 range, got {value!r}")
-        if not isinstance(self.grad_checkpointing, bool):
-            raise ConfigError("grad_checkpointing", f"must be true or false, got {self.grad_checkpointing!r}")
-        values = {name: getattr(self, name) for name in TRAIN_PARAM_NAMES}
+        for name in job_table.names(type="bool"):
+            if not isinstance(values[name], bool):
+                raise ConfigError(name, f"must be true or false, got {values[name]!r}")
         rule = first_broken(values)
         if rule is not None:
             raise ConfigError(rule.field, rule.describe(values))
 
     def to_params(self) -> dict[str, str]:
         """The MLflow params of a train run: every schema param, as strings (booleans ``true``/``false``)."""
-        return {name: _param_text(getattr(self, name)) for name in TRAIN_PARAM_NAMES}
+        return {name: _param_text(value) for name, value in self.values().items()}
 
     def kind_defaults(self) -> dict[str, str]:
         """What each param beyond the paper's says when a run does not give it (as param text).
 
-        ``vocab_size`` defaults by ``arch`` and ``lora_rank`` by ``peft``, so a default is
-        always a function of the params that are kept.
+        A ``default_by`` column defaults by the column that decides it (``vocab_size`` by ``arch``),
+        so a default is always a function of the params that are kept.
         """
-        return {
-            "arch": "encoder",
-            "vocab_size": str(DEFAULT_VOCAB_SIZE.get(self.arch, AUTO)),
-            "peft": "none",
-            "lora_rank": str(DEFAULT_LORA_RANK.get(self.peft, AUTO)),
-            "grad_checkpointing": "false",
-        }
+        return {name: _param_text(self._default(job_table.column(name))) for name in KIND_PARAM_NAMES}
+
+    def _default(self, entry: job_table.JobColumn) -> ColumnValue:
+        """``entry``'s default for this job: its own, or its level's where another column decides it."""
+        if entry.default_by is not None:
+            decided = entry.default_under(str(self.value(entry.default_by[0])))
+            return AUTO if decided is None else decided
+        return entry.default if entry.default is not None else ""
 
     def hashed_params(self) -> dict[str, str]:
         """The params the hashes read: every param, except one beyond the paper's at its default.
@@ -261,6 +313,21 @@ class TrainConfig:
         if self.strategy in DATA_PARALLEL_STRATEGIES:
             return self.batch_size // self.num_devices
         return self.batch_size
+
+
+_FIELD_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "extra")
+"""The job columns :class:`TrainConfig` holds as typed fields."""
+
+
+def _parsed(entry: job_table.JobColumn, raw: object) -> ColumnValue:
+    """One column's value from text or a number, by its type (``auto`` where its default is decided)."""
+    if entry.type == "bool":
+        return parse_bool(entry.name, raw if isinstance(raw, bool) else str(raw))
+    if entry.type == "int":
+        if entry.default == job_table.AUTO and isinstance(raw, str) and raw.strip().lower() in AUTO_WORDS:
+            return AUTO
+        return _as_int(entry.name, raw)
+    return str(raw)
 
 
 def _as_int(field: str, raw: object) -> int:

@@ -19,23 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from mlflow_roofline.core.schema import (
-    ARCHS,
-    DATA_PARALLEL_STRATEGIES,
-    DEVICES,
-    PEFTS,
-    PRECISIONS,
-    SIZE_NAMES,
-    STRATEGIES,
-)
+from mlflow_roofline.core.job_table import AUTO, JOB_COLUMNS
+from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, KIND_PARAM_NAMES
 
-INT_FIELDS: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "num_devices")
-"""Configuration fields that hold integers (the paper's params)."""
+INT_FIELDS: tuple[str, ...] = tuple(c.name for c in JOB_COLUMNS if c.type == "int" and c.default != AUTO)
+"""Configuration fields that hold integers given as such (the paper's params)."""
 
-KIND_INT_FIELDS: tuple[str, ...] = ("vocab_size", "lora_rank")
-"""Integer fields among the params beyond the paper's (``lora_rank`` is 0 without adapters)."""
+KIND_INT_FIELDS: tuple[str, ...] = tuple(c.name for c in JOB_COLUMNS if c.type == "int" and c.default == AUTO)
+"""Integer fields whose default another field decides (``auto``: ``vocab_size`` by arch, ``lora_rank`` by peft)."""
 
-MINIMUM: Mapping[str, int] = {"warmup_steps": 0, "lora_rank": 0}
+MINIMUM: Mapping[str, int] = {c.name: c.minimum for c in JOB_COLUMNS if c.type == "int" and c.minimum != 1}
 """Smallest value of an integer field where it is not 1."""
 
 
@@ -122,11 +115,14 @@ def _split_rule(name: str, field: str, strategies: tuple[str, ...]) -> Rule:
     )
 
 
+def _choice_rules(paper: bool) -> tuple[Rule, ...]:
+    """The level rule of every text column of the job table, the paper's or the others."""
+    return tuple(_choice_rule(c.name, c.levels) for c in JOB_COLUMNS if c.type == "text" and c.paper == paper)
+
+
 RULES: tuple[Rule, ...] = (
     *(_minimum_rule(field) for field in INT_FIELDS),
-    _choice_rule("strategy", STRATEGIES),
-    _choice_rule("device", DEVICES),
-    _choice_rule("precision", PRECISIONS),
+    *_choice_rules(paper=True),
     Rule(
         name="heads_divide_hidden",
         field="hidden_size",
@@ -154,8 +150,7 @@ RULES: tuple[Rule, ...] = (
     _split_rule("tp_splits_heads", "num_heads", ("tp",)),
     _split_rule("tp_splits_ffn", "ffn_size", ("tp",)),
     _split_rule("data_parallel_splits_batch", "batch_size", DATA_PARALLEL_STRATEGIES),
-    _choice_rule("arch", ARCHS),
-    _choice_rule("peft", PEFTS),
+    *_choice_rules(paper=False),
     *(_minimum_rule(field) for field in KIND_INT_FIELDS),  # after arch and peft, whose defaults they take
     Rule(
         name="lora_has_a_rank",
@@ -177,7 +172,7 @@ RULES: tuple[Rule, ...] = (
 """Every rule, in the order they are checked (the first broken one is reported)."""
 
 
-KIND_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.fields) & {"arch", "peft", *KIND_INT_FIELDS})
+KIND_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.fields) & set(KIND_PARAM_NAMES))
 """The rules on the params beyond the paper's (what a run measured elsewhere must satisfy of them too)."""
 
 

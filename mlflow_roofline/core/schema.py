@@ -6,7 +6,9 @@ model takes them, so every module refers to them through this one place.
 
 from __future__ import annotations
 
-STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp", "tp")
+from mlflow_roofline.core import job_table
+
+STRATEGIES: tuple[str, ...] = job_table.levels("strategy")
 """Parallel strategies: one device, data parallel, fully sharded data parallel, tensor parallel."""
 
 DATA_PARALLEL_STRATEGIES: tuple[str, ...] = ("ddp", "fsdp")
@@ -21,45 +23,41 @@ def present_strategies(values: object) -> list[str]:
     return [s for s in STRATEGIES if s in found]
 
 
-DEVICES: tuple[str, ...] = ("cuda", "cpu")
-DEVICE_CHOICES: tuple[str, ...] = ("auto",) + DEVICES
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+DEVICES: tuple[str, ...] = job_table.levels("device")
+DEVICE_CHOICES: tuple[str, ...] = (job_table.AUTO,) + DEVICES
+PRECISIONS: tuple[str, ...] = job_table.levels("precision")
 ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm", "rapl", "estimate")
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 
-SIZE_NAMES: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-)
+SIZE_NAMES: tuple[str, ...] = job_table.names(group="size")
 """A job's integer sizes: layers, width, heads, FFN width, tokens per sample, samples per step, optimizer steps."""
 
-# Train-run params, in the order DESIGN.md lists them.
-PARAM_NAMES: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "strategy", "num_devices", "device", "precision")
+PARAM_NAMES: tuple[str, ...] = job_table.names(paper=True)
+"""The paper's train-run params (every train run has logged them), in the job table's order."""
 
-ARCHS: tuple[str, ...] = ("encoder", "decoder")
+ARCHS: tuple[str, ...] = job_table.levels("arch")
 """Model kinds: the paper's BERT sequence classification (the default), a GPT-2 causal LM."""
-PEFTS: tuple[str, ...] = ("none", "lora")
+PEFTS: tuple[str, ...] = job_table.levels("peft")
 """Parameter-efficient fine-tuning: every weight trained, or LoRA adapters only."""
-DEFAULT_VOCAB_SIZE: dict[str, int] = {"encoder": 30522, "decoder": 50257}
+DEFAULT_VOCAB_SIZE: dict[str, int] = job_table.defaults_by_level("vocab_size")
 """V of each arch when a run does not say: BERT-base's WordPiece, GPT-2's BPE vocabulary."""
-DEFAULT_LORA_RANK: dict[str, int] = {"none": 0, "lora": 8}
+DEFAULT_LORA_RANK: dict[str, int] = job_table.defaults_by_level("lora_rank")
 """``lora_rank`` of each ``peft`` when a run does not say (0: no adapters)."""
 
-KIND_PARAM_NAMES: tuple[str, ...] = ("arch", "vocab_size", "peft", "lora_rank", "grad_checkpointing")
-"""Train-run params beyond the paper's, in DESIGN.md's order: what kind of model is
+KIND_PARAM_NAMES: tuple[str, ...] = job_table.names(paper=False)
+"""Train-run params beyond the paper's, in the job table's order: what kind of model is
 trained and how. Each has a default, and a run or model logged before they existed is read
 with it; :data:`PARAM_NAMES` stays the params every train run has always logged."""
 
-TRAIN_PARAM_NAMES: tuple[str, ...] = (*PARAM_NAMES, *KIND_PARAM_NAMES)
-"""Every param a train run logs (DESIGN.md's table), the paper's first."""
+TRAIN_PARAM_NAMES: tuple[str, ...] = tuple(c.name for c in job_table.JOB_COLUMNS)
+"""Every param a train run logs (docs/schema.md's table), the paper's first."""
 
-LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
-"""The job columns the served law takes (DESIGN.md), in order; ``speedup`` and ``hardware`` are optional beside them."""
+LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, *job_table.names(group="placement"))
+"""The job columns the served law requires (docs/schema.md), in order; the kind columns, ``speedup``
+and ``hardware`` are optional beside them."""
+
+REQUEST_KIND_NAMES: tuple[str, ...] = job_table.names(group="kind", request=True)
+"""The optional job columns of a request: what kind of model the job trains and how (precision first)."""
 
 # Params that define the workload, independent of how (and how long) it is run.
 WORKLOAD_PARAM_NAMES: tuple[str, ...] = tuple(

@@ -42,6 +42,7 @@ from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.config import AUTO_WORDS, INT64_MAX, INT_FIELDS, KIND_INT_FIELDS, TrainConfig, parse_bool
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.measured import measured_problem
@@ -187,7 +188,7 @@ def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tu
     for name, raw in fields.items():
         if name in KIND_INT_FIELDS and str(raw).strip().lower() in AUTO_WORDS:
             continue  # the default of its arch / peft
-        if name == "grad_checkpointing":
+        if name in job_table.names(type="bool"):
             try:
                 values[name] = str(parse_bool(name, raw if isinstance(raw, bool) else str(raw)))
             except ConfigError as exc:

@@ -32,6 +32,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from mlflow_roofline.core import job_table
+from mlflow_roofline.core.job_table import JobColumn
 from mlflow_roofline.core.proxies import (
     MEM_BYTES_PER_ELEMENT,
     flops_head,
@@ -40,14 +42,13 @@ from mlflow_roofline.core.proxies import (
     proxy_mem_traffic,
     trainable_params,
 )
-from mlflow_roofline.core.schema import DEFAULT_LORA_RANK, DEFAULT_VOCAB_SIZE
 
 KIND_FEATURES: tuple[str, ...] = ("arch", "peft", "grad_checkpointing")
-"""The categorical features of a job's kind, each with its default level first (:data:`KIND_LEVELS`)."""
-KIND_LEVELS: dict[str, tuple[str, str]] = {
-    "arch": ("encoder", "decoder"),
-    "peft": ("none", "lora"),
-    "grad_checkpointing": ("false", "true"),
+"""The categorical features of a job's kind the laws read, each with its default level first (:data:`KIND_LEVELS`)."""
+BOOL_LEVELS: tuple[str, str] = ("false", "true")
+"""A flag column's levels as the law's categoricals hold them."""
+KIND_LEVELS: dict[str, tuple[str, ...]] = {
+    name: BOOL_LEVELS if job_table.column(name).type == "bool" else job_table.levels(name) for name in KIND_FEATURES
 }
 """Each kind feature's levels, the default (the paper's: reference level of the law's dummy) first."""
 KIND_INDICATORS: dict[str, tuple[str, str]] = {
@@ -55,6 +56,8 @@ KIND_INDICATORS: dict[str, tuple[str, str]] = {
 }
 """``arch_decoder``, ``peft_lora``, ``grad_checkpointing_true``: 1.0 where a job is not the paper's kind,
 by feature and level; their [min, max] over the fitted runs tell which kinds a law has seen."""
+KIND_COLUMNS: tuple[JobColumn, ...] = tuple(c for c in job_table.JOB_COLUMNS if c.group == "kind" and c.request)
+"""The job table's optional request columns (precision, arch, vocab_size, ...), deciding columns first."""
 
 
 def kind_indicators(features: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -65,34 +68,50 @@ def kind_indicators(features: Mapping[str, object]) -> dict[str, np.ndarray]:
     }
 
 
-def kind_columns(
-    n_rows: int,
-    arch: np.ndarray | None = None,
-    vocab_size: np.ndarray | None = None,
-    peft: np.ndarray | None = None,
-    lora_rank: np.ndarray | None = None,
-    grad_checkpointing: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Each kind param as an array of ``n_rows``, defaults where not given (None) or missing (NaN vocab/rank).
+def _flags(values: np.ndarray) -> np.ndarray:
+    """A flag column as bools: booleans as they are, words (as a table may hold them) true only for ``true``."""
+    flags = np.asarray(values)
+    if flags.dtype.kind in "OUS":
+        flags = np.array([str(v).strip().lower() == "true" for v in flags], dtype=bool)
+    return flags.astype(bool)
 
-    ``vocab_size`` defaults by arch (:data:`~mlflow_roofline.core.schema.DEFAULT_VOCAB_SIZE`),
-    ``lora_rank`` by peft; ``grad_checkpointing`` is a bool array. Values are taken as given
-    (validation is the caller's: the run puller, the served model's input check).
+
+def _defaults(entry: JobColumn, decided_by: np.ndarray) -> np.ndarray:
+    """A ``default_by`` column's default in each row, by the level of the column deciding it (its first level's
+    where the level is unknown: the rules refuse that row later)."""
+    by_level = job_table.defaults_by_level(entry.name)
+    fallback = float(next(iter(by_level.values())))
+    levels = np.asarray(decided_by, dtype=object)
+    return np.select([levels == level for level in by_level], [float(v) for v in by_level.values()], fallback)
+
+
+def kind_columns(n_rows: int, given: Mapping[str, np.ndarray | None] | None = None) -> dict[str, np.ndarray]:
+    """Each kind column of the job table as an array of ``n_rows``: as ``given``, defaults where not given
+    (absent or None) or missing (NaN in an integer column).
+
+    Text columns are object arrays, integers float64 (``vocab_size`` defaults by arch, ``lora_rank`` by
+    peft, as the job table says), flags bool arrays. Values are taken as given (validation is the
+    caller's: the run puller, the served model's input check).
     """
-    archs = np.full(n_rows, KIND_LEVELS["arch"][0], dtype=object) if arch is None else np.asarray(arch, dtype=object)
-    pefts = np.full(n_rows, KIND_LEVELS["peft"][0], dtype=object) if peft is None else np.asarray(peft, dtype=object)
-    vocab = np.full(n_rows, np.nan) if vocab_size is None else np.asarray(vocab_size, dtype=float)
-    vocab_default = np.where(
-        archs == "decoder", float(DEFAULT_VOCAB_SIZE["decoder"]), float(DEFAULT_VOCAB_SIZE["encoder"])
-    )
-    vocab = np.where(np.isnan(vocab), vocab_default, vocab)
-    rank = np.full(n_rows, np.nan) if lora_rank is None else np.asarray(lora_rank, dtype=float)
-    rank = np.where(np.isnan(rank), np.where(pefts == "lora", float(DEFAULT_LORA_RANK["lora"]), 0.0), rank)
-    ckpt = np.zeros(n_rows, dtype=bool) if grad_checkpointing is None else np.asarray(grad_checkpointing)
-    if ckpt.dtype.kind in "OUS":  # words, as a table may hold them: only "true" is true
-        ckpt = np.array([str(v).strip().lower() == "true" for v in ckpt], dtype=bool)
-    ckpt = ckpt.astype(bool)
-    return {"arch": archs, "vocab_size": vocab, "peft": pefts, "lora_rank": rank, "grad_checkpointing": ckpt}
+    given = given or {}
+    out: dict[str, np.ndarray] = {}
+    for entry in KIND_COLUMNS:
+        values = given.get(entry.name)
+        if entry.type == "text":
+            out[entry.name] = (
+                np.full(n_rows, entry.default, dtype=object) if values is None else np.asarray(values, dtype=object)
+            )
+        elif entry.type == "bool":
+            out[entry.name] = np.full(n_rows, bool(entry.default)) if values is None else _flags(values)
+        else:
+            numbers = np.full(n_rows, np.nan) if values is None else np.asarray(values, dtype=float)
+            default = (
+                _defaults(entry, out[entry.default_by[0]])
+                if entry.default_by is not None
+                else np.full(n_rows, float(entry.default))  # type: ignore[arg-type] # an int column's default
+            )
+            out[entry.name] = np.where(np.isnan(numbers), default, numbers)
+    return out
 
 
 def law_features(
@@ -106,17 +125,14 @@ def law_features(
     speedup: np.ndarray,
     strategy: np.ndarray,
     ffn_size: np.ndarray | None = None,
-    arch: np.ndarray | None = None,
-    vocab_size: np.ndarray | None = None,
-    peft: np.ndarray | None = None,
-    lora_rank: np.ndarray | None = None,
-    grad_checkpointing: np.ndarray | None = None,
+    **kind: np.ndarray | None,
 ) -> dict[str, np.ndarray]:
     """The law's features for arrays of configurations (one entry per row).
 
-    ``ffn_size`` None: 4 x hidden_size (the paper's and BERT's ratio); the kind params None:
-    their defaults (:func:`kind_columns`). The fit and the served model both call this, so
-    a law sees the same features at prediction time as at fit time.
+    ``ffn_size`` None: 4 x hidden_size (the paper's and BERT's ratio); ``kind``: the job table's kind
+    columns given (``arch``, ``vocab_size``...), the others their defaults (:func:`kind_columns`). The
+    fit and the served model both call this, so a law sees the same features at prediction time as at
+    fit time.
     """
     layers, hidden, seq, batch, steps = (
         np.asarray(v, dtype=float) for v in (num_layers, hidden_size, seq_len, batch_size, num_steps)
@@ -124,14 +140,14 @@ def law_features(
     ffn = 4.0 * hidden if ffn_size is None else np.asarray(ffn_size, dtype=float)
     n = np.asarray(num_devices, dtype=float)
     strategies = np.asarray(strategy, dtype=object)
-    kind = kind_columns(len(layers), arch, vocab_size, peft, lora_rank, grad_checkpointing)
+    kinds = kind_columns(len(layers), kind)
     c = proxy_flops(layers, hidden, seq, batch, steps)
     m = proxy_mem_traffic(layers, hidden, seq, batch, steps)
     eta = np.asarray(speedup, dtype=float) / n
     tokens = batch * seq * steps
-    head = flops_head(hidden, kind["vocab_size"], tokens, kind["arch"])
+    head = flops_head(hidden, kinds["vocab_size"], tokens, kinds["arch"])
     trainable = trainable_params(
-        layers, hidden, ffn, seq, kind["arch"], kind["vocab_size"], kind["peft"], kind["lora_rank"]
+        layers, hidden, ffn, seq, kinds["arch"], kinds["vocab_size"], kinds["peft"], kinds["lora_rank"]
     )
     optimizer = opt_traffic(trainable, steps, n, strategies)
     return {
@@ -144,7 +160,7 @@ def law_features(
         "strategy": strategies,
         "log_C_all": np.log(c + head),
         "log_M_all": np.log(m * MEM_BYTES_PER_ELEMENT + optimizer),
-        "arch": kind["arch"],
-        "peft": kind["peft"],
-        "grad_checkpointing": np.where(kind["grad_checkpointing"], "true", "false").astype(object),
+        "arch": kinds["arch"],
+        "peft": kinds["peft"],
+        "grad_checkpointing": np.where(kinds["grad_checkpointing"], "true", "false").astype(object),
     }

@@ -43,7 +43,8 @@ class JobQuery:
     """One job and what to ask about it.
 
     Attributes:
-        job: the job's sizes (:data:`~mlflow_roofline.core.schema.SIZE_NAMES`), integers.
+        job: the job's sizes (:data:`~mlflow_roofline.core.schema.SIZE_NAMES`, integers) and the kind
+            columns given (``arch``, ``precision``, ...: the job table's optional request columns).
         strategy, num_devices: the placement predict mode evaluates (ignored otherwise).
         speedup: a measured S(N) instead of the speedup law (predict mode), or None.
         recommend, pareto: ask for the best placement, or the energy-time frontier.
@@ -54,7 +55,7 @@ class JobQuery:
             leave it out (a one-hardware law needs none, a pooled law over several needs it).
     """
 
-    job: Mapping[str, int]
+    job: Mapping[str, int | str | bool]
     strategy: str = "single"
     num_devices: int = 1
     speedup: float | None = None

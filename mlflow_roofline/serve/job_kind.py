@@ -1,13 +1,13 @@
 """The served model's optional kind columns: what model a job trains and how.
 
-``arch`` (``encoder`` or ``decoder``), ``vocab_size``, ``peft`` (``none`` or ``lora``),
-``lora_rank`` and ``grad_checkpointing`` (true or false) may each be absent, or empty in
-some rows; there the job is read with the defaults every run logged before these params
-existed has (DESIGN.md): an encoder with V = 30,522 (a decoder: 50,257), every weight
-trained (rank 0; LoRA without a rank: 8), no checkpointing. A value of the wrong kind is
-refused naming the field; the rules between them (a rank under LoRA and none without it,
-a rank no wider than the model) are the rule table's (:mod:`mlflow_roofline.core.rules`),
-checked with the job's other columns (:mod:`serve.validate`).
+The job table's kind columns (:mod:`mlflow_roofline.core.job_table`: ``precision``, ``arch``,
+``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``) may each be absent, or empty in
+some rows; there the job is read with the table's defaults, those of every run logged before
+the column existed (docs/schema.md): fp32, an encoder with V = 30,522 (a decoder: 50,257),
+every weight trained (rank 0; LoRA without a rank: 8), no checkpointing. A value of the wrong
+type is refused naming the field; the levels and the rules between columns (a rank under LoRA
+and none without it, a rank no wider than the model) are the rule table's
+(:mod:`mlflow_roofline.core.rules`), checked with the job's other columns (:mod:`serve.validate`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.config import FALSE_WORDS, TRUE_WORDS
-from mlflow_roofline.law.log_features import KIND_LEVELS, kind_columns
+from mlflow_roofline.core.job_table import JobColumn
+from mlflow_roofline.law.log_features import KIND_COLUMNS as KIND_ENTRIES
+from mlflow_roofline.law.log_features import kind_columns
 from mlflow_roofline.serve.errors import invalid, show
 
-TEXT_COLUMNS: tuple[str, ...] = ("arch", "peft")
-INTEGER_COLUMNS: tuple[str, ...] = ("vocab_size", "lora_rank")
-FLAG_COLUMN = "grad_checkpointing"
-KIND_COLUMNS: tuple[str, ...] = ("arch", "vocab_size", "peft", "lora_rank", FLAG_COLUMN)
-"""The optional input columns of a job's kind, in DESIGN.md's order."""
+KIND_COLUMNS: tuple[str, ...] = tuple(entry.name for entry in KIND_ENTRIES)
+"""The optional input columns of a job's kind, in the job table's order."""
+TEXT_COLUMNS: tuple[str, ...] = tuple(entry.name for entry in KIND_ENTRIES if entry.type == "text")
 
 
 def _missing(value: object) -> bool:
@@ -68,11 +68,11 @@ def _integer(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     return parsed
 
 
-def _flag(frame: pd.DataFrame) -> np.ndarray | None:
-    """``grad_checkpointing`` as bools (missing: false); a boolean, or a word true/false, yes/no, 1/0."""
-    if FLAG_COLUMN not in frame.columns:
+def _flag(frame: pd.DataFrame, name: str) -> np.ndarray | None:
+    """A flag column as bools (missing: false); a boolean, or a word true/false, yes/no, 1/0."""
+    if name not in frame.columns:
         return None
-    values = frame[FLAG_COLUMN].to_numpy(dtype=object)
+    values = frame[name].to_numpy(dtype=object)
     flags = np.zeros(len(values), dtype=bool)
     for i, value in enumerate(values):
         if _missing(value):
@@ -84,19 +84,27 @@ def _flag(frame: pd.DataFrame) -> np.ndarray | None:
         if word in TRUE_WORDS:
             flags[i] = True
         elif word not in FALSE_WORDS:
-            raise invalid(FLAG_COLUMN, f"must be true or false, got {show(value)}", np.array([i]))
+            raise invalid(name, f"must be true or false, got {show(value)}", np.array([i]))
     return flags
+
+
+def _column(frame: pd.DataFrame, entry: JobColumn) -> np.ndarray | None:
+    """One kind column of the request parsed by its type (None where absent); text gets its default where missing."""
+    if entry.type == "text":
+        return _with_default(_text(frame, entry.name), str(entry.default))
+    if entry.type == "bool":
+        return _flag(frame, entry.name)
+    return _integer(frame, entry.name)
 
 
 def job_kind(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each kind column of the request, defaults filled in (see the module docstring).
 
-    Returns ``arch`` and ``peft`` (object arrays of text), ``vocab_size`` and ``lora_rank``
-    (float64, exact integers) and ``grad_checkpointing`` (bool), one entry per row.
+    Returns the text columns (``precision``, ``arch``, ``peft``: object arrays), the integers
+    (``vocab_size``, ``lora_rank``: float64, exact) and the flags (``grad_checkpointing``: bool),
+    one entry per row.
 
     Raises:
-        InputError: naming the field and row of a value of the wrong kind.
+        InputError: naming the field and row of a value of the wrong type.
     """
-    arch, peft = (_with_default(_text(frame, name), KIND_LEVELS[name][0]) for name in TEXT_COLUMNS)
-    vocab, rank = (_integer(frame, name) for name in INTEGER_COLUMNS)
-    return kind_columns(len(frame), arch, vocab, peft, rank, _flag(frame))
+    return kind_columns(len(frame), {entry.name: _column(frame, entry) for entry in KIND_ENTRIES})

@@ -61,12 +61,12 @@ from mlflow.types.schema import AnyType, TensorSpec
 from mlflow_roofline import __version__
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+from mlflow_roofline.core.job_table import JOB_COLUMNS
 from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
-from mlflow_roofline.serve.job_kind import KIND_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
     DEFAULT_MODE,
@@ -81,7 +81,7 @@ from mlflow_roofline.serve.placement_search import (
     recommend_frame,
 )
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
-from mlflow_roofline.serve.validate import SIZE_COLUMNS, SPEEDUP_COLUMN
+from mlflow_roofline.serve.validate import SPEEDUP_COLUMN
 
 LAW_ARTIFACT = "law"
 LAW_FILE = "fitted_law.json"
@@ -154,22 +154,22 @@ def model_signature() -> ModelSignature:
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional;
     ``hardware`` too, except for a law pooled over several hardware (:mod:`serve.hardware_routing`).
-    The kind columns (``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``)
-    are optional, with the defaults of runs logged before they existed (:mod:`serve.job_kind`).
+    The job's columns are the job table's request columns (:mod:`mlflow_roofline.core.job_table`): the
+    sizes required, the kind columns (``precision``, ``arch``, ``vocab_size``, ...) optional, with the
+    defaults of runs logged before they existed (:mod:`serve.job_kind`).
     The numeric inputs are typed ``AnyType()``: MLflow would cast them to the declared type
     before the model sees them (2.9 layers to 2, ``true`` to 1), so the model receives the
     numbers as sent and checks them itself (:mod:`mlflow_roofline.serve.validate`).
     """
-    columns: list[ColSpec | TensorSpec] = [ColSpec(AnyType(), name) for name in SIZE_COLUMNS]
+    # The job table's request columns: text as text; the numbers and the flags AnyType, checked by the model as sent.
+    columns: list[ColSpec | TensorSpec] = [
+        ColSpec(DataType.string if entry.type == "text" else AnyType(), entry.name, required=entry.group == "size")
+        for entry in JOB_COLUMNS
+        if entry.request
+    ]
     columns += [
-        ColSpec(DataType.string, "strategy", required=False),
-        ColSpec(AnyType(), "num_devices", required=False),
         ColSpec(AnyType(), SPEEDUP_COLUMN, required=False),
         ColSpec(DataType.string, HARDWARE_COLUMN, required=False),
-    ]
-    # Text as strategy is; the numbers and the flag AnyType, checked by the model as sent.
-    columns += [
-        ColSpec(DataType.string if name in TEXT_COLUMNS else AnyType(), name, required=False) for name in KIND_COLUMNS
     ]
     inputs = Schema(columns)
     output_types = {

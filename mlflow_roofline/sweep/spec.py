@@ -13,9 +13,10 @@ Beyond DESIGN.md's keys a spec may use:
   (wall-clock limit of one configuration, seconds; the run is FAILED past it);
 - ``carbon_intensity`` (g CO2e/kWh), ``region``, ``pue`` and ``price_per_kwh``: passed to
   every train run as its carbon options (``--carbon-intensity`` ...);
-- the params beyond the paper's (``arch``, ``vocab_size``, ``peft``, ``lora_rank``,
-  ``grad_checkpointing``), in a grid or at the top level; absent, the train runs take their
-  defaults, and the grids (and so the spec's hash) are what they were without them.
+- every other column of the job table (:mod:`mlflow_roofline.core.job_table`: ``precision``,
+  ``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``), in a grid or at the
+  top level; absent, the train runs take their defaults, and the grids (and so the spec's hash)
+  are what they were without them.
 
 The ``grid`` part: a grid maps train fields to lists of values (their cartesian product); a
 spec holds one grid or a list of them; top-level grid keys apply to every grid that does not
@@ -43,15 +44,8 @@ import yaml
 from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon
 from mlflow_roofline.core.config import int_field_problem
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import (
-    ARCHS,
-    DEFAULT_EXPERIMENT,
-    DEVICE_CHOICES,
-    P_METER,
-    PEFTS,
-    PRECISIONS,
-    STRATEGIES,
-)
+from mlflow_roofline.core.job_table import JOB_COLUMNS, JobColumn
+from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, DEVICE_CHOICES, P_METER
 from mlflow_roofline.core.strict_yaml import load_yaml
 from mlflow_roofline.energy.select import METER_NAMES
 
@@ -65,31 +59,21 @@ CarbonKeys = Mapping[str, float | str]
 """The spec's carbon keys that are set (``region`` a name, the others numbers)."""
 
 # -- the grid ------------------------------------------------------------------------
-INT_GRID_KEYS: tuple[str, ...] = (
-    "num_layers",
-    "hidden_size",
-    "num_heads",
-    "head_size",
-    "ffn_size",
-    "seq_len",
-    "batch_size",
-    "num_steps",
-    "warmup_steps",
-    "num_devices",
-    "vocab_size",
-    "lora_rank",
-)
-"""Grid keys whose values are integers (``warmup_steps`` and ``lora_rank`` may be 0, the others are positive)."""
+SETTING_COLUMNS: tuple[str, ...] = ("device",)
+"""Job columns a spec sets once, at the top level, not per grid."""
 
-CHOICE_GRID_KEYS: dict[str, tuple[str, ...]] = {
-    "strategy": STRATEGIES,
-    "precision": PRECISIONS,
-    "arch": ARCHS,
-    "peft": PEFTS,
-}
+_GRID_COLUMNS: tuple[JobColumn, ...] = tuple(c for c in JOB_COLUMNS if c.name not in SETTING_COLUMNS)
+
+INT_GRID_KEYS: tuple[str, ...] = (*(c.name for c in _GRID_COLUMNS if c.type == "int"), "head_size")
+"""Grid keys whose values are integers (the job table's minimums; ``head_size`` is positive)."""
+
+CHOICE_GRID_KEYS: dict[str, tuple[str, ...]] = {c.name: c.levels for c in _GRID_COLUMNS if c.type == "text"}
 """Grid keys whose values are names, and the names each allows."""
 
-GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", "grad_checkpointing", *CHOICE_GRID_KEYS)
+BOOL_GRID_KEYS: tuple[str, ...] = tuple(c.name for c in _GRID_COLUMNS if c.type == "bool")
+"""Grid keys whose values are true or false."""
+
+GRID_KEYS: tuple[str, ...] = INT_GRID_KEYS + ("ffn_ratio", *BOOL_GRID_KEYS, *CHOICE_GRID_KEYS)
 """Every key a grid may hold (``device`` is one per sweep, so it is top-level only)."""
 
 REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
@@ -102,13 +86,9 @@ REQUIRED_GRID_KEYS: tuple[tuple[str, ...], ...] = (
 )
 """Each grid must give one key of every group (directly or through the top level)."""
 
-GRID_DEFAULTS: Grid = {
-    "num_steps": (20,),
-    "warmup_steps": (3,),
-    "strategy": ("single",),
-    "num_devices": (1,),
-    "precision": ("fp32",),
-}
+GRID_DEFAULTS: Grid = {c.name: (c.default,) for c in _GRID_COLUMNS if c.paper and c.default is not None}
+"""The paper's columns a grid need not give, at the job table's defaults (the others are left to the
+train run, so that a spec's grids and hash are what they were before those columns existed)."""
 
 
 def positive_number(value: object) -> bool:
@@ -185,7 +165,7 @@ def _value(key: str, field: str, value: object) -> GridValue:
         return cast(float, value)  # positive_number found an int or a float
     if field in CHOICE_GRID_KEYS:
         return choice(key, value, CHOICE_GRID_KEYS[field], what=field)
-    if field == "grad_checkpointing":
+    if field in BOOL_GRID_KEYS:
         if not isinstance(value, bool):
             raise ConfigError(key, f"must be true or false, got {value!r}")
         return value

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.proxies import lora_params_per_layer
 from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
@@ -175,7 +176,8 @@ def generate_mixed_arch_runs(
                 row = measured_run(fleet, shape, config, rng)
                 rows.append({**row, **kind, "workload_index": w_index, "energy_source": energy_source})
     frame = finish_runs(pd.DataFrame(rows))
-    for name in ("vocab_size", "lora_rank"):
+    for name in job_table.names(type="int", paper=False):
         frame[name] = frame[name].astype(int)
-    frame["grad_checkpointing"] = frame["grad_checkpointing"].astype(bool)
+    for name in job_table.names(type="bool"):
+        frame[name] = frame[name].astype(bool)
     return frame

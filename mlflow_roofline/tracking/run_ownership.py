@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.config import AUTO_WORDS, INT_FIELDS, KIND_INT_FIELDS, parse_bool
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import M_TIME_S, TAG_RUN_TYPE
@@ -82,7 +83,7 @@ def same_param(name: str, logged: str, value: str) -> bool:
         return logged == "auto"
     if name in KIND_INT_FIELDS and logged.strip().lower() in AUTO_WORDS:
         return True
-    if name == "grad_checkpointing":
+    if name in job_table.names(type="bool"):
         try:
             return parse_bool(name, logged) == parse_bool(name, value)
         except ConfigError:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.core.carbon import resolve_carbon_live
-from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.config import TrainConfig, precision_problem
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.system.signals import raising_on_signals
@@ -147,6 +147,9 @@ def parse_config(options: Mapping[str, object]) -> TrainConfig:
     device = resolve_device(str(values.get("device", "auto")))
     config = TrainConfig.from_mapping({**values, "device": device})
     config.validate()
+    precision = precision_problem(config)
+    if precision is not None:
+        raise precision
     if config.device == "cuda":
         visible = cuda_device_count()
         if config.num_devices > visible:

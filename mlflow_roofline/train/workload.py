@@ -15,7 +15,8 @@ tracked:
   = 2, an SST-2-style binary task) is a fixed function of the tokens, so the loss can
   actually fall; for the decoder, the labels are the tokens themselves (next-token loss);
 - the optimizer: AdamW, gradient clipping that works on plain tensors and DTensors alike;
-- precision: autocast to bf16 or fp16 (fp16 with a gradient scaler), fp32 weights.
+- precision: autocast to bf16 or fp16 (fp16 with a gradient scaler), fp32 weights; tf32 lets CUDA matmuls
+  use TF32 tensor cores (fp32 tensors).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from torch import nn
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.proxies import MAX_POSITIONS, NUM_LABELS, VOCAB_SIZE
-from mlflow_roofline.core.schema import PRECISIONS
 from mlflow_roofline.train.adapters import add_lora
 from mlflow_roofline.train.decoder import build_decoder, decoder_batch
 
@@ -136,26 +136,37 @@ def build_optimizer(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
 
 
+FULL_WIDTH_PRECISIONS = ("fp32", "tf32")
+"""Precisions that keep fp32 tensors (no autocast); tf32 lets CUDA's matmuls use TF32 tensor cores."""
+
+
 def check_precision(precision: str, device_type: str) -> None:
     """Fail early, naming the param, when ``precision`` cannot run on ``device_type``.
 
     Raises:
-        ConfigError: bf16 on a GPU without bf16 support, or a precision autocast lacks.
+        ConfigError: a precision this trainer does not run there (fp8; tf32 off CUDA), bf16 on a GPU
+            without bf16 support, or a precision autocast lacks.
     """
-    if precision == "fp32":
+    if precision == "fp32" or (precision == "tf32" and device_type == "cuda"):
         return
     dtype = _AUTOCAST_DTYPES.get(precision)
     if dtype is None:
-        raise ConfigError("precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        allowed = ("fp32", "tf32", *_AUTOCAST_DTYPES) if device_type == "cuda" else ("fp32", *_AUTOCAST_DTYPES)
+        raise ConfigError("precision", f"this trainer runs {', '.join(allowed)} on {device_type}, got {precision!r}")
     if not torch.amp.is_autocast_available(device_type):
         raise ConfigError("precision", f"{precision} needs autocast, which torch lacks on {device_type}")
     if device_type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise ConfigError("precision", "bf16 is not supported by this GPU; use fp16 or fp32")
 
 
+def matmul_precision(precision: str) -> str:
+    """torch's float32 matmul setting for ``precision``: ``high`` (TF32 allowed) under tf32, else ``highest``."""
+    return "high" if precision == "tf32" else "highest"
+
+
 def autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
-    """The forward-pass context of ``precision``: nothing for fp32, else autocast."""
-    if precision == "fp32":
+    """The forward-pass context of ``precision``: nothing for fp32 and tf32, else autocast."""
+    if precision in FULL_WIDTH_PRECISIONS:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type, dtype=_AUTOCAST_DTYPES[precision])
 
@@ -235,7 +246,7 @@ class Trainer:
     Attributes:
         model: the (possibly wrapped) model.
         optimizer: its optimizer.
-        precision: ``fp32``, ``bf16`` or ``fp16``.
+        precision: ``fp32``, ``tf32`` (CUDA), ``bf16`` or ``fp16``.
         device_type: ``cpu`` or ``cuda``.
         max_grad_norm: gradients are clipped to this global L2 norm.
     """
@@ -248,6 +259,7 @@ class Trainer:
 
     def __post_init__(self) -> None:
         check_precision(self.precision, self.device_type)
+        torch.set_float32_matmul_precision(matmul_precision(self.precision))
         self.scaler = grad_scaler(self.precision, self.device_type)
         self.last_grad_norm: torch.Tensor | None = None
 

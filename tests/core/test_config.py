@@ -28,7 +28,7 @@ BASE = TrainConfig(num_layers=2, hidden_size=64, num_heads=4, ffn_size=256, seq_
         ({"warmup_steps": -1}, "warmup_steps", "non-negative"),
         ({"strategy": "zero3"}, "strategy", "single, ddp, fsdp, tp"),
         ({"device": "tpu"}, "device", "cuda, cpu"),
-        ({"precision": "fp8"}, "precision", "fp32, bf16, fp16"),
+        ({"precision": "fp4"}, "precision", "fp32, tf32, bf16, fp16, fp8"),
     ],
 )
 def test_each_rule_names_its_field(changes: dict, field: str, fragment: str) -> None:

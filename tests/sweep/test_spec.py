@@ -138,7 +138,7 @@ def test_scalars_top_level_defaults_and_alternatives() -> None:
         (spec_with(grid_warmup_steps=[-1]), "grid.warmup_steps[0]", ["non-negative"]),
         (spec_with(grid_num_layers=[]), "grid.num_layers", ["at least one value"]),
         (spec_with(grid_strategy=["single", "pipeline"]), "grid.strategy[1]", ["single, ddp, fsdp, tp"]),
-        (spec_with(grid_precision=["fp8"]), "grid.precision[0]", ["fp32, bf16, fp16"]),
+        (spec_with(grid_precision=["fp4"]), "grid.precision[0]", ["fp32, tf32, bf16, fp16, fp8"]),
         (spec_with(grid_ffn_ratio=[4]), "grid.ffn_ratio", ["either ffn_size or ffn_ratio"]),
         (spec_with(grid_ffn_ratio=["x"]), "grid.ffn_ratio[0]", ["positive number"]),
         (spec_with(grid_strategy=["ddp"]), "grid.num_devices", [">= 2"]),

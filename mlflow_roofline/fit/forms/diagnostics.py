@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.config import INT_FIELDS
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, cv_mape, workload_folds
@@ -97,21 +97,20 @@ def compare_hardware_slopes(data: pd.DataFrame, seed: int = 0) -> dict[str, floa
 def law_ranges(frame: pd.DataFrame, data: pd.DataFrame) -> dict[str, list[float]]:
     """[min, max] of every model input, of log_C, log_M and of eta over the fitted runs.
 
-    Where ``data`` has the kind features, also of each kind indicator
-    (:data:`~mlflow_roofline.law.log_features.KIND_INDICATORS`, 0/1: [0, 0] where no run was,
-    say, a decoder) and of ``vocab_size`` and ``lora_rank``, so that a query of a kind no run
-    measured is flagged ``extrapolated``.
+    The model's integer inputs are the job table's integer request columns (``vocab_size`` and
+    ``lora_rank`` among them where the frame has them). Where ``data`` has the kind features, also
+    of each kind indicator (:data:`~mlflow_roofline.law.log_features.KIND_INDICATORS`, 0/1: [0, 0]
+    where no run was, say, a decoder), so that a query of a kind no run measured is flagged
+    ``extrapolated``.
     """
     ranges: dict[str, list[float]] = {}
-    for name in (f for f in INT_FIELDS if f != "warmup_steps"):  # the model's integer inputs
-        ranges[name] = [float(frame[name].min()), float(frame[name].max())]
+    for name in job_table.names(type="int", request=True):
+        if name in frame:
+            ranges[name] = [float(frame[name].min()), float(frame[name].max())]
     for name in ("log_C", "log_M"):
         ranges[name] = [float(data[name].min()), float(data[name].max())]
     ranges["eta"] = [float(np.exp(data["log_eta"].min())), float(np.exp(data["log_eta"].max()))]
     if all(name in data for name in KIND_FEATURES):
         for key, values in kind_indicators({name: data[name].to_numpy() for name in KIND_FEATURES}).items():
             ranges[key] = [float(values.min()), float(values.max())]
-        for name in ("vocab_size", "lora_rank"):
-            if name in frame:
-                ranges[name] = [float(frame[name].min()), float(frame[name].max())]
     return ranges

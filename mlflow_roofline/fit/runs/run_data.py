@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from mlflow_roofline.core import job_table
 from mlflow_roofline.core.config import INT_FIELDS, TrainConfig
 from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.measured import measured_problem
@@ -179,9 +180,10 @@ def runs_to_frame(runs: Sequence[Run], energy_metric: str = M_ENERGY_J) -> RunDa
             beyond[launcher_problem] += 1
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
-    for name in (*INT_FIELDS, "vocab_size", "lora_rank"):
+    for name in job_table.names(type="int"):
         frame[name] = frame[name].astype("int64")
-    frame["grad_checkpointing"] = frame["grad_checkpointing"].astype(bool)
+    for name in job_table.names(type="bool"):
+        frame[name] = frame[name].astype(bool)
     for name in (M_ENERGY_J, M_TIME_S):
         frame[name] = frame[name].astype(float)
     return RunData(frame=frame, n_found=len(runs), dropped=dict(dropped), beyond_launcher=dict(beyond))

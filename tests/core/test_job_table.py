@@ -1,0 +1,159 @@
+"""The job table is the one list of a job's columns: every other list is a view of it, kept in sync here.
+
+The last test adds a column to the table (one line, in a fresh process, before anything else of
+the package is imported) and finds it in every view: the train params and their checks, the
+command-line options of ``train`` and ``predict``, the sweep's grid keys, the import's fields,
+the served model's signature and its input checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from mlflow_roofline.commands.predict import predict_command
+from mlflow_roofline.commands.train import train_command
+from mlflow_roofline.core import job_table
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.fit.runs.run_data import FRAME_COLUMNS
+from mlflow_roofline.ingest.records import KNOWN_FIELDS
+from mlflow_roofline.serve.pyfunc_model import model_signature
+from mlflow_roofline.sweep.spec import GRID_KEYS, SETTING_COLUMNS
+
+REPO = Path(job_table.__file__).resolve().parents[2]
+COLUMNS = job_table.JOB_COLUMNS
+ALL = tuple(c.name for c in COLUMNS)
+
+
+def test_train_config_holds_every_column_with_the_table_default() -> None:
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name != "extra"}
+    assert tuple(fields) == ALL
+    for entry in COLUMNS:
+        default = fields[entry.name].default
+        if entry.required:
+            assert default is dataclasses.MISSING, entry.name
+        elif entry.default == job_table.AUTO and entry.type == "int":
+            assert default == -1, entry.name  # resolved by the column deciding it
+        elif entry.name != "device":  # auto: resolved from the host before a config is built
+            assert default == entry.default, entry.name
+
+
+def test_mlproject_train_parameters_are_the_job_columns_with_their_defaults() -> None:
+    train = yaml.safe_load((REPO / "MLproject").read_text())["entry_points"]["train"]
+    params = train["parameters"]
+    job = [name for name in params if name in ALL]
+    assert job == list(ALL), "MLproject's train parameters are not the job table's columns, in its order"
+    for entry in COLUMNS:
+        given = params[entry.name].get("default")
+        if entry.default is None:
+            assert given is None, entry.name
+        else:
+            assert str(given).lower() == str(entry.default).lower(), entry.name
+        assert f"{entry.option} {{{entry.name}}}" in train["command"], f"the command does not pass {entry.option}"
+
+
+def test_the_command_options_are_the_job_columns() -> None:
+    train = {p.name for p in train_command.params}
+    predict = {p.name for p in predict_command.params}
+    assert set(ALL) <= train
+    assert set(job_table.names(request=True)) <= predict
+    assert not set(job_table.names(request=False)) & predict  # warm-up and device are the run's, not a query's
+
+
+def test_the_sweep_grid_the_import_and_the_fit_pull_read_every_column() -> None:
+    assert set(ALL) - set(SETTING_COLUMNS) <= set(GRID_KEYS)
+    assert set(ALL) <= KNOWN_FIELDS
+    assert set(ALL) <= set(FRAME_COLUMNS)
+
+
+def test_the_model_signature_takes_the_request_columns_and_requires_the_sizes() -> None:
+    inputs = {spec.name: spec for spec in model_signature().inputs.inputs}
+    for entry in COLUMNS:
+        if not entry.request:
+            assert entry.name not in inputs
+            continue
+        assert inputs[entry.name].required == (entry.group == "size"), entry.name
+
+
+def test_docs_schema_has_a_row_for_every_column_with_its_levels() -> None:
+    text = (REPO / "docs" / "schema.md").read_text()
+    for entry in COLUMNS:
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{entry.name}` |")), None)
+        assert row is not None, f"docs/schema.md has no row for `{entry.name}`"
+        for level in entry.levels:
+            assert f"`{level}`" in row, f"docs/schema.md's row of `{entry.name}` does not name `{level}`"
+
+
+ADD_A_COLUMN = """
+import json
+from mlflow_roofline.core import job_table
+
+job_table.JOB_COLUMNS = (
+    *job_table.JOB_COLUMNS,
+    job_table.JobColumn("optimizer", "text", "kind", "optimizer", "adamw", ("adamw", "sgd"), paper=False),
+)
+
+import pandas as pd
+from click.testing import CliRunner
+from mlflow_roofline.commands.predict import predict_command
+from mlflow_roofline.commands.train import train_command
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.ingest.records import KNOWN_FIELDS
+from mlflow_roofline.serve.errors import InputError
+from mlflow_roofline.serve.pyfunc_model import model_signature
+from mlflow_roofline.serve.validate import validate_sizes
+from mlflow_roofline.sweep.spec import GRID_KEYS
+
+sizes = dict(num_layers=2, hidden_size=64, num_heads=2, ffn_size=256, seq_len=16, batch_size=4)
+plain, sgd = TrainConfig.from_mapping(sizes), TrainConfig.from_mapping({**sizes, "optimizer": "sgd"})
+try:
+    TrainConfig.from_mapping({**sizes, "optimizer": "lion"}).validate()
+    refused = ""
+except ConfigError as exc:
+    refused = str(exc)
+try:
+    validate_sizes(pd.DataFrame([{**sizes, "num_steps": 10, "optimizer": "lion"}]))
+    served_refusal = ""
+except InputError as exc:
+    served_refusal = str(exc)
+served = validate_sizes(pd.DataFrame([{**sizes, "num_steps": 10, "optimizer": "sgd"}]))
+print(json.dumps({
+    "param": sgd.to_params()["optimizer"],
+    "default_param": plain.to_params()["optimizer"],
+    "hash_at_default": plain.config_hash("gpu"),
+    "hash_differs": plain.config_hash("gpu") != sgd.config_hash("gpu"),
+    "refused": refused,
+    "served_refusal": served_refusal,
+    "served": list(served["optimizer"]),
+    "train_help": "--optimizer" in CliRunner().invoke(train_command, ["--help"]).output,
+    "predict_help": "--optimizer [adamw|sgd]" in CliRunner().invoke(predict_command, ["--help"]).output,
+    "signature": "optimizer" in model_signature().inputs.input_names(),
+    "grid": "optimizer" in GRID_KEYS,
+    "import": "optimizer" in KNOWN_FIELDS,
+}))
+"""
+
+
+def test_a_column_added_to_the_table_reaches_every_view(tmp_path: Path) -> None:
+    script = tmp_path / "add_a_column.py"
+    script.write_text(ADD_A_COLUMN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["param"] == "sgd" and seen["default_param"] == "adamw"
+    sizes = dict(num_layers=2, hidden_size=64, num_heads=2, ffn_size=256, seq_len=16, batch_size=4)
+    assert seen["hash_at_default"] == TrainConfig.from_mapping(sizes).config_hash("gpu")  # older runs keep theirs
+    assert seen["hash_differs"]
+    assert re.search(r"optimizer.*must be one of adamw, sgd, got 'lion'", seen["refused"]), seen["refused"]
+    assert re.search(r"optimizer \(row 0\): must be one of adamw, sgd", seen["served_refusal"]), seen
+    assert seen["served"] == ["sgd"]
+    assert all(seen[view] for view in ("train_help", "predict_help", "signature", "grid", "import")), seen
