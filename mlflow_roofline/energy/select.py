@@ -11,12 +11,13 @@ falls back to a CPU meter silently: without a GPU meter ``auto`` raises, naming
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from types import ModuleType
 from typing import TypedDict
 
-from mlflow_roofline.core.schema import DEVICE_CHOICES
+from mlflow_roofline.core.schema import DEVICE_CHOICES, DEVICES
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
 from mlflow_roofline.energy.estimate import EstimateMeter, resolve_watts_per_core
 from mlflow_roofline.energy.nvml import NvmlMeter
@@ -26,12 +27,32 @@ from mlflow_roofline.energy.rocm import RocmMeter
 
 logger = logging.getLogger(__name__)
 
-METER_NAMES: tuple[str, ...] = ("auto", "nvml", "nvml_power", "rocm", "rapl", "estimate")
+
+
+@dataclasses.dataclass(frozen=True)
+class MeterKind:
+    """One meter of the registry: its name (the ``roofline.energy_source`` it logs) and the device kind it
+    measures (``cuda`` for GPU meters, AMD's included, as PyTorch's ROCm build names them; ``cpu``)."""
+
+    name: str
+    device_kind: str
+
+
+METER_KINDS: tuple[MeterKind, ...] = (
+    MeterKind("nvml", "cuda"),
+    MeterKind("nvml_power", "cuda"),
+    MeterKind("rocm", "cuda"),
+    MeterKind("rapl", "cpu"),
+    MeterKind("estimate", "cpu"),
+)
+"""Every meter, in the order ``auto`` tries them (best first); their names are the schema's energy sources."""
+
+METER_NAMES: tuple[str, ...] = ("auto", *(kind.name for kind in METER_KINDS))
 AUTO_ORDER: dict[str, tuple[str, ...]] = {
-    "cuda": ("nvml", "nvml_power", "rocm"),
-    "cpu": ("rapl", "estimate"),
-    "auto": ("nvml", "nvml_power", "rocm", "rapl", "estimate"),
+    **{device: tuple(k.name for k in METER_KINDS if k.device_kind == device) for device in DEVICES},
+    "auto": tuple(k.name for k in METER_KINDS),
 }
+"""The meters ``auto`` tries for a job on each device kind (``auto``: every one), in registry order."""
 
 
 class MeterOptions(TypedDict, total=False):

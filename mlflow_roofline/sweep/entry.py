@@ -15,6 +15,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -30,6 +31,9 @@ from mlflow_roofline.sweep.spec import CarbonKeys, SweepSpec, load_spec, resolve
 from mlflow_roofline.tracking.client import TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
 from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
+
+if TYPE_CHECKING:  # the runner imports torch: only where a sweep runs
+    from mlflow_roofline.sweep.runner import SweepResult
 
 PLAN_PROGRESS_MIN_POINTS = 5_000
 """Grid points from which planning shows a progress bar."""
@@ -79,7 +83,7 @@ def run_from_cli(
         return None
     settings = ExecutorSettings.from_options(executor_options, checked.slurm)
     check_tracking_uri(settings, current_tracking_uri())  # before the store is opened (an SQLite file, created)
-    client = TrackingClient()
+    client = TrackingClient()  # the command's one client, passed down to the runner
     # the runner forks ranks from a warm server, which imports torch: a dry run never loads it
     from mlflow_roofline.sweep.runner import run_sweep
 
@@ -100,8 +104,13 @@ def run_from_cli(
     finally:
         if remote is not None:
             remote.close()
-    if result.exit_code >= 128:
-        return result.exit_code
+    if result.exit_code < 128:
+        _echo_outcome(result, plan, echo, warn)
+    return result.exit_code
+
+
+def _echo_outcome(result: SweepResult, plan: Plan, echo: Echo, warn: Echo) -> None:
+    """The sweep's one summary line, and one line per failed configuration."""
     counts = plan_counts(result.entries, plan)
     ran = [r.outcome for r in result.results if not r.outcome.elsewhere]
     elsewhere = [r.outcome for r in result.results if r.outcome.elsewhere]
@@ -117,7 +126,6 @@ def run_from_cli(
         warn(f"{len(result.failed)} configuration(s) failed:")
         for failed in result.failed:
             warn(f"  {failed.config.run_name} (run {failed.outcome.run_id}): {failed.outcome.summary}")
-    return result.exit_code
 
 
 def plan_spec(checked: SweepSpec, dry_run: bool, max_configs: int, progress: bool, echo: Echo, warn: Echo) -> Plan:
