@@ -28,7 +28,6 @@ from mlflow_roofline.energy.rocm import RocmMeter
 logger = logging.getLogger(__name__)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MeterKind:
     """One meter of the registry: its name (the ``roofline.energy_source`` it logs) and the device kind it

@@ -78,7 +78,7 @@ def run_child_warm(
             JobSpec(checked.to_params(), meter=meter, seed=seed).write(job_dir)
             job = WarmJob(server, checked.num_devices, job_dir)
             client.log(run_id, tags=process_tags(job.pid))
-            log_setup(run_id, checked, meter, hardware)
+            log_setup(client, run_id, checked, meter, hardware)
             with sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)):
                 launched = job.wait(timeout_s)
             if launched is None:
@@ -86,7 +86,7 @@ def run_child_warm(
                 raise TrainingFailed(f"train job timed out after {timeout_s:g} s and was killed", job.output_tail())
             returncode = launched.returncode
             result = read_result(launched, job_dir, checked.num_devices)
-            log_result(run_id, checked, result, settings)
+            log_result(client, run_id, checked, result, settings)
         except Exception as exc:  # this configuration failed; the sweep goes on
             return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)
         client.end_run(run_id, "FINISHED")

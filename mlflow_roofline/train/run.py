@@ -92,9 +92,10 @@ def _train(
         check_meter(meter, config.device)
         settings = resolve_carbon_live(**carbon)
     except RooflineError as bad_input:
-        from mlflow_roofline.train.run_logging import train_run  # imports MLflow, heavy: only once it is needed
+        from mlflow_roofline.tracking.client import TrackingClient  # imports MLflow, heavy: only once it is needed
+        from mlflow_roofline.train.run_logging import train_run
 
-        with train_run(experiment, _run_name(options)):
+        with train_run(TrackingClient(), experiment, _run_name(options)):
             raise bad_input
     # The watchdog cleans up if this process is killed outright: job, temp folder, run.
     with Watchdog() as watchdog, tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
@@ -106,17 +107,19 @@ def _train(
         try:
             # MLflow's import is heavy: imported here, it overlaps the job's start
             from mlflow_roofline.tracking import system_metrics_monitor as sysm  # MLflow's System metrics tab
+            from mlflow_roofline.tracking.client import TrackingClient
             from mlflow_roofline.train import run_logging as train_tracking
 
             params = {**config.to_params(), P_METER: meter}
+            client = TrackingClient()  # the command's one client
             with (
-                train_tracking.train_run(experiment, config.run_name, params) as run_id,
+                train_tracking.train_run(client, experiment, config.run_name, params) as run_id,
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)),
             ):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
-                train_tracking.log_setup(run_id, config, meter, hardware_name(config.device))
+                train_tracking.log_setup(client, run_id, config, meter, hardware_name(config.device))
                 result = read_result(job.wait(), job_dir, config.num_devices)
-                train_tracking.log_result(run_id, config, result, settings)
+                train_tracking.log_result(client, run_id, config, result, settings)
         finally:
             job.stop()
     return run_id, result

@@ -66,15 +66,17 @@ ERROR_TAIL_LINES = 25
 
 
 @contextlib.contextmanager
-def train_run(experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None) -> Iterator[str]:
+def train_run(
+    client: TrackingClient, experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
 
     The run is the one ``MLFLOW_RUN_ID`` names, else a new one in ``experiment`` (else
     MLflow's ``MLFLOW_EXPERIMENT_ID``/``_NAME``, else ``roofline-bert``). A named run is
     first checked against ``params`` (:func:`~mlflow_roofline.tracking.run_ownership.check_joinable`):
-    one that may not be joined raises ``RunRefused`` and is left untouched.
+    one that may not be joined raises ``RunRefused`` and is left untouched. ``client`` is the
+    command's one tracking client.
     """
-    client = TrackingClient()
     run_id = os.environ.get(RUN_ID_ENV)
     if run_id:
         check_joinable(client, run_id, "train", params)
@@ -108,7 +110,7 @@ def record_failure(client: TrackingClient, run_id: str, message: str, detail: st
         logger.warning("could not record the error on run %s: %s", run_id, first_line)
 
 
-def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
+def log_setup(client: TrackingClient, run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
     """Params, tags and proxies: what is known before training.
 
     A param the run already holds (``mlflow run`` logs the entry point's parameters) is
@@ -119,7 +121,6 @@ def log_setup(run_id: str, config: TrainConfig, meter: str, hardware: str) -> No
     Raises:
         ConfigError: a param of the run contradicts the configuration.
     """
-    client = TrackingClient()
     existing = client.get_run(run_id).data.params
     params = {}
     for name, value in {**config.to_params(), P_METER: meter}.items():
@@ -141,7 +142,9 @@ def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
     }
 
 
-def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None) -> None:
+def log_result(
+    client: TrackingClient, run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None
+) -> None:
     """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy and carbon tags.
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
@@ -169,7 +172,6 @@ def log_result(run_id: str, config: TrainConfig, result: JobResult, carbon: Carb
     now = now_ms()
     history = [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]
     history += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
-    client = TrackingClient()
     client.log(run_id, metrics={**metrics, **extra_metrics}, tags={**tags, **extra_tags})
     client.log_history(run_id, history)
     if result.extras.power_timeline:

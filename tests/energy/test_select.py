@@ -11,7 +11,7 @@ from mlflow_roofline.energy.select import AUTO_ORDER, METER_KINDS, METER_NAMES, 
 
 def test_the_registry_names_are_the_energy_sources_and_auto() -> None:
     assert tuple(kind.name for kind in METER_KINDS) == ENERGY_SOURCES
-    assert METER_NAMES == ("auto", *ENERGY_SOURCES)
+    assert ("auto", *ENERGY_SOURCES) == METER_NAMES
     assert {kind.device_kind for kind in METER_KINDS} <= set(DEVICES)
 
 

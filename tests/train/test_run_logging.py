@@ -6,6 +6,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.run_ownership import same_param as _same_param
 from mlflow_roofline.train.job_io import JobResult, RankEnergy
 from mlflow_roofline.train.run_logging import log_result, train_run
@@ -35,8 +36,9 @@ def test_params_mlflow_already_logged(name: str, logged: str, value: str, same: 
 def test_a_failed_energy_reading_is_logged_as_a_reason_not_a_number(tracking_uri: str) -> None:
     config = TrainConfig(1, 32, 2, 64, 8, 4, num_steps=2, strategy="ddp", num_devices=2)
     ranks = [RankEnergy(0, True, 2.0, 1.0), RankEnergy(1, True, None, 1.1, error="nvml: read failed mid-window")]
-    with train_run("units", config.run_name) as run_id:
-        log_result(run_id, config, _result(ranks))
+    client = TrackingClient()
+    with train_run(client, "units", config.run_name) as run_id:
+        log_result(client, run_id, config, _result(ranks))
     run = MlflowClient().get_run(run_id)
     assert run.info.status == "FINISHED"
     assert "energy_j" not in run.data.metrics and "avg_power_w" not in run.data.metrics
