@@ -1,4 +1,4 @@
-"""The public names of the run schema (DESIGN.md): params, metrics, tags and choices.
+"""The public names of the run schema (docs/schema.md): params, metrics, tags and choices.
 
 Users compare runs in the MLflow UI by these names, the fit reads them and the served
 model takes them, so every module refers to them through this one place.
@@ -38,7 +38,7 @@ SIZE_NAMES: tuple[str, ...] = (
 )
 """A job's integer sizes: layers, width, heads, FFN width, tokens per sample, samples per step, optimizer steps."""
 
-# Train-run params, in the order DESIGN.md lists them.
+# Train-run params, in the order docs/schema.md lists them.
 PARAM_NAMES: tuple[str, ...] = (*SIZE_NAMES, "warmup_steps", "strategy", "num_devices", "device", "precision")
 
 ARCHS: tuple[str, ...] = ("encoder", "decoder")
@@ -51,15 +51,16 @@ DEFAULT_LORA_RANK: dict[str, int] = {"none": 0, "lora": 8}
 """``lora_rank`` of each ``peft`` when a run does not say (0: no adapters)."""
 
 KIND_PARAM_NAMES: tuple[str, ...] = ("arch", "vocab_size", "peft", "lora_rank", "grad_checkpointing")
-"""Train-run params beyond the paper's, in DESIGN.md's order: what kind of model is
+"""Train-run params beyond the paper's, in docs/schema.md's order: what kind of model is
 trained and how. Each has a default, and a run or model logged before they existed is read
 with it; :data:`PARAM_NAMES` stays the params every train run has always logged."""
 
 TRAIN_PARAM_NAMES: tuple[str, ...] = (*PARAM_NAMES, *KIND_PARAM_NAMES)
-"""Every param a train run logs (DESIGN.md's table), the paper's first."""
+"""Every param a train run logs (docs/schema.md's table), the paper's first."""
 
 LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, "strategy", "num_devices")
-"""The job columns the served law takes (DESIGN.md), in order; ``speedup`` and ``hardware`` are optional beside them."""
+"""The job columns the served law takes (docs/schema.md), in order; ``speedup`` and ``hardware`` are optional
+beside them."""
 
 # Params that define the workload, independent of how (and how long) it is run.
 WORKLOAD_PARAM_NAMES: tuple[str, ...] = tuple(
@@ -121,7 +122,7 @@ M_ENERGY_FORECAST_LOWER_J = "energy_forecast_j_lower"  # its 95 % prediction int
 M_ENERGY_FORECAST_UPPER_J = "energy_forecast_j_upper"
 M_TIME_FORECAST_S = "time_forecast_s"  # forecast of time_s for the whole planned window, seconds
 
-# Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
+# Train-run param beyond docs/schema.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
 
 # Tags.
@@ -225,7 +226,7 @@ BASELINE_TIME_LAW = "time_law"
 BASELINE_KINDS: tuple[str, ...] = (BASELINE_MEASURED, BASELINE_PER_DEVICE, BASELINE_TIME_LAW)
 DEFAULT_ALIAS = "champion"
 
-# Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (DESIGN.md).
+# Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (docs/schema.md).
 M_ADJ_R2 = "adj_r2"
 M_ADJ_R2_BASELINE = "adj_r2_baseline"
 M_RMSE_LOG = "rmse_log"  # in-sample, natural-log units

@@ -3,7 +3,7 @@
 ``arch`` (``encoder`` or ``decoder``), ``vocab_size``, ``peft`` (``none`` or ``lora``),
 ``lora_rank`` and ``grad_checkpointing`` (true or false) may each be absent, or empty in
 some rows; there the job is read with the defaults every run logged before these params
-existed has (DESIGN.md): an encoder with V = 30,522 (a decoder: 50,257), every weight
+existed has (docs/schema.md): an encoder with V = 30,522 (a decoder: 50,257), every weight
 trained (rank 0; LoRA without a rank: 8), no checkpointing. A value of the wrong kind is
 refused naming the field; the rules between them (a rank under LoRA and none without it,
 a rank no wider than the model) are the rule table's (:mod:`mlflow_roofline.core.rules`),
@@ -23,7 +23,7 @@ TEXT_COLUMNS: tuple[str, ...] = ("arch", "peft")
 INTEGER_COLUMNS: tuple[str, ...] = ("vocab_size", "lora_rank")
 FLAG_COLUMN = "grad_checkpointing"
 KIND_COLUMNS: tuple[str, ...] = ("arch", "vocab_size", "peft", "lora_rank", FLAG_COLUMN)
-"""The optional input columns of a job's kind, in DESIGN.md's order."""
+"""The optional input columns of a job's kind, in docs/schema.md's order."""
 
 
 def _missing(value: object) -> bool:
