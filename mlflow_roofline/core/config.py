@@ -117,7 +117,7 @@ def oversubscribes_cpu(config: TrainConfig, cpu_cores: int) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """A fine-tuning configuration (the train-run params of DESIGN.md).
+    """A fine-tuning configuration (the train-run params of docs/schema.md).
 
     The fields after ``precision`` (:data:`~mlflow_roofline.core.schema.KIND_PARAM_NAMES`)
     say what kind of model is trained; their defaults are the paper's BERT classification,
@@ -350,7 +350,7 @@ def _as_int(field: str, raw: object) -> int:
 
 
 def _param_text(value: object) -> str:
-    """A field as its MLflow param: booleans as ``true``/``false`` (DESIGN.md), the rest as ``str``."""
+    """A field as its MLflow param: booleans as ``true``/``false`` (docs/schema.md), the rest as ``str``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -1,4 +1,4 @@
-"""The public names of the run schema (DESIGN.md): params, metrics, tags and choices.
+"""The public names of the run schema (docs/schema.md): params, metrics, tags and choices.
 
 Users compare runs in the MLflow UI by these names, the fit reads them and the served
 model takes them, so every module refers to them through this one place.
@@ -119,7 +119,7 @@ M_ENERGY_FORECAST_LOWER_J = "energy_forecast_j_lower"  # its 95 % prediction int
 M_ENERGY_FORECAST_UPPER_J = "energy_forecast_j_upper"
 M_TIME_FORECAST_S = "time_forecast_s"  # forecast of time_s for the whole planned window, seconds
 
-# Train-run param beyond DESIGN.md's: the energy meter asked for (as `mlflow run` logs it).
+# Train-run param beyond docs/schema.md's: the energy meter asked for (as `mlflow run` logs it).
 P_METER = "meter"
 
 # Tags.
@@ -223,7 +223,7 @@ BASELINE_TIME_LAW = "time_law"
 BASELINE_KINDS: tuple[str, ...] = (BASELINE_MEASURED, BASELINE_PER_DEVICE, BASELINE_TIME_LAW)
 DEFAULT_ALIAS = "champion"
 
-# Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (DESIGN.md).
+# Fit-run metrics of the law (fit/metrics.py): the paper's form against the baseline (docs/schema.md).
 M_ADJ_R2 = "adj_r2"
 M_ADJ_R2_BASELINE = "adj_r2_baseline"
 M_RMSE_LOG = "rmse_log"  # in-sample, natural-log units

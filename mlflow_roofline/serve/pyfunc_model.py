@@ -100,7 +100,7 @@ EXAMPLE_QUERY: dict[str, int | str] = {
     "strategy": "fsdp",
     "num_devices": 4,
 }
-"""The DESIGN.md query: BERT-base, 1000 steps of batch 32, FSDP on 4 devices."""
+"""The docs/schema.md query: BERT-base, 1000 steps of batch 32, FSDP on 4 devices."""
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def sent_params(model: PythonModel, received: Mapping[str, object] | None) -> Ma
 
 
 def input_example(law: FittedLaw) -> pd.DataFrame:
-    """The DESIGN.md query, moved to a strategy the law knows when it was not fitted on fsdp."""
+    """The docs/schema.md query, moved to a strategy the law knows when it was not fitted on fsdp."""
     query: dict[str, object] = dict(EXAMPLE_QUERY)
     if len(law.known_hardware) > 1:
         query[HARDWARE_COLUMN] = law.known_hardware[0]
@@ -149,7 +149,7 @@ def input_example(law: FittedLaw) -> pd.DataFrame:
 
 
 def model_signature() -> ModelSignature:
-    """Inputs (DESIGN.md), outputs of both modes, and the inference params with defaults.
+    """Inputs (docs/schema.md), outputs of both modes, and the inference params with defaults.
 
     ``strategy`` and ``num_devices`` are optional in the schema because recommend mode
     ignores them; predict mode reports their absence by name. ``speedup`` is optional;
@@ -301,7 +301,7 @@ def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
     """Log ``law`` as a pyfunc model into the active run.
 
     The artifact is the law's JSON; the signature declares the inputs, outputs and the
-    ``mode``/``max_devices``/``objective`` params; the input example is the DESIGN.md
+    ``mode``/``max_devices``/``objective`` params; the input example is the docs/schema.md
     query. The law's hardware, energy source, form, runs and cv_mape go into the
     MLmodel metadata. Register the returned ``model_uri`` to serve it by name.
     """

@@ -29,7 +29,7 @@ SIZE_COLUMNS: tuple[str, ...] = SIZE_NAMES
 """Integer model inputs that describe the job (every one must be >= 1)."""
 
 INPUT_COLUMNS: tuple[str, ...] = LAW_INPUT_NAMES
-"""Required model inputs in predict mode (DESIGN.md); ``speedup`` is optional."""
+"""Required model inputs in predict mode (docs/schema.md); ``speedup`` is optional."""
 
 SPEEDUP_COLUMN = "speedup"
 

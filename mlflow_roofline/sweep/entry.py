@@ -190,7 +190,7 @@ def dry_run_report(
 
 
 def _proxy_flops(config: TrainConfig) -> float:
-    """Proxy FLOPs of one configuration's measured steps (DESIGN.md ``proxy_flops``)."""
+    """Proxy FLOPs of one configuration's measured steps (docs/schema.md ``proxy_flops``)."""
     return float(proxy_metrics(config)[M_PROXY_FLOPS])
 
 

@@ -2,7 +2,7 @@
 
 A spec names the experiment, the device and a ``grid``: a mapping of train fields to
 lists of values (their cartesian product), or a list of such mappings (their union).
-Beyond DESIGN.md's keys a spec may use:
+Beyond docs/schema.md's keys a spec may use:
 
 - ``ffn_ratio`` instead of ``ffn_size`` (``ffn_size = ffn_ratio * hidden_size``) and
   ``head_size`` instead of ``num_heads`` (``num_heads = hidden_size / head_size``), so that

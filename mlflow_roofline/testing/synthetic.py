@@ -1,4 +1,4 @@
-"""Synthetic train runs drawn from a known law, logged with the exact run schema of DESIGN.md.
+"""Synthetic train runs drawn from a known law, logged with the exact run schema of docs/schema.md.
 
 Tests and benchmarks need many train runs whose true energy law is known, without
 running BERT. :func:`generate_synthetic_runs` draws BERT workloads (L, d, h = d/64,
@@ -11,7 +11,7 @@ each run:
   ``t1 / S_w(N)`` where ``S_w`` is the strategy's speedup law with a per-workload
   jitter ``S_w(N) = 1 + (S(N) - 1) * exp(u_w)``, ``u_w ~ N(0, speedup_jitter)``;
   every time carries log-normal noise ``time_noise_sd``;
-- the speedup and efficiency a fit measures from those times, exactly as DESIGN.md
+- the speedup and efficiency a fit measures from those times, exactly as docs/schema.md
   defines them (seconds per sample against the median single run of the workload, or
   of the per-device batch; single runs have S = 1; NaN for a run with neither);
 - an energy from the *energy law* in that measured efficiency (the true one where

@@ -1,4 +1,4 @@
-"""Log synthetic train runs to MLflow with the exact run schema of DESIGN.md.
+"""Log synthetic train runs to MLflow with the exact run schema of docs/schema.md.
 
 :func:`log_runs` writes a frame of runs (the columns of
 :func:`~mlflow_roofline.testing.synthetic.generate_synthetic_runs`) as one MLflow train

@@ -145,7 +145,7 @@ def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
 def log_result(
     client: TrackingClient, run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None
 ) -> None:
-    """The measured metrics (DESIGN.md), per-rank figures, the loss history, energy and carbon tags.
+    """The measured metrics (docs/schema.md), per-rank figures, the loss history, energy and carbon tags.
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
     otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).

@@ -1,7 +1,7 @@
 """`mlflow run . -e train --env-manager local` for every strategy, against a temp SQLite store.
 
 One module-scoped fixture launches the four runs (one per strategy, N=2 for the
-multi-device ones); the tests check the runs they logged against the DESIGN.md schema
+multi-device ones); the tests check the runs they logged against the docs/schema.md schema
 and the closed-form proxies.
 """
 

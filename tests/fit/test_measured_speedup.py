@@ -1,4 +1,4 @@
-"""Speedup and efficiency from run times (DESIGN.md), and runs without a baseline."""
+"""Speedup and efficiency from run times (docs/schema.md), and runs without a baseline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Measured speedup and hardware efficiency of train runs (DESIGN.md "Speedup").
+"""Measured speedup and hardware efficiency of train runs (docs/schema.md "Speedup").
 
 Speedup compares work per second: ``t = time_s / (batch_size * num_steps)`` is the
 seconds per sample of a run, ``S = t1 / t`` and ``eta = S / num_devices``. A ``single``
