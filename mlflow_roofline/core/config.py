@@ -18,7 +18,7 @@ from typing import Any
 
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.rules import INT_FIELDS, KIND_INT_FIELDS, MINIMUM, first_broken
+from mlflow_roofline.core.rules import INT_FIELDS, KIND_INT_FIELDS, MINIMUM, first_broken, integer_kind
 from mlflow_roofline.core.schema import (
     DATA_PARALLEL_STRATEGIES,
     KIND_PARAM_NAMES,
@@ -326,7 +326,10 @@ def _parsed(entry: job_table.JobColumn, raw: object) -> ColumnValue:
     if entry.type == "int":
         if entry.default == job_table.AUTO and isinstance(raw, str) and raw.strip().lower() in AUTO_WORDS:
             return AUTO
-        return _as_int(entry.name, raw)
+        number = _as_int(entry.name, raw)
+        if number == AUTO and entry.default == job_table.AUTO:  # -1 is no way to say auto: refused as any negative
+            raise ConfigError(entry.name, f"must be {integer_kind(entry.name)} or auto, got {number}")
+        return number
     return str(raw)
 
 

@@ -169,8 +169,11 @@ def check_row(row: RawRow) -> Record | RowError:
         problem = measured_problem(values)
     if problem is not None:
         return RowError(row.where, *problem)
-    config = TrainConfig.from_mapping({p: values[p] for p in TRAIN_PARAM_NAMES if p in values})
-    kind = {p: getattr(config, p) for p in TRAIN_PARAM_NAMES}
+    try:
+        config = TrainConfig.from_mapping({p: values[p] for p in TRAIN_PARAM_NAMES if p in values})
+    except ConfigError as exc:
+        return RowError(row.where, exc.field, exc.rule)
+    kind = config.values()
     broken = first_broken(kind, KIND_RULES)
     if broken is not None:
         return RowError(row.where, broken.field, broken.describe(kind))

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from mlflow_roofline.core.config import TrainConfig, oversubscribes_cpu
+from mlflow_roofline.core.config import oversubscribes_cpu
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.proxies import proxy_metrics
-from mlflow_roofline.core.schema import M_PROXY_FLOPS
+from mlflow_roofline.core.schema import M_PROXY_FLOPS, M_PROXY_FLOPS_HEAD
 from mlflow_roofline.sweep.lookup import store_statuses
 from mlflow_roofline.sweep.plan import MAX_GRID_POINTS, Plan, check_grid_size, expand
 from mlflow_roofline.sweep.reconcile import counts_line, plan_counts, plan_table, reconcile
@@ -182,16 +182,13 @@ def dry_run_report(
     )
     echo(plan_table(entries, plan))
     echo(counts_line(plan_counts(entries, plan)))
-    total_flops = sum(_proxy_flops(c) for c in plan.configs)
+    proxies = [proxy_metrics(c) for c in plan.configs]  # what each run will log
+    total_flops = sum(p[M_PROXY_FLOPS] for p in proxies)
+    head_flops = sum(p[M_PROXY_FLOPS_HEAD] for p in proxies)
     echo(
-        f"Proxy training FLOPs of the plan: {total_flops:.3g}; "
-        f"device-configurations: {sum(c.num_devices for c in plan.configs)}"
+        f"Proxy training FLOPs of the plan: {total_flops:.3g} in the layers, {head_flops:.3g} in the vocabulary "
+        f"heads; device-configurations: {sum(c.num_devices for c in plan.configs)}"
     )
-
-
-def _proxy_flops(config: TrainConfig) -> float:
-    """Proxy FLOPs of one configuration's measured steps (docs/schema.md ``proxy_flops``)."""
-    return float(proxy_metrics(config)[M_PROXY_FLOPS])
 
 
 def list_specs(echo: Echo) -> None:

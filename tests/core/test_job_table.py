@@ -16,20 +16,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pytest
 import yaml
+from click.testing import CliRunner
 
 from mlflow_roofline.commands.predict import predict_command
 from mlflow_roofline.commands.train import train_command
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.fit.runs.run_data import FRAME_COLUMNS
-from mlflow_roofline.ingest.records import KNOWN_FIELDS
+from mlflow_roofline.ingest.records import KNOWN_FIELDS, RowError, check_row
+from mlflow_roofline.ingest.sources import RawRow
+from mlflow_roofline.serve.errors import InputError
 from mlflow_roofline.serve.pyfunc_model import model_signature
-from mlflow_roofline.sweep.spec import GRID_KEYS, SETTING_COLUMNS
+from mlflow_roofline.serve.validate import validate_sizes
+from mlflow_roofline.sweep.spec import GRID_KEYS, SETTING_COLUMNS, grid_values
 
 REPO = Path(job_table.__file__).resolve().parents[2]
 COLUMNS = job_table.JOB_COLUMNS
 ALL = tuple(c.name for c in COLUMNS)
+SIZES = dict(num_layers=2, hidden_size=64, num_heads=2, ffn_size=256, seq_len=16, batch_size=4)
 
 
 def test_train_config_holds_every_column_with_the_table_default() -> None:
@@ -150,10 +158,32 @@ def test_a_column_added_to_the_table_reaches_every_view(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["param"] == "sgd" and seen["default_param"] == "adamw"
-    sizes = dict(num_layers=2, hidden_size=64, num_heads=2, ffn_size=256, seq_len=16, batch_size=4)
-    assert seen["hash_at_default"] == TrainConfig.from_mapping(sizes).config_hash("gpu")  # older runs keep theirs
+    assert seen["hash_at_default"] == TrainConfig.from_mapping(SIZES).config_hash("gpu")  # older runs keep theirs
     assert seen["hash_differs"]
     assert re.search(r"optimizer.*must be one of adamw, sgd, got 'lion'", seen["refused"]), seen["refused"]
     assert re.search(r"optimizer \(row 0\): must be one of adamw, sgd", seen["served_refusal"]), seen
     assert seen["served"] == ["sgd"]
     assert all(seen[view] for view in ("train_help", "predict_help", "signature", "grid", "import")), seen
+
+
+def test_minus_one_means_the_same_everywhere_it_is_refused_naming_the_field() -> None:
+    """-1 is the config's internal "auto": a user who writes it gets the refusal every entry point gives."""
+    for name, extra in (("vocab_size", {}), ("lora_rank", {"peft": "lora"})):
+        with pytest.raises(ConfigError, match=rf"^{name}: must be a (positive|non-negative) integer or auto, got -1"):
+            TrainConfig.from_mapping({**SIZES, **extra, name: "-1"})
+        with pytest.raises(ConfigError, match=rf"^{name}: must be a (positive|non-negative) integer or auto"):
+            TrainConfig.from_mapping({**SIZES, **extra, name: -1})
+        with pytest.raises(ConfigError, match=rf"^grid.{name}: must be a"):
+            grid_values(f"grid.{name}", -1)
+        with pytest.raises(InputError, match=rf"^{name} \(row 0\): must be"):
+            validate_sizes(pd.DataFrame([{**SIZES, "num_steps": 10, **extra, name: -1}]))
+        row = {**SIZES, "num_steps": 10, "strategy": "single", "num_devices": 1, "device": "cuda", **extra}
+        row.update(precision="fp16", energy_j=1.0, time_s=1.0, hardware="gpu", energy_source="nvml", **{name: -1})
+        checked = check_row(RawRow("line 2", row, None))
+        assert isinstance(checked, RowError) and checked.field == name, checked
+        result = CliRunner().invoke(train_command, [*_options(SIZES), f"--{name.replace('_', '-')}", "-1"])
+        assert isinstance(result.exception, ConfigError) and str(result.exception).startswith(f"{name}: must be")
+
+
+def _options(values: dict[str, int]) -> list[str]:
+    return [arg for name, value in values.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
