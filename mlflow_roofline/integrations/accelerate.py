@@ -42,6 +42,7 @@ from mlflow_roofline.integrations.job_facts import (
     model_kind,
     model_shape,
     precision_of,
+    tf32_matmuls,
 )
 from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
@@ -94,7 +95,11 @@ class AccelerateHook:
             shape=shape,
             rows_per_step=None,  # known from the first batch
             planned_steps=self.total_steps,
-            precision=precision_of(inner, str(self.accelerator.mixed_precision)),
+            precision=precision_of(
+                inner,
+                str(self.accelerator.mixed_precision),
+                tf32=self.accelerator.device.type == "cuda" and tf32_matmuls(),
+            ),
             device=device_of(inner) or self.accelerator.device.type,
             parallel=parallel,
             kind=kind,

@@ -52,6 +52,8 @@ SHAPE_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 DTYPE_PRECISION = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+MIXED_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
+"""Mixed-precision modes (Trainer flags, Accelerate's ``mixed_precision``) that are the job's precision."""
 
 
 @dataclasses.dataclass
@@ -135,18 +137,27 @@ class JobFacts:
         return config, ""
 
 
-def precision_of(model: torch.nn.Module | None, mixed: str | None) -> str | None:
-    """``bf16``/``fp16`` under mixed precision, else the dtype of the model's parameters."""
-    if mixed in ("bf16", "fp16"):
+def precision_of(model: torch.nn.Module | None, mixed: str | None, tf32: bool = False) -> str | None:
+    """The job's compute precision: ``bf16``/``fp16``/``fp8`` under mixed precision, else the dtype of the
+    model's parameters, ``tf32`` for fp32 weights whose matmuls may use TF32 tensor cores (``tf32``: the
+    Trainer's ``tf32`` argument, or torch's CUDA matmul setting)."""
+    if mixed in MIXED_PRECISIONS:
         return mixed
     if mixed not in (None, "no", "fp32"):
-        return None  # fp8 and the like: not a precision of the schema
+        return None  # a mode the schema has no level for
     if model is None:
         return None
     try:
-        return DTYPE_PRECISION.get(str(next(model.parameters()).dtype))
+        weights = DTYPE_PRECISION.get(str(next(model.parameters()).dtype))
     except (StopIteration, AttributeError):
         return None
+    return "tf32" if weights == "fp32" and tf32 else weights
+
+
+def tf32_matmuls() -> bool:
+    """Whether torch lets CUDA's float32 matmuls use TF32 tensor cores (``allow_tf32``, or a matmul precision
+    below ``highest``)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
 def device_of(model: torch.nn.Module | None) -> str | None:

@@ -9,7 +9,8 @@ The run's configuration comes from what the job is: the shape from ``model.confi
 training batches the model really received (a forward pre-hook), the global batch
 (per-device batch x processes x gradient accumulation; one process's batch under tensor
 parallel, where every rank sees the same rows), the planned steps
-(``state.max_steps``), the precision (``bf16``/``fp16`` flags, else the weights' dtype),
+(``state.max_steps``), the precision (``bf16``/``fp16`` flags, else the weights' dtype; ``tf32`` for fp32
+weights under ``tf32=True``),
 and the strategy and device count that ran: the world size of ``torch.distributed``
 and the wrappers that called the model's forward during the first step (DDP, FSDP) or
 its parameters' types (FSDP2, tensor parallel DTensors).
@@ -89,7 +90,7 @@ class RooflineCallback(TrainerCallback):
             shape=shape,
             rows_per_step=args.per_device_train_batch_size * max(1, args.n_gpu) * args.gradient_accumulation_steps,
             planned_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
-            precision=precision_of(model, mixed),
+            precision=precision_of(model, mixed, tf32=bool(getattr(args, "tf32", False))),
             device=device_of(model),
             parallel=probe([model]),
             kind=kind,

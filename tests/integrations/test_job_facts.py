@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import torch
 from transformers import BertConfig, GPT2Config, LlamaConfig
 
-from mlflow_roofline.integrations.job_facts import model_shape
+from mlflow_roofline.integrations.job_facts import model_shape, precision_of
 
 
 class _Model:
@@ -23,3 +24,15 @@ def test_shapes_of_bert_gpt2_and_llama_configs() -> None:
     assert model_shape(_Model(llama))[0] == {"num_layers": 2, "hidden_size": 128, "num_heads": 8, "ffn_size": 344}
     assert model_shape(_Model({"n_layer": 2}))[1] == ["hidden_size", "num_heads", "ffn_size"]
     assert model_shape(object())[1] == ["num_layers", "hidden_size", "num_heads", "ffn_size"]
+
+
+def test_precision_of_reads_every_level_of_the_job_table() -> None:
+    """fp8 under mixed precision and tf32 for fp32 weights with TF32 matmuls are the job's precision too."""
+    fp32 = torch.nn.Linear(4, 4)
+    assert precision_of(fp32, None) == "fp32"
+    assert precision_of(fp32, "no", tf32=True) == "tf32"
+    assert precision_of(fp32.to(torch.bfloat16), None, tf32=True) == "bf16"  # tf32 is a mode of fp32 matmuls
+    assert precision_of(fp32, "fp8") == "fp8"
+    assert precision_of(fp32, "bf16", tf32=True) == "bf16"
+    assert precision_of(fp32, "int4") is None  # no level of the schema: left unread, said in the run
+    assert precision_of(None, None) is None
