@@ -17,14 +17,14 @@ unexport PYTHONDONTWRITEBYTECODE
 
 install: $(STAMP)
 
+# uv (pinned in constraints.txt) installs the pinned set: it unpacks in parallel where pip used one
+# core (measured on the 2-core dev machine, cold caches: 145 s with pip, 55 s with uv). It does not
+# byte-compile: compiling all ~23,000 modules of the venv took 84 CPU-s (49 s of the 53 s install),
+# where a process compiles only what it imports, once (the suite imports about a fifth of them).
+# uv reads no pip.conf: the folders of local wheels pip is told about (PIP_FIND_LINKS: this
+# machine's CPU torch) are passed on. (Comments here, not in the recipe: make echoes a recipe's lines.)
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv (pinned in constraints.txt) installs the pinned set: it unpacks in parallel where pip used one
-	# core (measured on the 2-core dev machine, cold caches: 145 s with pip, 55 s with uv). It does not
-	# byte-compile: compiling all ~23,000 modules of the venv took 84 CPU-s (49 s of the 53 s install),
-	# where a process compiles only what it imports, once (the suite imports about a fifth of them).
-	# uv reads no pip.conf: the folders of local wheels pip is told about (PIP_FIND_LINKS: this
-	# machine's CPU torch) are passed on.
 	$(BIN)/python -m pip install --quiet -c constraints.txt uv
 	$(BIN)/uv pip install --quiet --python $(BIN)/python \
 		$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)) -c constraints.txt -e '.[test,cluster,lint]'
