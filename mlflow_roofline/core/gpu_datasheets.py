@@ -19,7 +19,9 @@ by ``|``, each a literal name or a glob (``*`` any run of characters, ``?`` one)
 case-insensitive; never a regular expression, so matching cannot backtrack;
 ``fp16_tensor_flops`` (FLOP/s, FP16/BF16 tensor or matrix, dense); ``fp32_flops`` (FLOP/s,
 non-tensor); ``mem_bandwidth_bytes_per_s``; ``board_power_w`` (W, TDP / board power);
-``source``; optional: ``memory_bytes`` (the datasheet's GB, which for device memory is
+``source``; optional: ``tf32_tensor_flops``, ``bf16_tensor_flops``, ``fp8_tensor_flops`` (FLOP/s, the
+dense tensor rate at that precision, empty where the device has no such mode: a V100 has no bf16),
+``memory_bytes`` (the datasheet's GB, which for device memory is
 GiB: 2**30 bytes each), ``interconnect`` (the fastest device-to-device link the part
 supports: NVLink, NVLink bridge, Infinity Fabric, RoCE, PCIe) and
 ``interconnect_bytes_per_s`` (its peak peer bandwidth per device, both directions summed,
@@ -60,14 +62,31 @@ ENV_ALLOW_SIMULATED = "ROOFLINE_ALLOW_SIMULATED_HARDWARE"
 TABLE_RESOURCE = "hardware.csv"
 NUMBER_COLUMNS: tuple[str, ...] = ("fp16_tensor_flops", "fp32_flops", "mem_bandwidth_bytes_per_s", "board_power_w")
 COLUMNS: tuple[str, ...] = ("name", "pattern", *NUMBER_COLUMNS, "source")
-OPTIONAL_NUMBER_COLUMNS: tuple[str, ...] = ("memory_bytes", "interconnect_bytes_per_s")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("memory_bytes", "interconnect", "interconnect_bytes_per_s", "note")
+PRECISION_COLUMNS: Mapping[str, str] = {
+    "fp32": "fp32_flops",
+    "tf32": "tf32_tensor_flops",
+    "bf16": "bf16_tensor_flops",
+    "fp16": "fp16_tensor_flops",
+    "fp8": "fp8_tensor_flops",
+}
+"""The column holding the peak FLOP/s at each precision of the job table (dense tensor rates but fp32's)."""
+OPTIONAL_NUMBER_COLUMNS: tuple[str, ...] = (
+    "tf32_tensor_flops",
+    "bf16_tensor_flops",
+    "fp8_tensor_flops",
+    "memory_bytes",
+    "interconnect_bytes_per_s",
+)
+OPTIONAL_COLUMNS: tuple[str, ...] = (*OPTIONAL_NUMBER_COLUMNS, "interconnect", "note")
 SIMULATED_SOURCE = "simulated:"
 """The ``source`` prefix of a simulated device's row (exempt from :data:`DEVICE_RANGES`)."""
 
 DEVICE_RANGES: Mapping[str, tuple[float, float]] = {
     "fp16_tensor_flops": (4e12, 1e16),
     "fp32_flops": (2e11, 4e15),
+    "tf32_tensor_flops": (2e12, 8e15),
+    "bf16_tensor_flops": (4e12, 1e16),
+    "fp8_tensor_flops": (8e12, 2e16),
     "mem_bandwidth_bytes_per_s": (1e10, 1e14),
     "board_power_w": (10.0, 5000.0),
     "memory_bytes": (1e9, 4e12),
@@ -79,6 +98,9 @@ card and well beyond today's largest part, yet each shipped value times or over 
 _UNITS = {
     "fp16_tensor_flops": "FLOP/s",
     "fp32_flops": "FLOP/s",
+    "tf32_tensor_flops": "FLOP/s",
+    "bf16_tensor_flops": "FLOP/s",
+    "fp8_tensor_flops": "FLOP/s",
     "mem_bandwidth_bytes_per_s": "bytes/s",
     "board_power_w": "W",
     "memory_bytes": "bytes",
@@ -143,6 +165,9 @@ class HardwareSpec:
     memory_bytes: float | None = None
     interconnect: str = ""
     interconnect_bytes_per_s: float | None = None
+    tf32_tensor_flops: float | None = None
+    bf16_tensor_flops: float | None = None
+    fp8_tensor_flops: float | None = None
 
     @property
     def patterns(self) -> tuple[str, ...]:
@@ -158,9 +183,24 @@ class HardwareSpec:
         text = hardware.strip()
         return text.lower() == self.name.lower() or any(glob_matches(p, text) for p in self.patterns)
 
+    def supports(self, precision: str) -> bool:
+        """Whether the row gives a peak FLOP/s at ``precision`` (a mode the device has)."""
+        return getattr(self, PRECISION_COLUMNS.get(precision, "-"), None) is not None
+
     def peak_flops(self, precision: str = "fp16") -> float:
-        """Peak FLOP/s at ``precision``: the FP32 rate for ``fp32``, else the FP16/BF16 tensor rate."""
-        return self.fp32_flops if precision == "fp32" else self.fp16_tensor_flops
+        """Peak FLOP/s at ``precision`` (:data:`PRECISION_COLUMNS`: the FP32 rate for ``fp32``, else the dense
+        tensor rate of that precision).
+
+        Raises:
+            ConfigError: naming ``precision`` where the row has no figure for it (a V100 has no bf16).
+        """
+        peak = getattr(self, PRECISION_COLUMNS.get(precision, "-"), None)
+        if peak is None:
+            known = [p for p in PRECISION_COLUMNS if self.supports(p)]
+            raise ConfigError(
+                "precision", f"{self.name} has no {precision} peak in the hardware table; it gives {', '.join(known)}"
+            )
+        return float(peak)
 
     def covariates(self, precision: str = "fp16") -> dict[str, float]:
         """What a law pooled over hardware knows of this GPU, natural logs: ``log_jpf`` (board watts per
@@ -296,6 +336,9 @@ def _spec(row: Mapping[str, str | None], at: str, allow_simulated: bool = False)
         memory_bytes=optional["memory_bytes"],
         interconnect=texts["interconnect"],
         interconnect_bytes_per_s=optional["interconnect_bytes_per_s"],
+        tf32_tensor_flops=optional["tf32_tensor_flops"],
+        bf16_tensor_flops=optional["bf16_tensor_flops"],
+        fp8_tensor_flops=optional["fp8_tensor_flops"],
     )
 
 

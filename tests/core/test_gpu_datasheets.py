@@ -15,6 +15,7 @@ from mlflow_roofline.core.gpu_datasheets import (
     ENV_ALLOW_SIMULATED,
     ENV_HARDWARE_TABLE,
     OPTIONAL_COLUMNS,
+    PRECISION_COLUMNS,
     glob_match_steps,
     glob_matches,
     load_hardware_table,
@@ -153,15 +154,16 @@ def test_a_glob_match_takes_steps_bounded_by_pattern_times_text(pattern: str, te
 
 
 def test_every_shipped_row_fills_every_column_within_a_real_device_s_range() -> None:
+    modes = set(PRECISION_COLUMNS.values())  # a device may lack a precision's mode: empty, else in range
     for spec in shipped_specs():
         for column, (low, high) in DEVICE_RANGES.items():
             value = getattr(spec, column)
-            assert value is not None and low <= value <= high, (spec.name, column)
+            assert (value is None and column in modes) or low <= value <= high, (spec.name, column)
         assert spec.interconnect and spec.note and spec.source
         # each figure is off by 10^3 or more from both ends of its range, so a slip of 10^3 is refused
         for column, (low, high) in DEVICE_RANGES.items():
             value = getattr(spec, column)
-            assert value * 1e3 > high and value / 1e3 < low, (spec.name, column)
+            assert value is None or (value * 1e3 > high and value / 1e3 < low), (spec.name, column)
         # the roofline covariates of a real device: power per peak FLOP/s and the ridge point
         ridge = spec.fp16_tensor_flops / spec.mem_bandwidth_bytes_per_s
         assert 10 < ridge < 1000 and 1e-14 < spec.board_power_w / spec.fp16_tensor_flops < 1e-10, spec.name
@@ -178,7 +180,7 @@ def test_every_listed_gpu_is_found_by_its_nvml_name_with_its_datasheet_figures(
     assert spec.board_power_w == watts
     host = spec.source.split("/")[2]
     assert spec.source.startswith("https://") and host in NVIDIA_HOSTS  # NVIDIA's own datasheets
-    assert spec.peak_flops("fp32") == spec.fp32_flops < spec.peak_flops("bf16") == spec.fp16_tensor_flops
+    assert spec.peak_flops("fp32") == spec.fp32_flops < spec.peak_flops("fp16") == spec.fp16_tensor_flops
 
 
 def test_each_nvml_name_matches_one_row_only_and_unknown_names_none() -> None:
@@ -193,9 +195,32 @@ def test_each_nvml_name_matches_one_row_only_and_unknown_names_none() -> None:
 
 
 def test_shipped_file_has_every_column_filled() -> None:
+    """Every column but the precisions a device may lack (a V100 has no tf32, bf16 or fp8 mode)."""
+    precisions = set(PRECISION_COLUMNS.values())
     text = resources.files("mlflow_roofline").joinpath("data", "hardware.csv").read_text()
     for row in csv.DictReader(text.splitlines()):
-        assert all(row[c].strip() for c in COLUMNS + OPTIONAL_COLUMNS), row
+        assert all(row[c].strip() for c in COLUMNS + OPTIONAL_COLUMNS if c not in precisions), row
+
+
+@pytest.mark.parametrize(
+    ("name", "peaks"),
+    [
+        ("V100 SXM2", {"fp32": 15.7e12, "fp16": 125e12}),
+        ("A100 SXM4 80GB", {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}),
+        ("H100 SXM", {"tf32": 494.7e12, "bf16": 989.4e12, "fp8": 1978.8e12}),
+        ("MI250X", {"bf16": 383e12}),
+    ],
+)
+def test_each_precision_reads_its_own_peak_and_a_missing_mode_is_refused_by_name(
+    name: str, peaks: dict[str, float]
+) -> None:
+    spec = next(s for s in shipped_specs() if s.name == name)
+    for precision, peak in peaks.items():
+        assert spec.peak_flops(precision) == pytest.approx(peak, rel=1e-3)
+    for missing in set(PRECISION_COLUMNS) - {p for p in PRECISION_COLUMNS if spec.supports(p)}:
+        with pytest.raises(ConfigError, match=rf"^precision: {name} has no {missing} peak in the hardware table"):
+            spec.peak_flops(missing)
+    assert spec.covariates("fp32")["log_peak"] < spec.covariates("fp16")["log_peak"]
 
 
 def _write(path: Path, rows: list[str]) -> Path:
