@@ -18,7 +18,7 @@ import numpy as np
 
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
-from mlflow_roofline.law.coefficients import JsonObject
+from mlflow_roofline.law.coefficients import JsonObject, LawCoefficients
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineLaw
@@ -26,19 +26,19 @@ from mlflow_roofline.law.speedup import SpeedupLaw
 
 LAW_SCHEMA_VERSION = 1
 
-EnergyLaw = LinearLaw | RooflineLaw | SmoothRooflineLaw
-NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
+EnergyLaw = LawCoefficients
+"""An energy law: any law of coefficients that predicts log joules with an interval from the features."""
+ENERGY_LAWS: dict[str, type[LawCoefficients]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
+"""The energy-law families a law JSON names by its ``kind``: one line per family (a linear law names none)."""
 
 
 def energy_law_from_dict(data: JsonObject) -> EnergyLaw:
-    """The energy law of a law JSON: the non-linear law its ``kind`` names, else linear.
+    """The energy law of a law JSON: the family its ``kind`` names, else linear.
 
     Laws written before the roofline forms existed carry no ``kind`` and are linear.
     """
-    kind = data.get("kind")
-    if kind in NONLINEAR_LAWS:
-        return NONLINEAR_LAWS[str(kind)].from_dict(data)
-    return LinearLaw.from_dict(data)
+    family = ENERGY_LAWS.get(str(data.get("kind")), LinearLaw)
+    return family.from_dict(data)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ from mlflow_roofline.fit.forms.energy_laws import fit_energy_laws
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.proxy_comparison import compare_proxies
 from mlflow_roofline.fit.runs.feature_frame import feature_frame
+from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.testing.mixed_arch import generate_mixed_arch_runs
 from mlflow_roofline.testing.roofline_generator import generate_roofline_runs
 
@@ -65,7 +66,8 @@ def test_on_mixed_runs_a_complete_form_wins_and_the_report_says_the_paper_proxie
 
 
 def _form(name: str, cv: float, se: float) -> FittedForm:
-    return dataclasses.replace(FittedForm(name=name, formula=""), cv_mape=cv, cv_se=se)
+    law = LinearLaw("log_E ~ 1", ["Intercept"], [0.0], [[0.0]], 0.0, 1.0)  # not read by the comparison
+    return dataclasses.replace(FittedForm(name=name, formula="", law=law), cv_mape=cv, cv_se=se)
 
 
 def test_the_paper_proxies_suffice_within_one_standard_error() -> None:

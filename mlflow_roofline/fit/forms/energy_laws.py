@@ -12,15 +12,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.additive import AdditiveRoofline, fit_additive_roofline
 from mlflow_roofline.fit.forms.catalog import ETA_BY_STRATEGY, PAPER, ROOFLINE_FORMS, candidate_forms, formula_of
-from mlflow_roofline.fit.forms.cv import CV_FOLDS, grouped_cv_mape, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.forms.diagnostics import check_enough_runs, identification_notes
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.proxy_comparison import ProxyComparison, compare_proxies
@@ -28,8 +27,6 @@ from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.forms.time_law import fit_time_law
 from mlflow_roofline.law.speedup import SpeedupLaw
-
-EnergyForm = FormFit | RooflineFormFit
 
 
 @dataclasses.dataclass
@@ -48,7 +45,7 @@ class EnergyFits:
             None where the runs are all of the paper's kind (no complete-proxy form evaluated).
     """
 
-    forms: dict[str, EnergyForm]
+    forms: dict[str, FittedForm]
     chosen: str
     roofline: AdditiveRoofline
     time: FormFit
@@ -72,26 +69,19 @@ def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> For
         notes.append(f"{form}: dropped {', '.join(fit.dropped_terms)} (constant or collinear in these runs)")
     if fit.result.cov_type != "HC3":
         notes.append(f"{form}: a run has leverage 1, so standard errors are {fit.result.cov_type}, not HC3")
-    fit.cv_mape, fit.cv_se = grouped_cv_mape(fit.formula, data, seed=seed)
+    fit.cv_mape, fit.cv_se = fit.cv_scores(data, seed)
     return fit
 
 
 def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> RooflineFormFit:
     """A roofline-shaped form with its grouped-CV error (refitted on every fold)."""
-    fit_form = ROOFLINE_FORMS[name]
-    fit = fit_form(data)
-    folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
-    if len(folds) >= 2:
-
-        def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
-            return fit_form(train).law.mean({c: test[c].to_numpy() for c in test.columns})
-
-        fit.cv_mape, fit.cv_se = refit_cv_mape(fit_predict, data, folds)
+    fit = ROOFLINE_FORMS[name](data)
+    fit.cv_mape, fit.cv_se = fit.cv_scores(data, seed)
     return fit
 
 
 def _choose(
-    forms: Mapping[str, EnergyForm],
+    forms: Mapping[str, FittedForm],
     speedup_laws: Mapping[str, SpeedupLaw] | None,
     ranges: Mapping[str, Sequence[float]] | None,
     notes: list[str],
@@ -130,7 +120,7 @@ def fit_energy_laws(
     notes: list[str] = []
     if data["strategy"].nunique() == 1:
         notes.append(f"only strategy {data['strategy'].iloc[0]!r} present: the strategy dummy is dropped")
-    forms: dict[str, EnergyForm] = {form: _fit_form(form, data, seed, notes) for form in candidate_forms(data)}
+    forms: dict[str, FittedForm] = {form: _fit_form(form, data, seed, notes) for form in candidate_forms(data)}
     notes += identification_notes(forms[PAPER], data)  # type: ignore[arg-type]
     if "log_eta" in forms[PAPER].dropped_terms:
         notes.append("log_eta is 0 for every run (no parallel runs): alpha_eta cannot be estimated")

@@ -18,11 +18,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.fit.forms.catalog import ROOFLINE_FORMS
 from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
-from mlflow_roofline.fit.forms.ols import FormFit
 
 EXTRAP_QUANTILE = 0.75
 """Quantile (fraction) of the runs' model size L*d^2 at or below which a run is in the training side."""
@@ -57,27 +54,9 @@ def held_out_mask(data: pd.DataFrame, quantile: float = EXTRAP_QUANTILE) -> tupl
     return held_out, float(np.exp(threshold))
 
 
-def _ols_prediction(fit: FormFit, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
-    """Predicted log E of the held-out rows by least squares on the others.
-
-    Reuses the design matrix of the form's fit on all runs (its kept columns); a
-    per-work response is shifted back by ``log_M`` (``fit.offset``).
-    """
-    x = np.asarray(fit.result.model.exog, dtype=float)
-    y = np.asarray(fit.result.model.endog, dtype=float)
-    coef, *_ = np.linalg.lstsq(x[~held_out], y[~held_out], rcond=None)
-    shift = np.zeros(len(y)) if fit.offset is None else np.asarray(fit.offset, dtype=float)
-    return (x[held_out] @ coef) + shift[held_out]
-
-
-def _prediction(fit: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
-    """Predicted log E of the held-out rows by ``fit``'s form refitted on the others."""
-    if isinstance(fit, RooflineFormFit):
-        train, test = data.loc[~held_out], data.loc[held_out]
-        law = ROOFLINE_FORMS[fit.name](train).law
-        return law.mean({c: test[c].to_numpy() for c in test.columns})
-    assert isinstance(fit, FormFit), f"form {fit.name!r} is neither OLS nor roofline-shaped"
-    return _ols_prediction(fit, data, held_out)
+def heldout_prediction(fit: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+    """Predicted log E of the held-out rows by ``fit``'s form refitted on the others (the family's own refit)."""
+    return fit.heldout_log_e(data, held_out)
 
 
 def check_extrapolation(forms: Mapping[str, FittedForm], data: pd.DataFrame) -> tuple[Extrapolation | None, list[str]]:
@@ -95,7 +74,7 @@ def check_extrapolation(forms: Mapping[str, FittedForm], data: pd.DataFrame) -> 
     groups = data.loc[held_out, "workload_hash"].to_numpy()
     predicted: dict[str, np.ndarray] = {}
     for name, fit in forms.items():
-        predicted[name] = _prediction(fit, data, held_out)
+        predicted[name] = heldout_prediction(fit, data, held_out)
         fit.extrap_mape, fit.extrap_se = heldout_mape(actual, predicted[name], groups)
     notes = []
     if all(fit.extrap_mape > BAD_EXTRAP_MAPE for fit in forms.values()):

@@ -1,5 +1,11 @@
-"""What every fitted energy-law form holds, OLS or roofline-shaped: its name and formula,
-the design terms it dropped, and its held-out errors (filled in once it is scored)."""
+"""What every fitted energy-law form holds and does, OLS or roofline-shaped: the family protocol.
+
+A form family (OLS in logs: :class:`fit.forms.ols.FormFit`; roofline-shaped by least squares:
+:class:`fit.forms.nonlinear.RooflineFormFit`) is one subclass of :class:`FittedForm`. Every
+caller (scoring, the size-extrapolation check, selection, the report) goes through the methods
+below, never through the family's type: a new family is one module (a subclass and its fit
+function) plus one line of the catalog.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,9 @@ from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
+
+from mlflow_roofline.law.coefficients import LawCoefficients
 
 
 class LogEnergyLaw(Protocol):
@@ -23,6 +32,7 @@ class FittedForm:
     Attributes:
         name: form name (``paper``, ``roofline_eff``, ...).
         formula: the statsmodels formula, or the roofline form written out.
+        law: the fitted law as plain data (what the served model evaluates; each family its own type).
         dropped_terms: design columns dropped as constant or collinear.
         cv_mape: grouped-CV mean absolute percentage error in energy (or time) space, %
             (NaN until scored).
@@ -33,6 +43,7 @@ class FittedForm:
 
     name: str
     formula: str
+    law: LawCoefficients
     dropped_terms: list[str] = dataclasses.field(default_factory=list)
     cv_mape: float = float("nan")
     cv_se: float = float("nan")
@@ -44,6 +55,38 @@ class FittedForm:
         """Coefficients estimated (the simplicity order of the 1-SE rule); each form says."""
         raise NotImplementedError
 
+    @property
+    def adj_r2(self) -> float:
+        """Adjusted R^2 of log E in sample (dimensionless)."""
+        raise NotImplementedError
+
+    @property
+    def rmse_log(self) -> float:
+        """Root mean square in-sample residual of log E (log units)."""
+        raise NotImplementedError
+
+    @property
+    def fitted_log(self) -> np.ndarray:
+        """In-sample fitted log E of each run (log joules)."""
+        raise NotImplementedError
+
+    def coefficient_table(self) -> pd.DataFrame:
+        """Each coefficient's estimate, standard error and 95 % interval (the fit's own covariance)."""
+        raise NotImplementedError
+
     def summary_text(self) -> str:
         """The fit's text summary (a file of the fit run); each form says."""
+        raise NotImplementedError
+
+    def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
+        """Grouped-CV MAPE (%) of energy on held-out workloads and its standard error (%), the form refitted
+        on each fold's training rows (NaN with fewer than two workloads)."""
+        raise NotImplementedError
+
+    def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+        """log E (log joules) of the ``held_out`` rows of ``data`` predicted by this form refitted on the others."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The fitted law as the report writes it (HTML: symbols, fitted exponents or coefficients)."""
         raise NotImplementedError

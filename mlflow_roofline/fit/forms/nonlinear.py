@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import OptimizeResult, least_squares
 
+from mlflow_roofline.fit.forms.cv import CV_FOLDS, refit_cv_mape, workload_folds
+from mlflow_roofline.fit.forms.describe import roofline_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
 
@@ -45,11 +47,13 @@ class RooflineFormFit(FittedForm):
         law: the law as plain data.
         fitted: in-sample log E of each run (log joules).
         actual: measured log E of each run (log joules).
+        refit: the form's fit function, to refit it on other runs (CV folds, the extrapolation check).
     """
 
     law: RooflineLaw
     fitted: np.ndarray
     actual: np.ndarray
+    refit: Callable[[pd.DataFrame], RooflineFormFit] = dataclasses.field(repr=False, compare=False)
 
     @property
     def n_params(self) -> int:
@@ -84,6 +88,26 @@ class RooflineFormFit(FittedForm):
                 "ci95_upper": est + 1.96 * se,
             }
         )
+
+    def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
+        """Grouped CV with the form refitted on every fold's training rows, %."""
+        folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
+        if len(folds) < 2:
+            return float("nan"), float("nan")
+
+        def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
+            return self.refit(train).law.mean({c: test[c].to_numpy() for c in test.columns})
+
+        return refit_cv_mape(fit_predict, data, folds)
+
+    def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+        """The form refitted on the other rows (from its own starts: nothing of the held-out rows enters)."""
+        test = data.loc[held_out]
+        return self.refit(data.loc[~held_out]).law.mean({c: test[c].to_numpy() for c in test.columns})
+
+    def describe(self) -> str:
+        """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (the smooth form's k-norm) with the fitted values."""
+        return roofline_formula(self.law)
 
     def summary_text(self) -> str:
         lines = [f"{self.formula}", f"runs {len(self.actual)}, rmse_log {self.rmse_log:.4f}, adj_R2 {self.adj_r2:.4f}"]

@@ -13,6 +13,7 @@ leaves it unchanged.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -52,4 +53,5 @@ def fit_roofline_smooth(data: pd.DataFrame, name: str = ROOFLINE_SMOOTH) -> Roof
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
     terms = [*SMOOTH_COST_TERMS, *design.extra_terms]
     law = SmoothRooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
-    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y)
+    refit = functools.partial(fit_roofline_smooth, name=name)
+    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y, refit=refit)

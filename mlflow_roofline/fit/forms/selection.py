@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mlflow_roofline.core.schema import M_EXTRAP_MAPE
 from mlflow_roofline.fit.forms.catalog import PAPER
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 
@@ -23,7 +22,7 @@ from mlflow_roofline.fit.forms.fitted_form import FittedForm
 def score(fit: FittedForm) -> tuple[float, float]:
     """(score, standard error) of a fit: the worse of CV and extrapolation MAPE (%) where both exist."""
     cv, cv_se = float(fit.cv_mape), float(fit.cv_se)
-    extrap, extrap_se = float(getattr(fit, M_EXTRAP_MAPE, np.nan)), float(getattr(fit, "extrap_se", np.nan))
+    extrap, extrap_se = float(fit.extrap_mape), float(fit.extrap_se)
     if np.isfinite(extrap) and (not np.isfinite(cv) or extrap > cv):
         return extrap, extrap_se
     return cv, cv_se
@@ -32,8 +31,8 @@ def score(fit: FittedForm) -> tuple[float, float]:
 def choose_form(forms: Mapping[str, FittedForm], default: str = PAPER) -> str:
     """The simplest form whose score is within one standard error of the best (the 1-SE rule).
 
-    ``forms`` maps a name to a fit with ``cv_mape``, ``cv_se``, ``n_params`` and
-    optionally ``extrap_mape`` and ``extrap_se``; ``default`` when no form has a score.
+    ``forms`` maps a name to a scored fit (``cv_mape``, ``cv_se``, ``extrap_mape``, ``extrap_se``: NaN
+    where not scored); ``default`` when no form has a score.
     """
     scores = {name: score(fit) for name, fit in forms.items()}
     scored = {name: s for name, s in scores.items() if np.isfinite(s[0])}

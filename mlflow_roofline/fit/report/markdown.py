@@ -9,7 +9,6 @@ The full text report stays the artifact ``fit_report.txt``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 
 from scipy import stats
@@ -31,10 +30,9 @@ from mlflow_roofline.core.schema import (
     M_TIME_CV_MAPE,
 )
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
+from mlflow_roofline.fit.forms.describe import SYMBOLS, num, term_name
 from mlflow_roofline.fit.hardware_fit import HardwareFit
-from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.law.log_features import KIND_FEATURES
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, RooflineLaw, SmoothRooflineLaw
+from mlflow_roofline.law.coefficients import LawCoefficients
 from mlflow_roofline.tracking.notes import md_table
 
 PAPER_FIGURES: dict[str, float] = {
@@ -59,27 +57,6 @@ PLOTS: dict[str, str] = {
 }
 TABLE_ARTIFACT = "measured_vs_predicted.json"
 
-_SYMBOLS = {
-    "log_C": "C",
-    "log_M": "M",
-    "log_C_all": "(C + C<sub>head</sub>)",
-    "log_M_all": "(M + M<sub>opt</sub>)",
-    "log_eta": "η<sub>h</sub>",
-    "log_N": "N",
-}
-_NAMES = {
-    "Intercept": "log κ",
-    "log_C": "α<sub>C</sub>",
-    "log_M": "α<sub>M</sub>",
-    "log_C_all": "α<sub>C</sub> (C + C<sub>head</sub>)",
-    "log_M_all": "α<sub>M</sub> (M + M<sub>opt</sub>)",
-    "log_eta": "α<sub>η</sub>",
-    "log_N": "α<sub>N</sub>",
-    SHARPNESS: "k (sharpness of the compute/memory maximum)",
-}
-_STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
-_KIND = re.compile(rf"^(?P<kind>{'|'.join(KIND_FEATURES)})\[T\.(?P<level>[^\]]+)\]$")
-
 
 def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -> str:
     """The description of one hardware's fit run.
@@ -95,7 +72,7 @@ def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -
         f"{len(fit.frame)} of {n_found} finished train runs ({fit.energy_source} energy), "
         f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
         baseline_sentence(metrics),
-        "**E = " + formula(chosen.law) + "**",
+        "**E = " + chosen.describe() + "**",
         "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
         "Ψ: strategy factor (`single` = 1); E in joules. Statsmodels: `" + chosen.formula + "`",
         coefficient_table(chosen.law),
@@ -124,44 +101,14 @@ def baseline_sentence(metrics: Mapping[str, float]) -> str:
     )
 
 
-def formula(law: LinearLaw | RooflineLaw) -> str:
-    """``κ · C^a · M^b · η^c · Ψ(strategy)`` with the fitted exponents as superscripts.
-
-    The roofline form reads ``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the
-    smooth roofline ``(((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T) · η^a · Ψ(strategy)``.
-    """
-    if isinstance(law, RooflineLaw):
-        flops, traffic, tokens = (
-            f"{_num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
-        )
-        cost = f"{flops} + {traffic} + {tokens}"
-        if isinstance(law, SmoothRooflineLaw):
-            k = _num(law.coefficient(SHARPNESS))
-            cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"
-        eta = f" · η<sub>h</sub><sup>{_num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
-        psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
-        return f"({cost}){eta}{psi}"
-    factors = ["κ"]
-    for term, value in zip(law.terms, law.coef):
-        if term in _SYMBOLS:
-            factors.append(f"{_SYMBOLS[term]}<sup>{_num(value)}</sup>")
-    slopes = sorted({m["slope"] for t in law.terms if (m := _STRATEGY.match(t)) and m["slope"]})
-    factors += [f"{_SYMBOLS.get(s, s)}<sup>δ<sub>strategy</sub></sup>" for s in slopes]
-    if any((m := _STRATEGY.match(t)) and not m["slope"] for t in law.terms):
-        factors.append("Ψ(strategy)")
-    if any(_KIND.match(t) for t in law.terms):
-        factors.append("Ψ(kind)")
-    return " · ".join(factors)
-
-
-def coefficient_table(law: LinearLaw | RooflineLaw, level: float = 0.95) -> str:
+def coefficient_table(law: LawCoefficients, level: float = 0.95) -> str:
     """Each coefficient of ``law`` with its ``level`` interval (from the law's covariance, HC3 where fitted so)."""
     t = float(stats.t.ppf(0.5 + level / 2, law.df_resid)) if law.df_resid > 0 else math.inf
     rows = []
-    exponents_first = sorted(range(len(law.terms)), key=lambda i: (law.terms[i] not in _SYMBOLS, i))
+    exponents_first = sorted(range(len(law.terms)), key=lambda i: (law.terms[i] not in SYMBOLS, i))
     for i in exponents_first:
         value, half = law.coef[i], t * math.sqrt(max(law.cov[i][i], 0.0))
-        rows.append([_term_name(law.terms[i]), _num(value), f"[{_num(value - half)}, {_num(value + half)}]"])
+        rows.append([term_name(law.terms[i]), num(value), f"[{num(value - half)}, {num(value + half)}]"])
     return md_table(["coefficient", "estimate", f"{level:.0%} interval"], rows, "lrr")
 
 
@@ -179,8 +126,8 @@ def comparison(metrics: Mapping[str, float]) -> str:
             _pct_change(metrics[M_RMSE_REDUCTION]),
             _pct_change(PAPER_FIGURES[M_RMSE_REDUCTION]),
         ],
-        ["α<sub>C</sub>", _num(metrics[M_ALPHA_C]), f"≈ {PAPER_FIGURES[M_ALPHA_C]:.2f}"],
-        ["α<sub>η</sub>", _num(metrics[M_ALPHA_ETA]), f"≈ {PAPER_FIGURES[M_ALPHA_ETA]:.2f}"],
+        ["α<sub>C</sub>", num(metrics[M_ALPHA_C]), f"≈ {PAPER_FIGURES[M_ALPHA_C]:.2f}"],
+        ["α<sub>η</sub>", num(metrics[M_ALPHA_ETA]), f"≈ {PAPER_FIGURES[M_ALPHA_ETA]:.2f}"],
     ]
     return "### Against the baseline and the paper\n\n" + md_table(
         ["", "this fit (paper's form)", f"paper ({PAPER_SETUP})"], rows, "lrr"
@@ -193,7 +140,7 @@ def cross_validation(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
     for name, form in fit.energy.forms.items():
         mark = " (registered)" if name == fit.energy.chosen else ""
         cv = f"{form.cv_mape:.3g} ± {form.cv_se:.2g}"
-        rows.append([f"`{name}`{mark}", _r2(form.adj_r2), _num(form.rmse_log), cv])
+        rows.append([f"`{name}`{mark}", _r2(form.adj_r2), num(form.rmse_log), cv])
     text = (
         f"### Errors on unseen workloads\n\nGrouped {CV_FOLDS}-fold cross-validation (a workload's runs "
         "never split between training and test), mean absolute % error of the energy:\n\n"
@@ -216,25 +163,9 @@ def extrapolation_rows(metrics: Mapping[str, float]) -> list[list[str]]:
     return [[f"`{k}`", f"{v:.3g}"] for k, v in sorted(metrics.items()) if k.startswith(M_EXTRAP_MAPE)]
 
 
-def _term_name(term: str) -> str:
-    kind = _KIND.match(term)
-    if kind:
-        return f"log Ψ<sub>{kind['kind']}={kind['level']}</sub>"
-    match = _STRATEGY.match(term)
-    if match and match["slope"]:
-        return f"δ<sub>{match['level']}</sub> (extra {_SYMBOLS.get(match['slope'], match['slope'])} exponent)"
-    if match:
-        return f"log Ψ<sub>{match['level']}</sub>"
-    return _NAMES.get(term, f"`{term}`")
-
-
 def _pct_change(reduction: float) -> str:
     return "n/a" if not math.isfinite(reduction) else f"{-reduction:+.0f} %"
 
 
 def _r2(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:.3f}"
-
-
-def _num(value: float) -> str:
-    return "n/a" if not math.isfinite(value) else f"{value:.3g}"
