@@ -70,7 +70,7 @@ def _ols_prediction(fit: FormFit, data: pd.DataFrame, held_out: np.ndarray) -> n
     return (x[held_out] @ coef) + shift[held_out]
 
 
-def _prediction(fit: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+def heldout_prediction(fit: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
     """Predicted log E of the held-out rows by ``fit``'s form refitted on the others."""
     if isinstance(fit, RooflineFormFit):
         train, test = data.loc[~held_out], data.loc[held_out]
@@ -95,7 +95,7 @@ def check_extrapolation(forms: Mapping[str, FittedForm], data: pd.DataFrame) -> 
     groups = data.loc[held_out, "workload_hash"].to_numpy()
     predicted: dict[str, np.ndarray] = {}
     for name, fit in forms.items():
-        predicted[name] = _prediction(fit, data, held_out)
+        predicted[name] = heldout_prediction(fit, data, held_out)
         fit.extrap_mape, fit.extrap_se = heldout_mape(actual, predicted[name], groups)
     notes = []
     if all(fit.extrap_mape > BAD_EXTRAP_MAPE for fit in forms.values()):
