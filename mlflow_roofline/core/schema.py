@@ -279,7 +279,7 @@ M_ADJ_R2_FORM_PREFIX = "adj_r2_"
 M_RMSE_LOG_FORM_PREFIX = "rmse_log_"
 M_CV_MAPE_POOLED_PREFIX = "cv_mape_pooled_"  # pooled fit over all hardware
 M_CV_MAPE_SE_POOLED_PREFIX = "cv_mape_se_pooled_"
-M_POOLED_REGISTERED = "pooled_registered"  # 1.0 when the pooled fit registered a law
+M_POOLED_REGISTERED = "pooled_registered"  # 1.0 when a pooled form (not separate slopes) won the comparison
 # The additive roofline decomposition and the time law.
 M_EPS_COMP = "eps_comp_j_per_flop"
 M_EPS_MEM = "eps_mem_j_per_element"

@@ -24,7 +24,9 @@ interconnects it was fitted on (a PCIe T4 is not predicted from NVLink GPUs); el
 (:attr:`~law.fitted.FittedLaw.n_only_speedup_laws`), never the reference's own comm-time
 constants, which do not carry over to another GPU (effective bandwidth and overlap trade off
 where communication hides behind compute). A name neither the law nor the
-table knows is refused with the list of the hardware the model knows.
+table knows is refused with the list of the hardware the model knows. Recommend and pareto
+mode (:func:`law_for_search`) search one hardware per request, a GPU of the table included.
+The fleet model of a multi-GPU fit routes rows to such laws first (:mod:`serve.fleet_routing`).
 """
 
 from __future__ import annotations

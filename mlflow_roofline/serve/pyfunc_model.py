@@ -1,7 +1,9 @@
 """The fitted law as an MLflow pyfunc model: logged by ``fit``, served by ``mlflow models serve``.
 
 The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` as JSON
-(coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
+(coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges), or the
+:class:`~mlflow_roofline.law.fleet.FleetLaw` of a fit over several GPUs (each GPU's law, the
+pooled law, the routes), whose rows :mod:`~mlflow_roofline.serve.fleet_routing` answers.
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
 builds a :class:`RooflineEnergyModel` when MLflow loads it). Answers are those of
 :mod:`~mlflow_roofline.serve.predict` and :mod:`~mlflow_roofline.serve.placement_search`.

@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
-from mlflow_roofline.core.proxies import proxy_flops
 from mlflow_roofline.core.schema import M_ENERGY_J
 from mlflow_roofline.fit.fleet import FleetFit, fit_fleet, metric_slugs
 from mlflow_roofline.fit.fleet_routes import own_error
@@ -38,7 +37,7 @@ from mlflow_roofline.serve.errors import InputError
 from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
 from mlflow_roofline.serve.placement_search import pareto_frame, recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
-from mlflow_roofline.testing.weak_fleet import generate_weak_fleet_runs
+from mlflow_roofline.testing.weak_fleet import energy_falling_per_flop, generate_weak_fleet_runs
 
 MEASURED = ("T4", "V100 SXM2", "A100 SXM4 80GB")
 UNMEASURED = "H100 SXM"
@@ -66,10 +65,7 @@ def sublinear_fleet(gpus: tuple[str, ...], seed: int = 0) -> pd.DataFrame:
     frame = generate_weak_fleet_runs(
         10, seed=seed, steps=(20,), gpus=gpus, strategies=("single", "ddp"), device_counts=(2, 4)
     )
-    per_step = proxy_flops(frame["num_layers"], frame["hidden_size"], frame["seq_len"], frame["batch_size"], 1)
-    frame[M_ENERGY_J] = frame[M_ENERGY_J] * (per_step / np.median(per_step)) ** -0.2
-    frame["avg_power_w"] = frame[M_ENERGY_J] / frame["time_s"]
-    return frame
+    return energy_falling_per_flop(frame, 0.8)
 
 
 @pytest.fixture(scope="module")
