@@ -33,7 +33,11 @@ fsdp at a fixed per-device batch), scored as a user meets the law, per GPU and o
   speedup given (how much of the miss is the speedup law's);
 - leave one GPU out: the pooled law over the three others (``fit_pooled`` with the shipped
   hardware table, built by ``pooled_law``), asked about the fourth from its table row (a
-  ``hardware`` column), energy MAPE (%).
+  ``hardware`` column), energy MAPE (%);
+- the same two figures through the fleet model a multi-GPU fit registers as ``@champion``
+  (``fit.fleet.fit_fleet``, served by ``serve.fleet_routing.fleet_frame``): fitted on every GPU's
+  smaller 75 % and asked about each GPU's bigger models (each GPU routed to its own law or the
+  pooled law, the route shown), and fitted on the three other GPUs and asked about the fourth.
 
 Two columns side by side: ``today`` (the N-only speedup laws alone, ``fit_hardware(...,
 workload_aware=False)``) and ``new`` (the workload-aware ``comm_time`` law beside them, chosen
@@ -213,6 +217,8 @@ def _pooled(workloads: int, seeds: int) -> None:
 
 # -- the weak-scaling fleet of four real GPUs ---------------------------------------------
 
+FLEET_SCORES: tuple[str, ...] = ("fleet_extrap", "fleet_loho")
+"""The fleet model's (@champion's) absolute % errors: bigger models, and a GPU left out."""
 SPEEDUP_LAWS: dict[str, bool] = {"today": False, "new": True}
 """Whether each column's fits may choose the workload-aware comm_time speedup law (today: N-only laws alone)."""
 EXTRAP_TARGET, INSIDE_TARGET, LOHO_TARGET = 12.0, 80.0, 20.0
@@ -247,10 +253,39 @@ def _smaller_workloads(rows, quantile: float = 0.75) -> np.ndarray:
     return size <= np.quantile(per_workload.to_numpy(), quantile)
 
 
+def _fleet_law(fits, table, seed: int, workload_aware: bool):
+    """The fleet model (``fit.fleet.fit_fleet``) over ``fits``, most runs first, as a multi-GPU fit registers it."""
+    from mlflow_roofline.fit.fleet import fit_fleet
+    from mlflow_roofline.fit.pooled import fit_pooled
+
+    ordered = sorted(fits, key=lambda f: -len(f.frame))
+    return fit_fleet(ordered, fit_pooled(ordered, table, seed, workload_aware)).law
+
+
+def _fleet_served(fleet, rows) -> tuple[np.ndarray, str]:
+    """Absolute % errors of the fleet model's served energy of ``rows`` (one GPU's, its ``hardware`` named) and
+    the law that answered (``-`` and NaN errors where the fleet model refuses the GPU)."""
+    from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
+    from mlflow_roofline.serve.errors import InputError
+    from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
+    from mlflow_roofline.serve.predict import predict_frame
+
+    frame = rows[[*LAW_INPUT_NAMES, "hardware"]].reset_index(drop=True)
+    try:
+        served = fleet_frame(fleet, frame, lambda law, part: predict_frame(law, part))
+    except InputError:
+        return np.full(len(rows), np.nan), "-"
+    actual = rows[M_ENERGY_J].to_numpy(dtype=float)
+    errors = 100.0 * np.abs(served[M_ENERGY_J].to_numpy(dtype=float) / actual - 1.0)
+    return errors, str(served[LAW_COLUMN].iloc[0])
+
+
 def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[str, dict[str, object]]:
     """Per GPU of the weak fleet: run counts, baseline kinds, served size-extrapolation and
-    leave-one-GPU-out errors (arrays of absolute % errors, one per predicted run)."""
+    leave-one-GPU-out errors (arrays of absolute % errors, one per predicted run), through each
+    GPU's own law (its ``champion-<gpu>`` alias) and through the fleet model (``@champion``)."""
     from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+    from mlflow_roofline.fit.fleet import fit_fleet
     from mlflow_roofline.fit.hardware_fit import baseline_counts
     from mlflow_roofline.fit.pooled import fit_pooled, pooled_law
     from mlflow_roofline.testing.weak_fleet import generate_weak_fleet_runs
@@ -259,10 +294,13 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
     table = load_hardware_table(env={})
     by_gpu = {str(hw): rows for hw, rows in frame.groupby("hardware", sort=False)}
     fits = {hw: _fit_gpu(rows, hw, workload_aware) for hw, rows in by_gpu.items()}
+    smaller = {hw: _smaller_workloads(rows) for hw, rows in by_gpu.items()}
+    small_fits = {hw: _fit_gpu(rows[smaller[hw]], hw, workload_aware) for hw, rows in by_gpu.items()}
+    small_fleet = _fleet_law(small_fits.values(), table, seed, workload_aware)
     scores: dict[str, dict[str, object]] = {}
     for hw, rows in by_gpu.items():
-        small = _smaller_workloads(rows)
-        law = _fit_gpu(rows[small], hw, workload_aware).law
+        small = smaller[hw]
+        law = small_fits[hw].law
         extrap, inside = _served(law, rows[~small])
         others = sorted((f for name, f in fits.items() if name != hw), key=lambda f: -len(f.frame))
         pooled = fit_pooled(others, table, seed, workload_aware)
@@ -271,6 +309,7 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
             if pooled.covariate_form
             else np.full(len(rows), np.nan)
         )
+        fleet_extrap, route = _fleet_served(small_fleet, rows[~small])
         scores[hw] = {
             "runs_in": len(rows),
             "runs_used": len(fits[hw].frame),
@@ -281,6 +320,9 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
             "extrap_eta_given": _served(law, rows[~small], speedup=True)[0],
             "loho": loho,
             "loho_form": pooled.covariate_form or "-",
+            "fleet_extrap": fleet_extrap,
+            "fleet_route": "own" if route == hw else route,
+            "fleet_loho": _fleet_served(fit_fleet(others, pooled).law, rows)[0],
         }
     return scores
 
@@ -296,9 +338,10 @@ def _merge(scores: list[dict[str, dict[str, object]]]) -> dict[str, dict[str, ob
             "baselines": dict(sum((collections.Counter(p["baselines"]) for p in parts), collections.Counter())),
             **{
                 k: np.concatenate([p[k] for p in parts])
-                for k in ("extrap", "inside", "extrap_strategy", "extrap_eta_given", "loho")
+                for k in ("extrap", "inside", "extrap_strategy", "extrap_eta_given", "loho", *FLEET_SCORES)
             },
             "loho_form": "/".join(sorted({str(p["loho_form"]) for p in parts})),
+            "fleet_route": "/".join(sorted({str(p["fleet_route"]) for p in parts})),
         }
     return merged
 
@@ -330,16 +373,19 @@ def _weak_fleet(workloads: int, seeds: int) -> None:
     kinds = " ".join(f"{k:>10s}" for k in BASELINE_KINDS)
     print(
         f"  {'GPU':16s} {'runs':>5s} {'used':>5s} {kinds} {'bigger':>6s}  {'extrap':>6s} {'new':>6s}"
-        f"  {'inside':>6s} {'new':>6s}  {'loho':>6s} {'new':>6s}  loho form"
+        f"  {'fleet':>6s} {'new':>6s}  {'inside':>6s} {'new':>6s}  {'loho':>6s} {'new':>6s}"
+        f"  {'fleet':>6s} {'new':>6s}  route (new)  loho form"
     )
     for gpu, t in today.items():
         new = results.get("new", {}).get(gpu)
-        extrap, inside, loho = (_cells(t, new, key) for key in ("extrap", "inside", "loho"))
+        keys = ("extrap", "fleet_extrap", "inside", "loho", "fleet_loho")
+        extrap, fleet_extrap, inside, loho, fleet_loho = (_cells(t, new, key) for key in keys)
         used = f"{t['runs_used']:5d}" + ("" if new is None or new["runs_used"] == t["runs_used"] else "*")
         counts = " ".join(f"{t['baselines'].get(k, 0):10d}" for k in BASELINE_KINDS)
+        route = (new or t)["fleet_route"]
         print(
-            f"  {gpu:16s} {t['runs_in']:5d} {used} {counts} {len(t['extrap']):6d}  {extrap}  {inside}  {loho}  "
-            f"{t['loho_form']}"
+            f"  {gpu:16s} {t['runs_in']:5d} {used} {counts} {len(t['extrap']):6d}  {extrap}  {fleet_extrap}  "
+            f"{inside}  {loho}  {fleet_loho}  {route:11s}  {t['loho_form']}"
         )
     for column, result in results.items():
         overall = result["all"]
@@ -352,6 +398,11 @@ def _weak_fleet(workloads: int, seeds: int) -> None:
     print(
         f"  targets: extrap <= {EXTRAP_TARGET:g} % with inside >= {INSIDE_TARGET:g} %; loho <= {LOHO_TARGET:g} %; "
         "no run dropped (used = runs; * where new uses another count); bigger: runs predicted"
+    )
+    print(
+        "  extrap/loho: each GPU's own law (its champion-<gpu> alias) / the pooled law over the others; fleet: "
+        "the fleet model (@champion) fitted on every GPU's smaller 75 % (bigger) or on the other GPUs (loho); "
+        "route: what answered the GPU's bigger models (own law or pooled)"
     )
 
 

@@ -277,7 +277,7 @@ M_ADJ_R2_FORM_PREFIX = "adj_r2_"
 M_RMSE_LOG_FORM_PREFIX = "rmse_log_"
 M_CV_MAPE_POOLED_PREFIX = "cv_mape_pooled_"  # pooled fit over all hardware
 M_CV_MAPE_SE_POOLED_PREFIX = "cv_mape_se_pooled_"
-M_POOLED_REGISTERED = "pooled_registered"  # 1.0 when the pooled fit registered a law
+M_POOLED_REGISTERED = "pooled_registered"  # 1.0 when a pooled form (not separate slopes) won the comparison
 # The additive roofline decomposition and the time law.
 M_EPS_COMP = "eps_comp_j_per_flop"
 M_EPS_MEM = "eps_mem_j_per_element"
@@ -330,6 +330,14 @@ M_LOHO_MAPE_SE_FORM_PREFIX = "loho_mape_se_"
 M_EXTRAP_MAPE_POOLED_PREFIX = "extrap_mape_pooled_"
 M_EXTRAP_MAPE_SE_POOLED_PREFIX = "extrap_mape_se_pooled_"
 M_POOLED_SANE_PREFIX = "pooled_sane_"  # 1 when the form passes the sanity checks on every hardware, else 0
+# Parent fit-run metrics of the fleet model (fit/fleet.py), per measured hardware ``<prefix><hardware slug>``:
+# its route (1: its own law answers it, 0: the pooled law) and both laws' MAPE (%) on its held-out bigger models.
+M_ROUTE_PREFIX = "route_"
+M_ROUTE_OWN_MAPE_PREFIX = "route_own_mape_"
+M_ROUTE_POOLED_MAPE_PREFIX = "route_pooled_mape_"
+# 1 when the fleet model answers a GPU of the hardware table no run measured (0: refused, the tag says why)
+M_FLEET_ANSWERS_UNMEASURED = "fleet_answers_unmeasured"
+TAG_FLEET_UNMEASURED_REFUSAL = "roofline.fleet_unmeasured_refusal"  # why such a GPU is refused (when it is)
 
 # Fit-run params and counts beside the law's own metrics (fit/metrics.py).
 # (not P_-prefixed: these words are also the fit's frame columns, which are not logged names)

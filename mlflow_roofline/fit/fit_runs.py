@@ -1,8 +1,9 @@
 """The fit job's MLflow side: log the fit run(s) and register every model, or undo the registrations.
 
-One hardware: one fit run. Several: a parent fit run with the pooled comparison (and the
-pooled law as the model when it wins), one nested fit run per hardware, then every
-model registered with its aliases (``alias``, ``alias-<hardware>``). Hardware names
+One hardware: one fit run. Several: a parent fit run with the pooled comparison and the
+fleet model (:mod:`fit.fleet`: each hardware's law, the pooled law and each hardware's
+route), one nested fit run per hardware, then every model registered with its aliases (the
+fleet model ``alias``, each hardware's own law ``alias-<hardware>``). Hardware names
 that make one ``alias-<hardware>`` (``GPU A`` and ``GPU-A``) never share it: see
 :func:`aliases_of`. What the job produced is a :class:`FitOutcome`.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from mlflow_roofline.core.schema import (
@@ -35,16 +35,19 @@ from mlflow_roofline.core.schema import (
     M_N_RUNS_FOUND,
     TAG_BASELINE,
     TAG_ENERGY_SOURCE,
+    TAG_FLEET_UNMEASURED_REFUSAL,
     TAG_FORM,
     TAG_HARDWARE,
     TAG_RUN_TYPE,
 )
+from mlflow_roofline.fit.fleet import FleetFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
-from mlflow_roofline.fit.registration import RegistryLedger
+from mlflow_roofline.fit.registration import RegistryLedger, hardware_slug
 from mlflow_roofline.fit.report.run_page import log_run_page
 from mlflow_roofline.fit.runs.run_data import RunData
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.fleet import FleetLaw
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 from mlflow_roofline.tracking.client import TrackingClient
 
@@ -75,6 +78,8 @@ class FitOutcome:
     """Registrations a failed fit could not undo, in words (empty when all were undone)."""
     pooled: PooledFit | None = None
     """The pooled forms over every hardware (two hardware or more)."""
+    fleet: FleetFit | None = None
+    """The fleet model registered as ``alias`` (two hardware or more)."""
 
     @property
     def run_ids(self) -> list[str]:
@@ -107,7 +112,7 @@ def _fit_run(
     client.end_run(run_id, "FINISHED")
 
 
-def _log_model(client: TrackingClient, run_id: str, law: FittedLaw) -> str:
+def _log_model(client: TrackingClient, run_id: str, law: FittedLaw | FleetLaw) -> str:
     """Log ``law`` as the run's pyfunc model (MLflow logs models only into the active run); its model URI."""
     with client.active(run_id):
         return str(log_law_model(law, name="model").model_uri)
@@ -159,8 +164,7 @@ def tag_baselines(client: TrackingClient, fit: HardwareFit) -> int:
     return tagged
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "hardware"
+_slug = hardware_slug
 
 
 def hardware_alias(alias: str, hardware: str) -> str:
@@ -176,11 +180,11 @@ def distinct_hardware_alias(alias: str, hardware: str) -> str:
 def aliases_of(
     fits: Sequence[HardwareFit],
     alias: str,
-    pooled_wins: bool = False,
+    fleet_model: bool = False,
     owners: Mapping[str, str | None] | None = None,
 ) -> list[list[str]]:
     """The aliases of each fit's version: ``alias`` alone, or ``alias-<hardware>`` each and ``alias`` on the
-    first (unless the pooled law wins: then ``alias`` is its own).
+    first (unless a fleet model is registered: then ``alias`` is its own).
 
     Hardware names are data: two may make one slug (``GPU A``, ``GPU-A``, or two long names
     alike in their first 60 characters). A plain ``alias-<slug>`` goes to the hardware that
@@ -192,7 +196,7 @@ def aliases_of(
     if len(fits) == 1:
         return [[alias]]
     owners = owners or {}
-    first = [] if pooled_wins else [alias]
+    first = [] if fleet_model else [alias]
     given: set[str] = set()
     result = []
     for i, fit in enumerate(fits):
@@ -217,30 +221,34 @@ def _register_all(
     fits: Sequence[HardwareFit],
     model_uris: Sequence[str],
     alias: str,
-    pooled: tuple[PooledFit, str] | None = None,
+    fleet: tuple[FleetFit, str] | None = None,
 ) -> None:
-    """Register every fit's model with its aliases, and the pooled law's with ``alias`` (nothing without a ledger)."""
+    """Register every fit's model with its aliases, and the fleet model's with ``alias`` (nothing without a ledger)."""
     if ledger is None:
         return
-    if pooled is not None:
-        ledger.register(pooled[0], pooled[1], [alias])
+    if fleet is not None:
+        ledger.register(fleet[0], fleet[1], [alias])
     owners = ledger.alias_owners(hardware_aliases(fits, alias))
-    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, pooled is not None, owners)):
+    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, fleet is not None, owners)):
         ledger.register(fit, model_uri, aliases)
 
 
-def _log_pooled(client: TrackingClient, parent_id: str, pooled: PooledFit) -> tuple[PooledFit, str] | None:
-    """The pooled comparison's report and figure in the parent run; the pooled law as its model when it wins."""
+def _log_pooled(client: TrackingClient, parent_id: str, pooled: PooledFit) -> None:
+    """The pooled comparison's report and figure in the parent run."""
     client.log_text(parent_id, pooled.report() + "\n", "pooled_report.txt")
     figure = pooled.extrapolation_figure()
     if figure is not None:
         client.log_figure(parent_id, figure, "plots/pooled_extrapolation.png")
-    if pooled.law is None:
-        return None
-    pooled.run_id = parent_id
-    client.set_tag(parent_id, TAG_FORM, pooled.chosen)
-    client.log_text(parent_id, pooled.law.to_json(), "fitted_law.json")
-    return pooled, _log_model(client, parent_id, pooled.law)
+
+
+def _log_fleet(client: TrackingClient, parent_id: str, fleet: FleetFit) -> tuple[FleetFit, str]:
+    """The fleet model in the parent run: its routes' metrics, report and JSON, and the model; its model URI."""
+    fleet.run_id = parent_id
+    refusal = {TAG_FLEET_UNMEASURED_REFUSAL: fleet.law.unmeasured_refusal} if fleet.law.unmeasured_refusal else {}
+    client.log(parent_id, tags={TAG_FORM: fleet.energy.chosen, **refusal}, metrics=fleet.metrics())
+    client.log_text(parent_id, fleet.report() + "\n", "fleet_report.txt")
+    client.log_text(parent_id, fleet.law.to_json(), "fitted_law.json")
+    return fleet, _log_model(client, parent_id, fleet.law)
 
 
 def _log_parent_and_children(
@@ -273,13 +281,15 @@ def _log_parent_and_children(
                 **(pooled.metrics() if pooled else {}),
             },
         )
-        pooled_model = _log_pooled(client, parent_id, pooled) if pooled is not None else None
+        if pooled is not None:
+            _log_pooled(client, parent_id, pooled)
+        fleet_model = _log_fleet(client, parent_id, outcome.fleet) if outcome.fleet is not None else None
         experiment_id = client.get_run(parent_id).info.experiment_id
         for fit in fits:
             run_name = f"fit-{_slug(fit.hardware)}"
             with _fit_run(client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id) as run_id:
                 model_uris.append(log_fit_run(client, run_id, fit, outcome.run_data, params))
-        _register_all(ledger, fits, model_uris, alias, pooled_model)
+        _register_all(ledger, fits, model_uris, alias, fleet_model)
 
 
 def log_and_register(

@@ -17,9 +17,10 @@ With several hardware, each gets a nested fit run under one parent, which also f
 pooled forms over all hardware (:mod:`fit.pooled`: hardware intercepts, hardware
 covariates from the hardware table, separate slopes), checks them for size extrapolation
 and sanity on every hardware, and logs their grouped-CV,
-extrapolation and leave-one-hardware-out errors. When a pooled form wins, the pooled law is logged in the
-parent and registered as the model with ``alias``; otherwise the hardware with the most
-runs gets ``alias``. Every hardware gets ``alias-<hardware>``.
+extrapolation and leave-one-hardware-out errors. The parent logs the fleet model
+(:mod:`fit.fleet`: each hardware's law and the pooled law, each measured hardware routed to
+the one that predicted its bigger models better, a GPU of the hardware table no run measured
+to the pooled law), registered with ``alias``. Every hardware's own law gets ``alias-<hardware>``.
 Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
 
 The fit runs are logged and the models registered by :mod:`fit.fit_runs`.
@@ -36,6 +37,7 @@ from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.failure import record_failure
 from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, hardware_aliases, log_and_register
+from mlflow_roofline.fit.fleet import fit_fleet
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import fit_pooled
@@ -95,9 +97,11 @@ def _echo_outcome(outcome: FitOutcome, model_name: str, echo: Callable[[str], ob
         echo(f"fit run {fit.run_id}: {where}")
     if outcome.pooled is not None:
         echo(outcome.pooled.report())
-        pooled = outcome.pooled
-        if pooled.model_version:
-            echo(f"pooled law: registered {model_name} version {pooled.model_version} as @{', @'.join(pooled.aliases)}")
+    fleet = outcome.fleet
+    if fleet is not None:
+        echo(fleet.report())
+        if fleet.model_version:
+            echo(f"fleet model: registered {model_name} version {fleet.model_version} as @{', @'.join(fleet.aliases)}")
 
 
 def run_fit(
@@ -136,15 +140,18 @@ def run_fit(
         clock = time.perf_counter()
         fits, skipped = _fit_every_hardware(run_data, allow_estimate, missing_baseline, seed, echo)
         pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
+        fleet = fit_fleet(fits, pooled) if pooled is not None else None
         ledger = RegistryLedger(model_name) if register else None
         if ledger is not None:
             owners = ledger.alias_owners(hardware_aliases(fits, alias))
-            for fit_aliases in aliases_of(fits, alias, pooled is not None and pooled.law is not None, owners):
+            for fit_aliases in aliases_of(fits, alias, fleet is not None, owners):
                 for name in fit_aliases:
                     check_alias(name)
         timings["fit"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        outcome = FitOutcome(run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled)
+        outcome = FitOutcome(
+            run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled, fleet=fleet
+        )
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
         log_and_register(outcome, start, params, ledger, alias)

@@ -16,7 +16,14 @@ with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
   roofline ridge point ``peak FLOP/s / (bytes/s)``, so that a more memory-bound
   device may cost more per FLOP than its peak says.
 
-The two covariate forms predict a GPU no run measured, given its table row; their
+- ``hardware_intercepts_per_step``, ``hardware_offset_per_step``, ``hardware_covariates_per_step``:
+  the same forms for one optimizer step, times the steps (as the per-hardware ``paper_per_step``):
+  ``I(log_E - log_steps) ~ I(log_C - log_steps) + I(log_M - log_steps) + log_eta + ...``, the
+  offset forms on ``log_E_jpf = log_E - log_jpf``; twice the steps are twice the joules by
+  construction, so they can pass the num_steps sanity check where the plain forms (whose size
+  exponents also carry the steps) cannot.
+
+The covariate forms (:data:`COVARIATE_FORMS`) predict a GPU no run measured, given its table row; their
 leave-one-hardware-out MAPE (every hardware held out in turn, fitted on the others) is
 ``loho_mape``. When a pooled form (not ``hardware_slopes``) wins, :attr:`PooledFit.law`
 is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
@@ -158,7 +165,17 @@ def extrapolation_figure(
 
 HARDWARE_OFFSET = "hardware_offset"
 HARDWARE_COVARIATES = "hardware_covariates"
-COVARIATE_FORMS: tuple[str, ...] = (HARDWARE_OFFSET, HARDWARE_COVARIATES)
+PER_STEP_SUFFIX = "_per_step"
+HARDWARE_INTERCEPTS_PER_STEP = HARDWARE_INTERCEPTS + PER_STEP_SUFFIX
+HARDWARE_OFFSET_PER_STEP = HARDWARE_OFFSET + PER_STEP_SUFFIX
+HARDWARE_COVARIATES_PER_STEP = HARDWARE_COVARIATES + PER_STEP_SUFFIX
+COVARIATE_FORMS: tuple[str, ...] = (
+    HARDWARE_OFFSET,
+    HARDWARE_COVARIATES,
+    HARDWARE_OFFSET_PER_STEP,
+    HARDWARE_COVARIATES_PER_STEP,
+)
+"""The pooled forms that predict a GPU no run measured from its hardware-table row."""
 
 
 @dataclasses.dataclass
@@ -291,14 +308,18 @@ class PooledFit:
             "extrap_mape, among forms that pass the sanity checks on every hardware"
         )
         lines.append(
-            "registered: the pooled law"
+            "the pooled law: the chosen form"
             if self.law is not None
-            else "registered: one law per hardware (separate slopes fit best)"
+            else "the pooled law: separate slopes fit best (one law per hardware)"
         )
         return "\n".join(lines)
 
 
 OFFSET = "log_jpf"
+RESPONSE_PER_JPF = "log_E_jpf"
+"""``log_E - log_jpf``: energy in units of the hardware's joules per peak FLOP (the per-step offset forms' response)."""
+PER_STEP_TERMS = "I(log_C - log_steps) + I(log_M - log_steps) + log_eta"
+"""The per-step forms' size terms: FLOPs and traffic per optimizer step (as ``paper_per_step``)."""
 
 
 def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -309,30 +330,44 @@ def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, flo
     if len(covariates) == len(fits):
         for name in ("log_jpf", "log_ridge"):
             data[name] = data["hardware"].astype(str).map({hw: c[name] for hw, c in covariates.items()}).astype(float)
+        data[RESPONSE_PER_JPF] = data["log_E"] - data[OFFSET]
     return data
 
 
 def _formulas(data: pd.DataFrame, with_covariates: bool) -> dict[str, str]:
+    """Every pooled form's formula; the per-step variants (energy per step x steps) after the plain ones,
+    so that a tie goes to the plain form (:func:`fit.forms.selection.choose_form`)."""
     strategy = " + strategy" if data["strategy"].nunique() > 1 else ""
+    per_step = f"{PER_STEP_TERMS}{strategy}"
     out = {
         HARDWARE_SLOPES: f"log_E ~ (log_C + log_M + log_eta) * hardware{strategy}",
         HARDWARE_INTERCEPTS: f"log_E ~ log_C + log_M + log_eta + hardware{strategy}",
     }
+    covariate_forms = {}
     if with_covariates:
         out[HARDWARE_OFFSET] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta{strategy}"
+        covariate_forms[HARDWARE_OFFSET_PER_STEP] = f"I({RESPONSE_PER_JPF} - log_steps) ~ {per_step}"
         if data["hardware"].nunique() >= 3:
             out[HARDWARE_COVARIATES] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta + log_ridge{strategy}"
-    return out
+            covariate_forms[HARDWARE_COVARIATES_PER_STEP] = (
+                f"I({RESPONSE_PER_JPF} - log_steps) ~ {per_step} + log_ridge"
+            )
+    out[HARDWARE_INTERCEPTS_PER_STEP] = f"I(log_E - log_steps) ~ {per_step} + hardware"
+    return {**out, **covariate_forms}
 
 
 def _with_offset(fit: FormFit, data: pd.DataFrame) -> FormFit:
-    """A ``log_E - log_jpf`` fit as a law of ``log_E`` itself: the term ``log_jpf`` with coefficient 1, exactly."""
+    """A ``log_E - log_jpf`` fit as a law of ``log_E`` itself: the term ``log_jpf`` with coefficient 1, exactly.
+
+    A per-step offset form's fit already holds ``log_steps`` as its offset; ``log_jpf`` adds to it.
+    """
     law = fit.law
     k = len(law.terms)
     cov = np.zeros((k + 1, k + 1))
     cov[:k, :k] = np.asarray(law.cov)
     fit.law = LinearLaw(law.formula, [*law.terms, OFFSET], [*law.coef, 1.0], cov.tolist(), law.resid_var, law.df_resid)
-    fit.offset = data[OFFSET].to_numpy(dtype=float)
+    shift = data[OFFSET].to_numpy(dtype=float)
+    fit.offset = shift if fit.offset is None else np.asarray(fit.offset, dtype=float) + shift
     return fit
 
 
@@ -385,20 +420,22 @@ def fit_pooled(
     return pooled
 
 
-def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit]) -> FittedLaw:
-    """The pooled law: the chosen form's energy law, each hardware's own law, the covariate form."""
+def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -> FittedLaw:
+    """The pooled law: ``form``'s energy law (default: the chosen form's), each hardware's own law,
+    the covariate form."""
     reference = fits[0].law
     ranges: dict[str, list[float]] = {}
     for fit in fits:
         for key, (lo, hi) in fit.law.ranges.items():
             old = ranges.get(key, [lo, hi])
             ranges[key] = [min(old[0], lo), max(old[1], hi)]
-    chosen = pooled.forms[pooled.chosen]
+    form = form or pooled.chosen
+    chosen = pooled.forms[form]
     covariate_form = pooled.covariate_form
     return FittedLaw(
         hardware=", ".join(f.hardware for f in fits),
         energy_source="+".join(sorted({s for f in fits for s in f.energy_source.split("+")})),
-        form=pooled.chosen,
+        form=form,
         energy_law=chosen.law,
         time_law=reference.time_law,
         speedup_laws=reference.speedup_laws,

@@ -25,13 +25,17 @@ from typing import Protocol
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import TAG_CV_MAPE, TAG_ENERGY_SOURCE, TAG_FIT_RUN_ID, TAG_FORM, TAG_HARDWARE
-from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.tracking.client import TrackingClient, TrackingError
 
 MAX_MODEL_NAME_CHARS = 256
 MAX_ALIAS_CHARS = 255
 _ALIAS_CHARS = re.compile(r"^[\w\-]+$")
 _VERSION_ALIAS = re.compile(r"^[vV]\d+$")
+
+
+def hardware_slug(name: str) -> str:
+    """A hardware name as alias and metric text: lower case, runs of other characters one ``-``, at most 60."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "hardware"
 
 
 def check_model_name(name: str, field: str = "model_name") -> None:
@@ -59,6 +63,16 @@ def check_alias(alias: str, field: str = "alias") -> None:
         raise ConfigError(field, f"{alias!r} is reserved by the registry ('latest' and v<digits> name versions)")
 
 
+class RegisteredLaw(Protocol):
+    """What registration reads of a law: its runs and its grouped-CV MAPE (%)."""
+
+    @property
+    def n_runs(self) -> int: ...
+
+    @property
+    def cv_mape(self) -> float: ...
+
+
 class ChosenForm(Protocol):
     """The energy form a fit chose, by name."""
 
@@ -83,7 +97,7 @@ class Registrable(Protocol):
     def energy(self) -> ChosenForm: ...
 
     @property
-    def law(self) -> FittedLaw | None: ...
+    def law(self) -> RegisteredLaw | None: ...
 
 
 class RegistryLedger:

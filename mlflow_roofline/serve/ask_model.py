@@ -174,7 +174,13 @@ def format_prediction(record: Record) -> str:
             else []
         )
         + _emission_lines(record)
+        + ([("law", _law_line(str(record["law"])))] if record.get("law") else [])
     )
+
+
+def _law_line(law: str) -> str:
+    """What answered a fleet model's row: the hardware's own law, or the pooled law."""
+    return "the pooled law over the measured GPUs" if law == "pooled" else f"{law}'s own law"
 
 
 def _emission_lines(record: Record) -> list[tuple[str, str]]:

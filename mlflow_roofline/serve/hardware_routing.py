@@ -24,11 +24,14 @@ interconnects it was fitted on (a PCIe T4 is not predicted from NVLink GPUs); el
 (:attr:`~law.fitted.FittedLaw.n_only_speedup_laws`), never the reference's own comm-time
 constants, which do not carry over to another GPU (effective bandwidth and overlap trade off
 where communication hides behind compute). A name neither the law nor the
-table knows is refused with the list of the hardware the model knows.
+table knows is refused with the list of the hardware the model knows. Recommend and pareto
+mode (:func:`law_for_search`) search one hardware per request, a GPU of the table included.
+The fleet model of a multi-GPU fit routes rows to such laws first (:mod:`serve.fleet_routing`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -156,24 +159,33 @@ def unmeasured_time_shift(
     return log_seconds_per_flop(covariates, intensity) - log_seconds_per_flop(reference, intensity)
 
 
-def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> FittedLaw:
-    """The law recommend and pareto modes search with: a pooled law's own law of the one measured hardware named.
+def law_for_search(frame: pd.DataFrame, law: FittedLaw) -> tuple[FittedLaw, dict[str, dict[str, float]]]:
+    """The law recommend and pareto modes take their candidates from, and the covariates of an unmeasured GPU.
+
+    A one-hardware law: itself. A pooled law: the own law of the one hardware named, or for a
+    GPU of the hardware table no run measured, the reference hardware's law with that GPU's
+    speedup laws (:func:`unmeasured_speedup_laws`) and the GPU's covariates (its energy is the
+    pooled covariate form's, its time scaled by the roofline, as in predict mode).
 
     Raises:
-        InputError: a pooled law without a ``hardware`` column, with several hardware in
-            one request, or with one no run measured.
+        InputError: a pooled law without a ``hardware`` column, or with several hardware in one request.
     """
     if not law.hardware_laws:
-        return law
+        return law, {}
     values, unmeasured = resolve_hardware(frame, law)
     assert values is not None  # resolve_hardware requires the column of a pooled law
     names = list(dict.fromkeys(values))
-    if unmeasured or len(names) > 1:
-        rows = np.flatnonzero(values != names[0]) if len(names) > 1 else np.arange(len(values))
+    if len(names) > 1:
         raise invalid(
             HARDWARE_COLUMN,
-            "this mode searches one measured hardware per request; "
-            f"name one of {', '.join(law.known_hardware)} in every row",
-            rows,
+            f"this mode searches one hardware per request; name one of {', '.join(law.known_hardware)} "
+            "(or a GPU of the hardware table) in every row",
+            np.flatnonzero(values != names[0]),
         )
-    return law.hardware_laws[names[0]]
+    if names[0] in unmeasured:
+        reference = law.hardware_laws[reference_hardware(law)]
+        moved = dataclasses.replace(
+            reference, speedup_laws=unmeasured_speedup_laws(law, reference, unmeasured[names[0]])
+        )
+        return moved, unmeasured
+    return law.hardware_laws[names[0]], {}

@@ -100,9 +100,15 @@ def candidates(law: FittedLaw, max_devices: int) -> Candidates:
 
 
 def evaluate_candidates(
-    law: FittedLaw, sizes: Mapping[str, np.ndarray], cands: Candidates, first_row: int, hardware: str | None = None
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    cands: Candidates,
+    first_row: int,
+    hardware: str | None = None,
+    unmeasured: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law).
+    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law;
+    ``unmeasured``: the covariates of a GPU no run measured, by name).
 
     Returns:
         ``valid`` (rows x candidates, booleans) and the predict outputs of every
@@ -129,7 +135,7 @@ def evaluate_candidates(
         out = evaluate_jobs(law, grid_sizes, strategy, n, speedup)
     else:
         on = np.full(len(n), hardware, dtype=object)
-        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, {})
+        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, unmeasured or {})
     check_finite(out, np.repeat(np.arange(n_rows) + first_row, n_cand))
     return valid, {k: v.reshape(n_rows, n_cand) for k, v in out.items()}
 
@@ -164,12 +170,12 @@ def search(
             or a ``max_devices`` no candidate fits.
     """
     sizes = validate_sizes(frame)
-    own = law_for_search(frame, law)  # a pooled law: the named hardware's own law (its strategies, speedups)
+    own, unmeasured = law_for_search(frame, law)  # a pooled law: the named hardware's (its strategies, speedups)
     hardware = None if own is law else str(frame[HARDWARE_COLUMN].iloc[0])
     cands = candidates(own, max_devices)
 
     def chunk_rows(chunk: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
-        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware)
+        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware, unmeasured)
         return rows_fn(cands, valid, grid, first_row)
 
     return by_chunks(sizes, len(cands), chunk_rows)

@@ -1,7 +1,9 @@
 """The fitted law as an MLflow pyfunc model: logged by ``fit``, served by ``mlflow models serve``.
 
 The model's only artifact is the :class:`~mlflow_roofline.law.fitted.FittedLaw` as JSON
-(coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges).
+(coefficients, covariance, residual variance, speedup laws, hardware, fitted ranges), or the
+:class:`~mlflow_roofline.law.fleet.FleetLaw` of a fit over several GPUs (each GPU's law, the
+pooled law, the routes), whose rows :mod:`~mlflow_roofline.serve.fleet_routing` answers.
 Nothing is pickled: the model is logged "from code" (:mod:`mlflow_roofline.serve.pyfunc_entry`
 builds a :class:`RooflineEnergyModel` when MLflow loads it). Answers are those of
 :mod:`~mlflow_roofline.serve.predict` and :mod:`~mlflow_roofline.serve.placement_search`.
@@ -64,8 +66,10 @@ from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.job_table import JOB_COLUMNS
 from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.fleet import FleetLaw, law_from_json
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
@@ -136,7 +140,11 @@ def sent_params(model: PythonModel, received: Mapping[str, object] | None) -> Ma
         del frame  # a frame held in a local keeps the stack alive (reference cycle)
 
 
-def input_example(law: FittedLaw) -> pd.DataFrame:
+ServedLaw = FittedLaw | FleetLaw
+"""What a law model serves: one law (of one GPU, or pooled over several), or a fleet law routing rows to laws."""
+
+
+def input_example(law: ServedLaw) -> pd.DataFrame:
     """The docs/schema.md query, moved to a strategy the law knows when it was not fitted on fsdp."""
     query: dict[str, object] = dict(EXAMPLE_QUERY)
     if len(law.known_hardware) > 1:
@@ -181,13 +189,14 @@ def model_signature() -> ModelSignature:
         "speedup_implausible": DataType.boolean,
         "extrapolated_hardware": DataType.boolean,
         "time_scaled_from": DataType.string,
+        LAW_COLUMN: DataType.string,
         "num_devices": DataType.long,
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,
         "time_optimal_num_devices": DataType.long,
         "row": DataType.long,
     }
-    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS)
+    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS + (LAW_COLUMN,))
     outputs = Schema(
         [
             ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)
@@ -212,7 +221,7 @@ class RooflineEnergyModel(PythonModel):
     """Predicts fine-tuning energy (joules) and time (seconds), or recommends a strategy."""
 
     def __init__(self) -> None:
-        self.law: FittedLaw | None = None
+        self.law: ServedLaw | None = None
 
     def load_context(self, context: PythonModelContext) -> None:
         """Read the law from the model's JSON artifact, and check the hardware table it will read.
@@ -226,7 +235,7 @@ class RooflineEnergyModel(PythonModel):
             ConfigError: the hardware table is unreadable or breaks a rule, naming the cell.
         """
         load_hardware_table()
-        self.law = FittedLaw.from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
+        self.law = law_from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
 
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: Mapping[str, object] | None = None
@@ -265,11 +274,16 @@ class RooflineEnergyModel(PythonModel):
             model_input = pd.DataFrame(model_input)
         if not isinstance(model_input, pd.DataFrame):
             raise invalid("model_input", f"must be a table of rows, got {type(model_input).__name__}")
-        if request.mode == "recommend":
-            return recommend_frame(law, model_input, request.max_devices, request.objective, request.carbon)
-        if request.mode == "pareto":
-            return pareto_frame(law, model_input, request.max_devices, request.carbon)
-        return predict_frame(law, model_input, request.carbon)
+        frame = model_input
+
+        def answer(one: FittedLaw, rows: pd.DataFrame) -> pd.DataFrame:
+            if request.mode == "recommend":
+                return recommend_frame(one, rows, request.max_devices, request.objective, request.carbon)
+            if request.mode == "pareto":
+                return pareto_frame(one, rows, request.max_devices, request.carbon)
+            return predict_frame(one, rows, request.carbon)
+
+        return fleet_frame(law, frame, answer) if isinstance(law, FleetLaw) else answer(law, frame)
 
 
 def pip_requirements() -> list[str]:
@@ -297,7 +311,7 @@ def copy_serving_code(destination: Path) -> Path:
     return target
 
 
-def log_law_model(law: FittedLaw, name: str = "model") -> ModelInfo:
+def log_law_model(law: ServedLaw, name: str = "model") -> ModelInfo:
     """Log ``law`` as a pyfunc model into the active run.
 
     The artifact is the law's JSON; the signature declares the inputs, outputs and the

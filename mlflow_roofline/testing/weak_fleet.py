@@ -54,7 +54,7 @@ import pandas as pd
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.gpu_datasheets import HardwareTable, load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
-from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, M_ENERGY_J, M_TIME_S
+from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, M_AVG_POWER_W, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
 
 FLEET_NAMES: tuple[str, ...] = ("T4", "V100 SXM2", "A100 SXM4 80GB", "H100 SXM")
@@ -361,3 +361,11 @@ def generate_weak_fleet_runs(
                     row = _run_row(gpu, shape, config, rng)
                     rows.append({**row, "workload_index": w_index, "energy_source": energy_source})
     return finish_runs(pd.DataFrame(rows))
+
+
+def energy_falling_per_flop(frame: pd.DataFrame, exponent: float = 0.8) -> pd.DataFrame:
+    """``frame`` with each run's energy (joules) scaled so that it grows as (FLOPs per step)^``exponent``
+    at a fixed step count: a GPU whose energy per FLOP falls with the model's size, as real tables show."""
+    per_step = proxy_flops(frame["num_layers"], frame["hidden_size"], frame["seq_len"], frame["batch_size"], 1)
+    energy = frame[M_ENERGY_J] * (per_step / np.median(per_step)) ** (exponent - 1.0)
+    return frame.assign(**{M_ENERGY_J: energy, M_AVG_POWER_W: energy / frame[M_TIME_S]})

@@ -147,17 +147,23 @@ def test_several_hardware_get_one_law_each(tracking_uri: str) -> None:
     assert [f.hardware for f in outcome.fits] == ["GPU A", "GPU B"]
     assert list(outcome.skipped) == ["CPU C"] and "--allow-estimate" in outcome.skipped["CPU C"]
     # names the hardware table does not know: no covariate form, only intercepts against separate slopes
-    assert set(outcome.hardware_comparison) == {"hardware_intercepts", "hardware_slopes"}
+    assert set(outcome.hardware_comparison) == {
+        "hardware_intercepts",
+        "hardware_intercepts_per_step",
+        "hardware_slopes",
+    }
     assert outcome.pooled is not None and outcome.pooled.missing == ["GPU A", "GPU B"]
     parent = client.get_run(outcome.parent_run_id)
     assert parent.data.metrics["n_runs"] == sum(len(f.frame) for f in outcome.fits)
     assert "loho_mape" not in parent.data.metrics
     children = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{outcome.parent_run_id}'")
     assert {c.data.tags["roofline.hardware"] for c in children} == {"GPU A", "GPU B"}
-    # both hardware follow one synthetic law: the pooled law (intercepts) wins and is the champion
+    # both hardware follow one synthetic law: the pooled law (intercepts) wins; the fleet model is the champion
     assert outcome.pooled.chosen == "hardware_intercepts" and parent.data.metrics["pooled_registered"] == 1.0
     champion = client.get_model_version_by_alias("m", "champion")
     assert champion.tags["roofline.hardware"] == "GPU A, GPU B" and champion.run_id == outcome.parent_run_id
+    assert champion.tags["roofline.form"] == "fleet" and parent.data.metrics["fleet_answers_unmeasured"] == 0.0
+    assert "the hardware table lacks the measured GPU A, GPU B" in parent.data.tags["roofline.fleet_unmeasured_refusal"]
     assert client.get_model_version_by_alias("m", "champion-gpu-a").tags["roofline.hardware"] == "GPU A"
     assert client.get_model_version_by_alias("m", "champion-gpu-b").tags["roofline.hardware"] == "GPU B"
     served = mlflow.pyfunc.load_model("models:/m@champion")
@@ -174,6 +180,7 @@ def test_several_hardware_get_one_law_each(tracking_uri: str) -> None:
     }
     both = served.predict(pd.DataFrame([{**query, "hardware": "GPU A"}, {**query, "hardware": "GPU B"}]))
     assert both["energy_j"].gt(0).all() and not both["extrapolated_hardware"].any()
+    assert set(both["law"]) <= {"GPU A", "GPU B", "pooled"}
     assert outcome.fits[0].law.n_runs == len(big.frame)
 
 

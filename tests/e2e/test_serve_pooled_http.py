@@ -1,4 +1,4 @@
-"""End to end: runs of three simulated GPUs logged, fitted into one pooled law, served by `mlflow models serve`."""
+"""End to end: runs of three simulated GPUs logged, fitted into one fleet model, served by `mlflow models serve`."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_measured_and_table_hardware_over_http(served) -> None:
     assert response.status_code == 200, response.text
     out = pd.DataFrame(response.json()["predictions"])
     pd.testing.assert_frame_equal(out, model.predict(pd.DataFrame(rows)), check_dtype=False, rtol=1e-12)
-    assert out["extrapolated_hardware"].tolist() == [False, False, True]
+    assert out["extrapolated_hardware"].tolist() == [False, False, True] and out["law"].iloc[2] == "pooled"
     # the L4's speedup and time come from the reference (most runs) hardware, time scaled by the roofline
     assert out["time_scaled_from"].tolist() == ["", "", model.unwrap_python_model().law.known_hardware[0]]
     assert out["energy_j"].iloc[1] < out["energy_j"].iloc[0]  # Sim Fast spends less than Sim Base, as generated
@@ -82,25 +82,30 @@ def test_hardware_errors_are_400_with_the_known_hardware(served) -> None:
     assert "unknown hardware 'Abacus'" in message and "Sim Base" in message and "Sim Fast" in message
 
 
-def test_recommend_searches_the_named_measured_hardware(served) -> None:
-    server, _ = served
-    job = {**JOB, "hardware": "Sim Fast"}
-    response = server.invocations({"dataframe_records": [job], "params": {"mode": "recommend", "max_devices": 4}})
+def test_recommend_routes_each_row_to_its_gpus_law(served) -> None:
+    server, model = served
+    rows = [{**JOB, "hardware": "Sim Fast"}, {**JOB, "hardware": "Sim Base"}, {**JOB, "hardware": "NVIDIA L4"}]
+    params = {"mode": "recommend", "max_devices": 4}
+    response = server.invocations({"dataframe_records": rows, "params": params})
     assert response.status_code == 200, response.text
-    assert response.json()["predictions"][0]["energy_j"] > 0
-    several = server.invocations(
-        {"dataframe_records": [job, {**JOB, "hardware": "Sim Base"}], "params": {"mode": "recommend"}}
-    )
-    assert several.status_code == 400 and "one measured hardware per request" in several.json()["message"]
+    out = pd.DataFrame(response.json()["predictions"])
+    pd.testing.assert_frame_equal(out, model.predict(pd.DataFrame(rows), params=params), check_dtype=False, rtol=1e-12)
+    assert (out["energy_j"] > 0).all() and out["law"].iloc[2] == "pooled"
 
 
-def test_the_parent_run_logs_the_pooled_forms_checks(served) -> None:
+def test_the_parent_run_logs_the_pooled_forms_checks_and_the_fleet_routes(served) -> None:
     client = mlflow.MlflowClient()
     parent = client.get_run(client.get_model_version_by_alias("fleet-energy", "champion").run_id)
-    metrics, chosen = parent.data.metrics, parent.data.tags["roofline.form"]
+    metrics = parent.data.metrics
+    assert parent.data.tags["roofline.form"] == "fleet" and metrics["fleet_answers_unmeasured"] == 1.0
     for form in ("hardware_slopes", "hardware_intercepts", "hardware_offset", "hardware_covariates"):
         assert 0 < metrics[f"extrap_mape_pooled_{form}"] < 20 and metrics[f"pooled_sane_{form}"] == 1.0
-    assert metrics["extrap_mape"] == metrics[f"extrap_mape_pooled_{chosen}"] and metrics["extrap_n_held_out"] > 0
+    pooled = {k: v for k, v in metrics.items() if k.startswith("extrap_mape_pooled_")}
+    assert metrics["extrap_mape"] in pooled.values() and metrics["extrap_n_held_out"] > 0
+    for slug in ("sim-base", "sim-fast"):
+        assert metrics[f"route_{slug}"] == float(
+            metrics[f"route_own_mape_{slug}"] <= metrics[f"route_pooled_mape_{slug}"]
+        )
     assert "plots/pooled_extrapolation.png" in {f.path for f in client.list_artifacts(parent.info.run_id, "plots")}
     report = mlflow.artifacts.load_text(f"runs:/{parent.info.run_id}/pooled_report.txt")
     assert "extrap_mape" in report and "sanity checks on every hardware" in report

@@ -28,7 +28,6 @@ from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import (
     COVARIATE_FORMS,
     HARDWARE_COVARIATES,
-    HARDWARE_OFFSET,
     HARDWARE_SLOPES,
     PooledFit,
     choose_pooled,
@@ -114,7 +113,7 @@ def true_seconds(hw: RooflineHardware, jobs: pd.DataFrame) -> np.ndarray:
 
 def test_a_pooled_form_wins_and_the_law_round_trips_through_json(pooled: PooledFit) -> None:
     assert pooled.chosen != HARDWARE_SLOPES and pooled.law is not None
-    assert set(pooled.loho) == {"hardware_offset", HARDWARE_COVARIATES}
+    assert set(pooled.loho) == set(COVARIATE_FORMS)  # the plain and the per-step covariate forms
     assert pooled.metrics()["loho_mape"] == pooled.loho[pooled.covariate_form][0] < LOHO_MAPE
     law = FittedLaw.from_json(pooled.law.to_json())
     assert set(law.known_hardware) == {hw.name for hw in FLEET} and law.covariate_law is not None
@@ -232,7 +231,8 @@ def test_a_pooled_form_that_breaks_a_sanity_property_is_not_chosen(pooled: Poole
     assert choose_pooled(pooled.forms, {}) == HARDWARE_COVARIATES == pooled.chosen
     assert choose_pooled(broken, insane) != HARDWARE_COVARIATES
     rechecked = dataclasses.replace(pooled, forms=broken, insane=insane)
-    assert rechecked.covariate_form == HARDWARE_OFFSET
+    sane = {n: v for n, v in pooled.loho.items() if n != HARDWARE_COVARIATES}
+    assert rechecked.covariate_form == min(sane, key=lambda n: sane[n][0]) != HARDWARE_COVARIATES
     # hardware_slopes (one sanity-checked law per hardware) stays the fallback when nothing pooled is sane
     assert choose_pooled(pooled.forms, {n: ["x"] for n in pooled.forms}) == HARDWARE_SLOPES
 
