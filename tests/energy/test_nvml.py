@@ -177,6 +177,21 @@ def test_nvml_missing_is_unavailable_and_auto_cpu_never_tries_it(nvml) -> None:
         make_meter("auto", device="cuda", nvml=nvml)
 
 
+@pytest.mark.parametrize(
+    ("jump_mj", "what"), [(10**12, "jumped 1e+09 J"), (-(10**6), "went back from")], ids=["jump", "back"]
+)
+def test_a_counter_glitch_fails_the_window_and_the_next_one_is_measured(nvml, jump_mj: int, what: str) -> None:
+    nvml.configure([FakeGPU(UUIDS[0], jump_mj=jump_mj, jump_after_reads=2)])  # the probe, the window's start
+    with make_meter("nvml", nvml=nvml) as meter:
+        with meter.window() as glitched:
+            busy_wait(0.05)
+        with meter.window() as after:
+            busy_wait(0.3)
+    m = glitched.measurement
+    assert m.energy_j is None and m.error.startswith(f"nvml: counter of cuda:0 {what}")
+    assert after.measurement.ok and after.measurement.avg_power_w == pytest.approx(250.0, rel=0.15)
+
+
 def test_trapezoid_rule() -> None:
     assert trapezoid_j([(0.0, 100.0), (1.0, 200.0), (3.0, 200.0)]) == pytest.approx(150.0 + 400.0)
     assert trapezoid_j([(0.0, 5.0)]) == 0.0
