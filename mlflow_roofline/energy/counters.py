@@ -1,4 +1,5 @@
-"""One plausibility rule for every cumulative energy counter (``nvml``, ``rapl``, ``rocm``).
+"""One plausibility rule for every cumulative energy counter (``nvml``, ``rapl``, ``rocm``),
+and for the power samples ``nvml_power`` integrates (a sample outside 0 to the GPU's bound).
 
 A counter meter reads a raw counter per device and turns two consecutive reads into joules
 with :meth:`CounterRule.joules`, which applies the rule:
@@ -95,9 +96,17 @@ class CounterRule:
             f"{bound:.3g} J ({max_power_w:g} W)"
         )
 
-    def _refuse(self, why: str) -> float:
+    def watts(self, key: str, watts: float, max_power_w: float) -> bool:
+        """Whether a power sample (``nvml_power``) is within the device's bound, the same bound's
+        power; a glitch is recorded when it is not (NaN, negative, above ``max_power_w``)."""
+        if 0.0 <= watts <= max_power_w:
+            return True
+        self._refuse(f"power of {key} read {watts:g} W, outside the device's bound of 0-{max_power_w:g} W", "sample")
+        return False
+
+    def _refuse(self, why: str, reading: str = "counter") -> float:
         self.glitches += 1
-        self.glitch = f"{self.source}: {why}: a counter glitch, not energy"
+        self.glitch = f"{self.source}: {why}: a {reading} glitch, not energy"
         return 0.0
 
 

@@ -46,7 +46,7 @@ class NvmlMeter(NvmlDevicesMixin, EnergyMeter):
         try:
             for device in self._devices:
                 self._nvml.nvmlDeviceGetTotalEnergyConsumption(device.handle)
-        except self._nvml.NVMLError as exc:
+        except Exception as exc:  # NVMLError, or anything the binding did not foresee
             self._nvml.nvmlShutdown()
             raise MeterError(
                 f"nvml: {device.key} ({device.name}) has no energy counter ({type(exc).__name__}: {exc}); "
