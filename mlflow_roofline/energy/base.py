@@ -35,7 +35,7 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     ReadError,
     Snapshot,
     Window,
-    unforeseen,
+    read_failure,
     window_measurement,
 )
 from mlflow_roofline.energy.sampler import PeriodicSampler
@@ -160,10 +160,8 @@ class EnergyMeter(MeterWindows):
             self._timeline = []
         try:
             self._open_session()
-        except ReadError as exc:
-            self._session_error = str(exc)
-        except Exception as exc:  # a library's unforeseen failure: the window's error, not a traceback
-            self._session_error = unforeseen(self.source, exc)
+        except Exception as exc:  # a ReadError, or a library's unforeseen failure: one line, not a traceback
+            self._session_error = read_failure(self.source, exc)
         if self._timeline_sampler is not None and self._session_error is None:
             self._timeline_sampler.start()
 
@@ -182,10 +180,8 @@ class EnergyMeter(MeterWindows):
             with self._lock:
                 snapshot = self._cumulative()
                 self._record(snapshot)
-        except ReadError as exc:
-            return None, str(exc)
-        except Exception as exc:  # a library's unforeseen failure: the window's error, not a traceback
-            return None, unforeseen(self.source, exc)
+        except Exception as exc:  # a ReadError, or a library's unforeseen failure: one line, not a traceback
+            return None, read_failure(self.source, exc)
         return snapshot, None
 
     def close(self) -> None:

@@ -23,9 +23,14 @@ class ReadError(Exception):
     """A counter read failed; the window it belongs to reports it as ``error``."""
 
 
-def unforeseen(source: str, exc: BaseException) -> str:
-    """One line for a failure a meter's library does not document (``rocm: RuntimeError: busy``)."""
-    return f"{source}: {type(exc).__name__}: {exc}"[:500]
+def read_failure(source: str, exc: BaseException) -> str:
+    """One line naming the meter for a failed read: a :class:`ReadError`'s text
+    (``rapl: reading .../energy_uj failed: ...``), or for a failure the meter's library does not
+    document, its type too (``rocm: RuntimeError: busy``)."""
+    text = " ".join(str(exc).split())  # one line
+    if not isinstance(exc, ReadError):
+        text = f"{type(exc).__name__}: {text}"
+    return (text if text.startswith(f"{source}: ") else f"{source}: {text}")[:500]
 
 
 @dataclasses.dataclass(frozen=True)

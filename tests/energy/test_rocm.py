@@ -160,7 +160,7 @@ def test_a_failing_read_is_the_window_error_in_one_line(amdsmi, change, reason: 
         with meter.window() as w:
             time.sleep(0.05)
     m = w.measurement
-    assert m.energy_j is None and "rocm:0" in m.error and reason in m.error
+    assert m.energy_j is None and m.error.startswith("rocm: ") and "rocm:0" in m.error and reason in m.error
     assert "\n" not in m.error
 
 
