@@ -262,3 +262,13 @@ def test_an_http_proxy_from_the_environment_is_used(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv("http_proxy", url(proxy))
         settings = resolve_carbon_live(region="DE", env=em_env("http://carbon.invalid"))
     assert (settings.source, settings.intensity_g_per_kwh) == ("electricitymaps:DE", 123.0)
+
+
+def test_the_deadline_is_a_parameter_of_each_question() -> None:
+    with scripted(_drip_body) as server:
+        env = em_env(url(server))
+        with pytest.raises(carbon_live.ProviderError, match=r"^electricitymaps: no answer within 0\.2 s$"):
+            carbon_live.live_intensity("electricitymaps", "DE", env, deadline_s=0.2)
+        started = time.monotonic()
+        assert carbon_live.window_intensity("electricitymaps", "DE", 0.0, 60.0, env, deadline_s=0.2) is None
+        assert time.monotonic() - started < ENOUGH_S
