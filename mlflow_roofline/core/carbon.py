@@ -251,8 +251,9 @@ def live_carbon(
     """``settings`` with the intensity ``provider`` gives now, else the table's figure and why.
 
     Electricity Maps is asked about the region's grid (``DE`` for ``eu-central-1``), WattTime
-    about ``$ROOFLINE_WATTTIME_REGION``. Never raises: an unreachable, refusing or slow
-    provider (at most :data:`~mlflow_roofline.core.carbon_live.DEADLINE_S` s) gives the
+    about ``$ROOFLINE_WATTTIME_REGION``. Never raises (but KeyboardInterrupt): an unreachable,
+    refusing, slow (past :data:`~mlflow_roofline.core.carbon_live.DEADLINE_S` s, wall clock) or
+    oversized answer, a redirect to another host, or any other failure gives the
     table's figure with the reason in ``source`` (``table:DE (electricitymaps: HTTP 401)``),
     or an unknown intensity with the reason in ``note`` when no region was given.
     """
@@ -265,6 +266,8 @@ def live_carbon(
             answer = carbon_live.live_intensity(provider, zone, env)
         except carbon_live.ProviderError as exc:
             reason = str(exc)
+        except Exception as exc:  # never raises: anything unforeseen falls back the same way
+            reason = f"{provider}: the request failed ({type(exc).__name__})"
         else:
             return dataclasses.replace(
                 settings, intensity_g_per_kwh=answer.g_per_kwh, source=answer.source, live=(provider, zone)

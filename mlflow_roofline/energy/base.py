@@ -13,7 +13,12 @@ once for every backend:
 - a read that fails (at the start, mid-window or at the end) gives ``energy_j=None``
   and ``error`` set: never a silent zero;
 - a window shorter than the counter's update period is flagged in ``warning``; if the
-  counter did not advance at all, ``energy_j`` is ``None`` and ``error`` says why.
+  counter did not advance at all, ``energy_j`` is ``None`` and ``error`` says why;
+- a counter step beyond the device's physical bound is a glitch, never energy: every window
+  open across it has ``energy_j=None`` and the glitch as ``error``
+  (:mod:`mlflow_roofline.energy.counters`, shared by ``nvml``, ``rapl`` and ``rocm``);
+- a library that fails in a way it does not document (a ``RuntimeError``, a NaN) is the
+  window's one-line ``error`` naming the meter, never a traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from mlflow_roofline.energy.readings import (  # noqa: F401 - re-exported: the m
     ReadError,
     Snapshot,
     Window,
+    read_failure,
     window_measurement,
 )
 from mlflow_roofline.energy.sampler import PeriodicSampler
@@ -154,8 +160,8 @@ class EnergyMeter(MeterWindows):
             self._timeline = []
         try:
             self._open_session()
-        except ReadError as exc:
-            self._session_error = str(exc)
+        except Exception as exc:  # a ReadError, or a library's unforeseen failure: one line, not a traceback
+            self._session_error = read_failure(self.source, exc)
         if self._timeline_sampler is not None and self._session_error is None:
             self._timeline_sampler.start()
 
@@ -174,8 +180,8 @@ class EnergyMeter(MeterWindows):
             with self._lock:
                 snapshot = self._cumulative()
                 self._record(snapshot)
-        except ReadError as exc:
-            return None, str(exc)
+        except Exception as exc:  # a ReadError, or a library's unforeseen failure: one line, not a traceback
+            return None, read_failure(self.source, exc)
         return snapshot, None
 
     def close(self) -> None:

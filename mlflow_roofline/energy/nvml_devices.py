@@ -146,7 +146,7 @@ def open_devices(nvml: ModuleType, gpu_indices: list[int] | tuple[int, ...] | No
     """
     try:
         nvml.nvmlInit()
-    except nvml.NVMLError as exc:
+    except Exception as exc:  # NVMLError, or a broken library the binding did not foresee
         raise MeterError(f"{source}: NVML is not available here ({exc})") from exc
     try:
         visible = visible_gpus(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -174,9 +174,12 @@ def open_devices(nvml: ModuleType, gpu_indices: list[int] | tuple[int, ...] | No
                 source,
             )
         return devices
-    except nvml.NVMLError as exc:
+    except MeterError:
         nvml.nvmlShutdown()
-        raise MeterError(f"{source}: cannot open the GPUs through NVML ({exc})") from exc
+        raise
+    except Exception as exc:  # NVMLError, or anything the binding did not foresee
+        nvml.nvmlShutdown()
+        raise MeterError(f"{source}: cannot open the GPUs through NVML ({type(exc).__name__}: {exc})") from exc
     except BaseException:
         nvml.nvmlShutdown()
         raise

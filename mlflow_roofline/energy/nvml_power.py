@@ -7,7 +7,9 @@ as the samples come (a running integral per GPU, so windows may overlap). The sa
 are kept as the meter's power timeline.
 NVML's power reading is itself an average over a short period (up to 1 s on recent
 GPUs), so the integral smooths fast swings; windows shorter than two sampling intervals
-rest on their end samples only and are flagged.
+rest on their end samples only and are flagged. A sample outside 0 to the GPU's bound (the
+hardware table's board power × 2, else 2 kW; :mod:`~mlflow_roofline.energy.counters`) is a
+glitch: it is not integrated, and every window open across it reports no energy.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from types import ModuleType
 
 from mlflow_roofline.energy.base import MAX_TIMELINE_POINTS, EnergyMeter, MeterError, ReadError, Snapshot
+from mlflow_roofline.energy.counters import CounterRule, gpu_power_bound_w
 from mlflow_roofline.energy.nvml_devices import NvmlDevicesMixin, load_pynvml, open_devices
 from mlflow_roofline.energy.sampler import PeriodicSampler
 
@@ -65,11 +68,13 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         try:
             for device in self._devices:
                 self._nvml.nvmlDeviceGetPowerUsage(device.handle)
-        except self._nvml.NVMLError as exc:
+        except Exception as exc:  # NVMLError, or anything the binding did not foresee
             self._nvml.nvmlShutdown()
             raise MeterError(
                 f"nvml_power: {device.key} ({device.name}) has no power reading ({type(exc).__name__}: {exc})"
             ) from exc
+        self._rule = CounterRule(self.source)
+        self._bounds_w = [gpu_power_bound_w(device.name) for device in self._devices]
         self._count = 0  # samples this session
         self._last: tuple[float, list[float]] | None = None  # (perf_counter s, watts per GPU)
         self._joules: list[float] = [0.0] * len(self._devices)  # running trapezoid integral per GPU
@@ -99,9 +104,12 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         watts = []
         for device in self._devices:
             try:
-                watts.append(self._nvml.nvmlDeviceGetPowerUsage(device.handle) / MW_PER_W)
-            except self._nvml.NVMLError as exc:
+                watts.append(float(self._nvml.nvmlDeviceGetPowerUsage(device.handle)) / MW_PER_W)
+            except Exception as exc:  # NVMLError, or anything the binding did not foresee
                 raise ReadError(f"nvmlDeviceGetPowerUsage({device.key}) failed: {type(exc).__name__}: {exc}") from exc
+        for i, (device, w) in enumerate(zip(self._devices, watts)):
+            if not self._rule.watts(device.key, w, self._bounds_w[i]):  # a glitch: integrate the last sample
+                watts[i] = 0.0 if self._last is None else self._last[1][i]
         now = time.perf_counter()
         if self._last is not None:
             t0, w0 = self._last
@@ -133,8 +141,13 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
         if not self._fresh:
             self._sample()
         self._fresh = False
+        rule = self._rule
         return Snapshot(
-            {d.key: j for d, j in zip(self._devices, self._joules)}, samples=self._count, shares=self._share_state()
+            {d.key: j for d, j in zip(self._devices, self._joules)},
+            samples=self._count,
+            shares=self._share_state(),
+            glitches=rule.glitches,
+            glitch=rule.glitch,
         )
 
     def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:

@@ -5,7 +5,11 @@ interface) and ``<root>/intel-rapl:<n>:<m>`` whose ``name`` is ``dram``. Core, u
 and psys zones are left out: core and uncore are inside their package, psys overlaps
 everything. Each zone's ``energy_uj`` counts microjoules and wraps to 0 past
 ``max_energy_range_uj``; a read lower than the one before means one wrap. A background
-read every ``wrap_check_s`` during a window catches every wrap of long windows.
+read every ``wrap_check_s`` during a window catches every wrap of long windows. Every step
+is checked by :mod:`~mlflow_roofline.energy.counters` against
+:data:`~mlflow_roofline.energy.counters.MAX_RAPL_ZONE_POWER_W` per zone: a step back that
+would be an impossible wrap, a jump past that power, or a reading past
+``max_energy_range_uj`` is a glitch that fails the windows open across it.
 
 The counters cover the whole machine (scope ``node``): one process per node reports them.
 Since Linux 5.10 ``energy_uj`` is readable by root only (CVE-2020-8694); then this meter
@@ -17,10 +21,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 from pathlib import Path
 
 from mlflow_roofline.core.host import cpu_hardware_name
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
+from mlflow_roofline.energy.counters import MAX_RAPL_ZONE_POWER_W, CounterRule
 from mlflow_roofline.energy.sampler import PeriodicSampler
 
 DEFAULT_ROOT = "/sys/class/powercap"
@@ -28,8 +34,8 @@ ROOT_ENV = "ROOFLINE_RAPL_ROOT"
 """Environment variable overriding the powercap root (for containers that mount it elsewhere)."""
 
 UJ_PER_J = 1e6
-ASSUMED_MAX_ZONE_W = 2000.0
-"""A power no package or DRAM zone reaches: sets the wrap-check period from the counter range."""
+ASSUMED_MAX_ZONE_W = MAX_RAPL_ZONE_POWER_W
+"""A power no package or DRAM zone reaches (W): sets the wrap-check period from the counter range."""
 
 _ZONE_RE = re.compile(r"^intel-rapl:(\d+)(?::(\d+))?$")
 
@@ -40,7 +46,8 @@ class _Zone:
     energy_path: Path
     max_range_uj: int
     last_uj: int = 0
-    total_uj: int = 0
+    last_t: float = 0.0
+    total_j: float = 0.0
 
 
 def _read_int(path: Path) -> int:
@@ -74,6 +81,8 @@ def discover_zones(root: Path) -> list[_Zone]:
         try:
             _read_int(energy)
             max_range = _read_int(path / "max_energy_range_uj")
+            if max_range <= 0:
+                raise ValueError(f"max_energy_range_uj is {max_range}")
         except PermissionError as exc:
             raise MeterError(
                 f"rapl: {energy} is not readable by this user (root-only since Linux 5.10); "
@@ -110,6 +119,7 @@ class RaplMeter(EnergyMeter):
         if wrap_check_s is None:
             shortest = min(z.max_range_uj for z in self._zones) / UJ_PER_J / ASSUMED_MAX_ZONE_W
             wrap_check_s = min(max(shortest, 0.05), 60.0)
+        self._rule = CounterRule(self.source)
         self._sampler = PeriodicSampler(self._accumulate_locked, wrap_check_s, "roofline-rapl")
 
     @property
@@ -130,11 +140,18 @@ class RaplMeter(EnergyMeter):
     def _accumulate(self) -> None:
         for zone in self._zones:
             now = self._read(zone)
-            delta = now - zone.last_uj
-            if delta < 0:  # wrapped past max_energy_range_uj
-                delta += zone.max_range_uj
-            zone.total_uj += delta
-            zone.last_uj = now
+            t = time.monotonic()
+            zone.total_j += self._rule.joules(
+                zone.key,
+                zone.last_uj,
+                now,
+                t - zone.last_t,
+                1 / UJ_PER_J,
+                MAX_RAPL_ZONE_POWER_W,
+                zone.max_range_uj,
+                " µJ",
+            )
+            zone.last_uj, zone.last_t = now, t
 
     def _accumulate_locked(self) -> None:
         with self._lock:
@@ -144,15 +161,17 @@ class RaplMeter(EnergyMeter):
         with self._lock:
             for zone in self._zones:
                 zone.last_uj = self._read(zone)
-                zone.total_uj = 0
+                zone.last_t = time.monotonic()
+                zone.total_j = 0.0
         self._sampler.start()
 
     def _cumulative(self) -> Snapshot:
-        """Joules per zone since the session opened, wraparounds included."""
+        """Joules per zone since the session opened, wraparounds included, glitches counted."""
         if self._sampler.error is not None:
             raise ReadError(f"RAPL read failed mid-window: {self._sampler.error}")
         self._accumulate()
-        return Snapshot({z.key: z.total_uj / UJ_PER_J for z in self._zones})
+        rule = self._rule
+        return Snapshot({z.key: z.total_j for z in self._zones}, glitches=rule.glitches, glitch=rule.glitch)
 
     def _close_session(self) -> None:
         self._sampler.stop()

@@ -23,6 +23,16 @@ class ReadError(Exception):
     """A counter read failed; the window it belongs to reports it as ``error``."""
 
 
+def read_failure(source: str, exc: BaseException) -> str:
+    """One line naming the meter for a failed read: a :class:`ReadError`'s text
+    (``rapl: reading .../energy_uj failed: ...``), or for a failure the meter's library does not
+    document, its type too (``rocm: RuntimeError: busy``)."""
+    text = " ".join(str(exc).split())  # one line
+    if not isinstance(exc, ReadError):
+        text = f"{type(exc).__name__}: {text}"
+    return (text if text.startswith(f"{source}: ") else f"{source}: {text}")[:500]
+
+
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     """The result of one measurement window.
@@ -77,11 +87,16 @@ class Snapshot:
         samples: samples the backend had taken when the snapshot was made (sampled meters).
         shares: per GPU, the running sums of :class:`~mlflow_roofline.energy.gpu_share.ShareTracker`
             (meters that attribute a shared GPU).
+        glitches: counter glitches the meter had found when the snapshot was made (see
+            :mod:`~mlflow_roofline.energy.counters`): a window whose two snapshots differ is not measured.
+        glitch: the last glitch, one line.
     """
 
     per_device_j: dict[str, float]
     samples: int = 0
     shares: dict[str, tuple[float, float, int, int]] | None = None
+    glitches: int = 0
+    glitch: str | None = None
 
 
 @dataclasses.dataclass
@@ -104,9 +119,12 @@ def window_measurement(
 
     Joules per device are ``end - start`` (never below 0). A window shorter than
     ``update_period_s`` (seconds between two counter updates) is flagged; one where no
-    counter advanced has ``energy_j=None`` and an ``error``; a device whose counter did
-    not advance is named in ``warning``, after the backend's own ``warning``.
+    counter advanced, or across which a counter glitched (an impossible step, see
+    :mod:`~mlflow_roofline.energy.counters`), has ``energy_j=None`` and an ``error``; a device
+    whose counter did not advance is named in ``warning``, after the backend's own ``warning``.
     """
+    if end.glitches != start.glitches:
+        return Measurement(None, {}, time_s, source, end.glitch, warning, started_at)
     now = end.per_device_j
     per_device: dict[str, float] = {}
     total = 0.0

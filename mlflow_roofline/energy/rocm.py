@@ -5,9 +5,14 @@
 (microjoules per tick, 15.3 µJ on MI200/MI300) and a ``timestamp`` (ns). Joules are
 ticks × resolution / 10⁶; a window's energy is the difference of two reads. The library
 types the accumulator as 64 bits, but firmware fills it from narrower counters: a reading
-lower than the one before is taken as one wrap, of 2³² ticks while every reading has fit in
-32 bits, else of 2⁶⁴. A background read every :data:`WRAP_CHECK_S` seconds during a window
-catches each wrap (2³² ticks of 15.3 µJ are 65 kJ: over a minute at 1 kW).
+lower than the one before may be one wrap, of 2³² ticks while both readings fit in 32 bits,
+else of 2⁶⁴. A background read every :data:`WRAP_CHECK_S` seconds during a window
+catches each wrap (2³² ticks of 15.3 µJ are 65 kJ: over a minute at 1 kW). Every step is
+checked by :mod:`~mlflow_roofline.energy.counters` against the board's power (the hardware
+table's, else 2 kW): a step back that would be an impossible wrap, or an impossible jump, is
+a glitch that fails the windows open across it. A reading that is not a count (NaN), a
+resolution that is not a positive number, or any exception of amdsmi is the window's error
+(:class:`~mlflow_roofline.energy.base.MeterError` when the meter is built).
 
 An MI250 (and MI250X) is two dies (GCDs) on one board; amdsmi lists them as two processors
 and may report the board's energy on one die and 0 on the other. Dies
@@ -20,10 +25,12 @@ the ASIC's ``market_name`` (``amdsmi_get_gpu_asic_info``). ``amdsmi`` is the opt
 from __future__ import annotations
 
 import dataclasses
+import time
 from types import ModuleType
 
 from mlflow_roofline.core.host import gpus_hardware_name
 from mlflow_roofline.energy.base import EnergyMeter, MeterError, ReadError, Snapshot
+from mlflow_roofline.energy.counters import CounterRule, finite_number, gpu_power_bound_w
 from mlflow_roofline.energy.sampler import PeriodicSampler
 
 UJ_PER_J = 1e6
@@ -56,19 +63,32 @@ def load_amdsmi(amdsmi: ModuleType | None = None) -> ModuleType:
     return module
 
 
-def _ticks(reading: dict[str, float]) -> tuple[int, float]:
-    """(accumulator ticks, µJ per tick) from one ``amdsmi_get_energy_count`` answer."""
-    ticks = reading.get("energy_accumulator", reading.get("power"))
-    if ticks is None:
-        raise ReadError(f"amdsmi_get_energy_count gave no accumulator ({sorted(reading)})")
-    return int(ticks), float(reading["counter_resolution"])
+def _ticks(reading: object, key: str) -> tuple[int, float]:
+    """(accumulator ticks, µJ per tick) from one ``amdsmi_get_energy_count`` answer; ReadError when
+    the answer holds no count (NaN, "N/A") or no positive resolution."""
+    if not isinstance(reading, dict):
+        raise ReadError(f"amdsmi_get_energy_count({key}) gave {type(reading).__name__}, not a dict")
+    raw = reading.get("energy_accumulator", reading.get("power"))
+    if raw is None:
+        raise ReadError(f"amdsmi_get_energy_count({key}) gave no accumulator ({sorted(map(str, reading))})")
+    number = raw if isinstance(raw, int) and not isinstance(raw, bool) else finite_number(raw)  # ints stay exact
+    if number is None or number < 0 or number != int(number):
+        raise ReadError(f"amdsmi_get_energy_count({key}) gave the accumulator {raw!r:.40}, not a count of ticks")
+    resolution = finite_number(reading.get("counter_resolution"))
+    if resolution is None or resolution <= 0:
+        raise ReadError(
+            f"amdsmi_get_energy_count({key}) gave the counter_resolution "
+            f"{reading.get('counter_resolution')!r:.40}, not a positive µJ per tick"
+        )
+    return int(number), resolution
 
 
 @dataclasses.dataclass
 class _Die:
     handle: object
     last: int = 0
-    total_uj: float = 0.0
+    last_t: float = 0.0
+    total_j: float = 0.0
 
 
 @dataclasses.dataclass
@@ -76,6 +96,7 @@ class _Board:
     key: str
     name: str
     dies: list[_Die]
+    max_power_w: float = 0.0
 
 
 class RocmMeter(EnergyMeter):
@@ -100,13 +121,14 @@ class RocmMeter(EnergyMeter):
         smi = self._smi
         try:
             smi.amdsmi_init()
-        except smi.AmdSmiException as exc:
-            raise MeterError(f"rocm: amdsmi cannot start here ({exc})") from exc
+        except Exception as exc:  # AmdSmiException, or a RuntimeError of the library underneath
+            raise MeterError(f"rocm: amdsmi cannot start here ({type(exc).__name__}: {exc})") from exc
         try:
             self._boards = self._open(gpu_indices)
         except BaseException:
             smi.amdsmi_shut_down()
             raise
+        self._rule = CounterRule(self.source)
         self._sampler = PeriodicSampler(self._accumulate_locked, WRAP_CHECK_S, "roofline-rocm")
 
     def _open(self, gpu_indices: list[int] | None) -> list[_Board]:
@@ -120,8 +142,8 @@ class RocmMeter(EnergyMeter):
                 group = serial or f"processor-{i}"
                 grouped.setdefault(group, []).append(handle)
                 names.setdefault(group, str(smi.amdsmi_get_gpu_asic_info(handle)["market_name"]).strip())
-        except smi.AmdSmiException as exc:
-            raise MeterError(f"rocm: cannot list the AMD GPUs ({exc})") from exc
+        except Exception as exc:  # AmdSmiException, a RuntimeError, an answer without its keys
+            raise MeterError(f"rocm: cannot list the AMD GPUs ({type(exc).__name__}: {exc})") from exc
         if not grouped:
             raise MeterError("rocm: amdsmi sees no AMD GPU")
         groups = list(grouped)
@@ -130,14 +152,24 @@ class RocmMeter(EnergyMeter):
             raise MeterError(f"rocm: gpu_indices must be board indices in 0..{len(groups) - 1}, got {gpu_indices}")
         boards = [_Board(f"rocm:{i}", names[groups[i]], [_Die(h) for h in grouped[groups[i]]]) for i in chosen]
         for board in boards:
+            board.max_power_w = gpu_power_bound_w(board.name)
             for die in board.dies:
                 try:
-                    _ticks(smi.amdsmi_get_energy_count(die.handle))
+                    answer = smi.amdsmi_get_energy_count(die.handle)
                 except smi.AmdSmiException as exc:
                     raise MeterError(
                         f"rocm: {board.key} ({board.name}) has no energy accumulator ({exc}); "
                         "virtual machine guests do not expose it"
                     ) from exc
+                except Exception as exc:
+                    raise MeterError(
+                        f"rocm: {board.key} ({board.name}): amdsmi_get_energy_count failed "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from exc
+                try:
+                    _ticks(answer, board.key)
+                except ReadError as exc:
+                    raise MeterError(f"rocm: {board.key} ({board.name}) gives no usable energy reading: {exc}") from exc
         return boards
 
     @property
@@ -151,19 +183,28 @@ class RocmMeter(EnergyMeter):
 
     def _read(self, die: _Die, key: str) -> tuple[int, float]:
         try:
-            return _ticks(self._smi.amdsmi_get_energy_count(die.handle))
-        except self._smi.AmdSmiException as exc:
-            raise ReadError(f"amdsmi_get_energy_count({key}) failed: {exc}") from exc
+            answer = self._smi.amdsmi_get_energy_count(die.handle)
+        except Exception as exc:  # AmdSmiException, or a RuntimeError of the library underneath
+            raise ReadError(f"amdsmi_get_energy_count({key}) failed: {type(exc).__name__}: {exc}") from exc
+        return _ticks(answer, key)
 
     def _accumulate(self) -> None:
         for board in self._boards:
             for die in board.dies:
                 now, resolution_uj = self._read(die, board.key)
-                delta = now - die.last
-                if delta < 0:  # one wrap since the last read
-                    delta += WRAP_32 if die.last < WRAP_32 else WRAP_64
-                die.total_uj += delta * resolution_uj
-                die.last = now
+                t = time.monotonic()
+                wrap = WRAP_32 if max(die.last, now) < WRAP_32 else WRAP_64
+                die.total_j += self._rule.joules(
+                    board.key,
+                    die.last,
+                    now,
+                    t - die.last_t,
+                    resolution_uj / UJ_PER_J,
+                    board.max_power_w,
+                    wrap,
+                    " ticks",
+                )
+                die.last, die.last_t = now, t
 
     def _accumulate_locked(self) -> None:
         with self._lock:
@@ -174,15 +215,19 @@ class RocmMeter(EnergyMeter):
             for board in self._boards:
                 for die in board.dies:
                     die.last, _ = self._read(die, board.key)
-                    die.total_uj = 0.0
+                    die.last_t = time.monotonic()
+                    die.total_j = 0.0
         self._sampler.start()
 
     def _cumulative(self) -> Snapshot:
-        """Joules per board since the session opened (its dies summed, wraps included)."""
+        """Joules per board since the session opened (its dies summed, wraps included, glitches counted)."""
         if self._sampler.error is not None:
             raise ReadError(f"amdsmi read failed mid-window: {self._sampler.error}")
         self._accumulate()
-        return Snapshot({b.key: sum(d.total_uj for d in b.dies) / UJ_PER_J for b in self._boards})
+        rule = self._rule
+        return Snapshot(
+            {b.key: sum(d.total_j for d in b.dies) for b in self._boards}, glitches=rule.glitches, glitch=rule.glitch
+        )
 
     def _close_session(self) -> None:
         self._sampler.stop()

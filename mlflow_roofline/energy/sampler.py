@@ -19,8 +19,8 @@ class PeriodicSampler:
     """Calls ``sample()`` every ``interval_s`` seconds between :meth:`start` and :meth:`stop`.
 
     ``sample`` runs under the sampler's lock, so after :meth:`stop` returns no sample is
-    in flight and the owner may read the state it fills. The first :class:`ReadError`
-    a sample raises is kept in :attr:`error` and ends sampling until the next start.
+    in flight and the owner may read the state it fills. The first exception a sample
+    raises is kept in :attr:`error` (a :class:`ReadError`) and ends sampling until the next start.
     """
 
     def __init__(self, sample: Callable[[], None], interval_s: float, name: str) -> None:
@@ -80,8 +80,8 @@ class PeriodicSampler:
                         continue
                     try:
                         self._sample()
-                    except ReadError as exc:
-                        self.error = exc
+                    except Exception as exc:  # a library's unforeseen failure too: kept, not a dead thread
+                        self.error = exc if isinstance(exc, ReadError) else ReadError(f"{type(exc).__name__}: {exc}")
                         self._active = False
                         break
                     deadline += self.interval_s

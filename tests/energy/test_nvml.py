@@ -177,6 +177,42 @@ def test_nvml_missing_is_unavailable_and_auto_cpu_never_tries_it(nvml) -> None:
         make_meter("auto", device="cuda", nvml=nvml)
 
 
+@pytest.mark.parametrize(
+    ("jump_mj", "what"), [(10**12, "jumped 1e+09 J"), (-(10**6), "went back from")], ids=["jump", "back"]
+)
+def test_a_counter_glitch_fails_the_window_and_the_next_one_is_measured(nvml, jump_mj: int, what: str) -> None:
+    nvml.configure([FakeGPU(UUIDS[0], jump_mj=jump_mj, jump_after_reads=2)])  # the probe, the window's start
+    with make_meter("nvml", nvml=nvml) as meter:
+        with meter.window() as glitched:
+            busy_wait(0.05)
+        with meter.window() as after:
+            busy_wait(0.3)
+    m = glitched.measurement
+    assert m.energy_j is None and m.error.startswith(f"nvml: counter of cuda:0 {what}")
+    assert after.measurement.ok and after.measurement.avg_power_w == pytest.approx(250.0, rel=0.15)
+
+
+def test_a_power_sample_past_the_bound_is_a_glitch_not_energy(nvml) -> None:
+    nvml.configure([FakeGPU(UUIDS[0], power_w=1e7, energy_counter=False)])  # 10 MW: no GPU draws it
+    with make_meter("nvml_power", nvml=nvml) as meter:
+        with meter.window() as w:
+            busy_wait(0.1)
+    m = w.measurement
+    assert m.energy_j is None
+    assert m.error == (
+        "nvml_power: power of cuda:0 read 1e+07 W, outside the device's bound of 0-2000 W: a sample glitch, not energy"
+    )
+
+
+def test_an_unforeseen_library_failure_at_the_probe_is_a_meter_error(nvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    def mismatch(handle: object) -> int:
+        raise RuntimeError("driver/library version mismatch")
+
+    monkeypatch.setattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", mismatch)
+    with pytest.raises(MeterError, match=r"has no energy counter \(RuntimeError: driver/library version mismatch\)"):
+        NvmlMeter(nvml=nvml)
+
+
 def test_trapezoid_rule() -> None:
     assert trapezoid_j([(0.0, 100.0), (1.0, 200.0), (3.0, 200.0)]) == pytest.approx(150.0 + 400.0)
     assert trapezoid_j([(0.0, 5.0)]) == 0.0

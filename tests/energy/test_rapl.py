@@ -125,3 +125,30 @@ def test_root_from_environment(powercap, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("ROOFLINE_RAPL_ROOT", str(powercap["root"]))
     with RaplMeter() as meter:
         assert meter.root == powercap["root"]
+
+
+REAL_RANGE_UJ = 262_143_328_850  # a Xeon package's max_energy_range_uj: 262 kJ
+
+
+@pytest.mark.parametrize(
+    ("end_uj", "what"),
+    [
+        (900_000_000, "went back from 1000000000 to 900000000 µJ: as a wraparound"),  # 261 kJ in no time
+        (1_000_000_000 + 100_000_000_000, "jumped 1e+05 J"),
+        (REAL_RANGE_UJ + 5, f"reads {REAL_RANGE_UJ + 5} µJ, outside its range"),
+    ],
+    ids=["back", "jump", "out-of-range"],
+)
+def test_a_counter_glitch_fails_the_window_and_the_next_one_is_measured(tmp_path: Path, end_uj: int, what: str) -> None:
+    p0 = zone(tmp_path, "intel-rapl:0", "package-0", 1_000_000_000, max_uj=REAL_RANGE_UJ)
+    with RaplMeter(tmp_path) as meter:
+        meter.begin()
+        set_uj(p0, end_uj)
+        glitched = meter.end()
+        set_uj(p0, 2_000)  # a genuine wrap from the reading before
+        meter.begin()
+        set_uj(p0, 502_000)
+        after = meter.end()
+    assert glitched.energy_j is None
+    assert glitched.error.startswith(f"rapl: counter of package-0 {what}")
+    assert after.energy_j == pytest.approx(0.5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 import time
 
 import pytest
@@ -90,3 +91,89 @@ def test_auto_picks_rocm_on_an_amd_host(amdsmi) -> None:
     with meter:
         assert meter.source == "rocm"
         assert meter.selection.startswith("auto chose rocm (nvml: NVML is not available")
+
+
+# -- a counter glitch is not energy; a library failure is one line ------------------------------
+def _from_read(n: int, change):
+    """A ``misbehave`` hook: reads from the ``n``-th on are changed by ``change(answer)``."""
+
+    def misbehave(read: int, answer: dict) -> dict:
+        return change(answer) if read >= n else answer
+
+    return misbehave
+
+
+def _offset(ticks: int):
+    return lambda a: {**a, "energy_accumulator": a["energy_accumulator"] + ticks, "power": 0}
+
+
+def _resolution(uj: float):
+    return lambda a: {**a, "counter_resolution": uj}
+
+
+GLITCH_READ = 4  # 1: the meter's probe, 2: the session's first read, 3: the window's start, 4: its end
+
+
+@pytest.mark.parametrize(
+    ("start_ticks", "offset", "what"),
+    [
+        (5 << 32, -(10**9), "went back"),  # a 64-bit counter steps back once: not a 2**64 wrap (2.8e14 J)
+        (1 << 31, -(10**8), "went back"),  # a 32-bit one steps back mid-range: not a 2**32 wrap (64 kJ)
+        (5 << 32, 10**15, "jumped"),  # 1e15 ticks are 1.5e10 J
+    ],
+    ids=["back-64", "back-32", "jump"],
+)
+def test_a_counter_glitch_fails_the_window_and_the_next_one_is_measured(
+    amdsmi, start_ticks: int, offset: int, what: str
+) -> None:
+    amdsmi.configure([FakeDie(start_ticks=start_ticks, misbehave=_from_read(GLITCH_READ, _offset(offset)))])
+    meter = make_meter("rocm", amdsmi=amdsmi)
+    with meter:
+        with meter.window() as glitched:
+            time.sleep(0.05)
+        with meter.window() as after:
+            time.sleep(WINDOW_S)
+    m = glitched.measurement
+    assert m.energy_j is None and m.per_device_j == {}
+    assert m.error.startswith(f"rocm: counter of rocm:0 {what}") and m.error.endswith("a counter glitch, not energy")
+    assert "\n" not in m.error
+    assert after.measurement.ok, after.measurement.error
+    assert after.measurement.energy_j == pytest.approx(500.0 * after.measurement.time_s, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            lambda a: (_ for _ in ()).throw(RuntimeError("amdsmi: device is busy")),
+            "RuntimeError: amdsmi: device is busy",
+        ),
+        (lambda a: {**a, "energy_accumulator": float("nan")}, "gave the accumulator nan, not a count of ticks"),
+        (lambda a: {**a, "energy_accumulator": "N/A"}, "gave the accumulator 'N/A', not a count of ticks"),
+        (lambda a: {**a, "counter_resolution": 0.0}, "gave the counter_resolution 0.0, not a positive µJ per tick"),
+    ],
+    ids=["runtime-error", "nan", "not-available", "zero-resolution"],
+)
+def test_a_failing_read_is_the_window_error_in_one_line(amdsmi, change, reason: str) -> None:
+    amdsmi.configure([FakeDie(misbehave=_from_read(GLITCH_READ, change))])
+    with make_meter("rocm", amdsmi=amdsmi) as meter:
+        with meter.window() as w:
+            time.sleep(0.05)
+    m = w.measurement
+    assert m.energy_j is None and m.error.startswith("rocm: ") and "rocm:0" in m.error and reason in m.error
+    assert "\n" not in m.error
+
+
+@pytest.mark.parametrize(
+    ("die", "reason"),
+    [
+        (FakeDie(misbehave=_from_read(1, _resolution(float("nan")))), "rocm:0 (AMD Instinct MI300X) gives no usable"),
+        (FakeDie(misbehave=_from_read(1, _resolution(0))), "counter_resolution 0, not a positive µJ per tick"),
+        (FakeDie(misbehave=_from_read(1, lambda a: 1 / 0)), "amdsmi_get_energy_count failed (ZeroDivisionError"),
+    ],
+    ids=["nan-resolution", "zero-resolution", "library-error"],
+)
+def test_a_meter_that_cannot_read_is_refused_when_built(amdsmi, die: FakeDie, reason: str) -> None:
+    amdsmi.configure([die])
+    with pytest.raises(MeterError, match=re.escape(reason)):
+        make_meter("rocm", amdsmi=amdsmi)

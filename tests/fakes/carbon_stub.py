@@ -79,7 +79,7 @@ def _iso(unix_s: float) -> str:
 def running_stub() -> Iterator[Stub]:
     server = Stub(("127.0.0.1", 0), Handler)
     server.calls = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown() waits a poll
     thread.start()
     try:
         yield server

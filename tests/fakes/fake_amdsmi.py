@@ -9,12 +9,15 @@ counted), ``amdsmi_get_processor_handles``, ``amdsmi_get_gpu_asic_info`` (``mark
 :func:`configure` sets the processors. A die draws a constant ``power_w``; its accumulator
 follows wall time in ticks of ``resolution_uj``, starting at ``start_ticks`` and wrapping at
 ``wrap_ticks`` (2**32 models firmware that fills the 64-bit field from a 32-bit counter).
+``misbehave`` models a glitching device or library: it gets the read's number (1 for the
+first) and the true answer, and returns the answer to give, or raises.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 AMDSMI_STATUS_NOT_SUPPORTED = 2
 AMDSMI_STATUS_NOT_INIT = 32
@@ -42,6 +45,8 @@ class FakeDie:
     start_ticks: int = 1_000_000
     wrap_ticks: int = 1 << 64
     energy: bool = True
+    misbehave: Callable[[int, dict[str, object]], dict[str, object]] | None = None
+    reads: int = 0
 
 
 class _Handle:
@@ -117,9 +122,11 @@ def amdsmi_get_energy_count(handle: _Handle) -> dict[str, object]:
         raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
     elapsed = time.perf_counter() - _t0
     ticks = (die.start_ticks + int(die.power_w * elapsed * 1e6 / die.resolution_uj)) % die.wrap_ticks
-    return {
+    die.reads += 1
+    answer: dict[str, object] = {
         "energy_accumulator": ticks,
         "power": ticks,
         "counter_resolution": die.resolution_uj,
         "timestamp": time.time_ns(),
     }
+    return answer if die.misbehave is None else die.misbehave(die.reads, answer)

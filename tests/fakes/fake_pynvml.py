@@ -103,6 +103,8 @@ class FakeGPU:
         counter_period_s: the energy counter moves in steps of this many seconds.
         fail_after_reads: energy/power reads that succeed before every later one
             raises NVMLError_GpuIsLost (``None``: never fails).
+        jump_mj, jump_after_reads: reads after the first ``jump_after_reads`` give the energy
+            counter off by ``jump_mj`` (a glitch; negative steps back).
     """
 
     uuid: str
@@ -111,6 +113,8 @@ class FakeGPU:
     energy_counter: bool = True
     counter_period_s: float = 0.02
     fail_after_reads: int | None = None
+    jump_mj: int = 0
+    jump_after_reads: int | None = None
     base_mj: int = 123_456_789
     reads: int = 0
     processes: dict[int, float] = dataclasses.field(default_factory=dict)
@@ -281,7 +285,8 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: _Handle) -> int:
     _count_read(gpu)
     elapsed = time.perf_counter() - _t0
     updated = math.floor(elapsed / gpu.counter_period_s) * gpu.counter_period_s
-    return gpu.base_mj + int(gpu.power_w * updated * 1000)
+    glitch = gpu.jump_mj if gpu.jump_after_reads is not None and gpu.reads > gpu.jump_after_reads else 0
+    return gpu.base_mj + int(gpu.power_w * updated * 1000) + glitch
 
 
 def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
