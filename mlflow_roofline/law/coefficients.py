@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from scipy import stats
@@ -47,6 +47,10 @@ def prediction_interval(
     return mean, mean - half, mean + half
 
 
+LAW_FAMILIES: dict[str, type[LawCoefficients]] = {}
+"""Every energy-law family by its ``KIND`` (filled by the families' own class definitions)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LawCoefficients:
     """What every law form stores: its coefficients, their covariance and the residual scatter.
@@ -62,6 +66,16 @@ class LawCoefficients:
     cov: list[list[float]]
     resid_var: float
     df_resid: float
+
+    KIND: ClassVar[str] = ""
+    """The family's name in a law JSON (``kind``); empty for the linear laws, which write none."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A family that names its ``KIND`` registers itself in :data:`LAW_FAMILIES` when its module is imported."""
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("KIND")
+        if kind:
+            LAW_FAMILIES[str(kind)] = cls
 
     def coefficient(self, term: str) -> float:
         """The coefficient of ``term``; 0.0 when the law has no such term."""
@@ -92,8 +106,8 @@ class LawCoefficients:
         return np.asarray(self.cov, dtype=float)
 
     def to_dict(self) -> dict[str, object]:
-        """The law as JSON-ready data (:meth:`from_dict` reads it back)."""
-        return dataclasses.asdict(self)
+        """The law as JSON-ready data, with its family's ``kind`` where it has one (:meth:`from_dict` reads it back)."""
+        return {**({"kind": self.KIND} if self.KIND else {}), **dataclasses.asdict(self)}
 
     @classmethod
     def from_dict(cls: type[_Law], data: JsonObject) -> _Law:

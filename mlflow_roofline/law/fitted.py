@@ -18,26 +18,25 @@ import numpy as np
 
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
-from mlflow_roofline.law.coefficients import JsonObject, LawCoefficients
+from mlflow_roofline.law import roofline_efficiency  # noqa: F401 # the roofline families register on import
+from mlflow_roofline.law.coefficients import LAW_FAMILIES, JsonObject, LawCoefficients
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 LAW_SCHEMA_VERSION = 1
 
 EnergyLaw = LawCoefficients
 """An energy law: any law of coefficients that predicts log joules with an interval from the features."""
-ENERGY_LAWS: dict[str, type[LawCoefficients]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
-"""The energy-law families a law JSON names by its ``kind``: one line per family (a linear law names none)."""
 
 
 def energy_law_from_dict(data: JsonObject) -> EnergyLaw:
-    """The energy law of a law JSON: the family its ``kind`` names, else linear.
+    """The energy law of a law JSON: the family its ``kind`` names (:data:`~law.coefficients.LAW_FAMILIES`,
+    filled as each family's module is imported), else linear.
 
     Laws written before the roofline forms existed carry no ``kind`` and are linear.
     """
-    family = ENERGY_LAWS.get(str(data.get("kind")), LinearLaw)
+    family = LAW_FAMILIES.get(str(data.get("kind")), LinearLaw)
     return family.from_dict(data)
 
 

@@ -32,7 +32,6 @@ scatter of one new run, as for the linear laws.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -88,8 +87,6 @@ class RooflineLaw(LawCoefficients):
                     columns.append(is_level)
         return mean, np.column_stack(columns)
 
-    def to_dict(self) -> dict[str, object]:
-        return {"kind": self.KIND, **dataclasses.asdict(self)}
 
 
 def smooth_max(a: np.ndarray, b: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
 from mlflow_roofline.fit.forms.roofline_smooth import ROOFLINE_SMOOTH, fit_roofline_smooth
 from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
@@ -81,11 +81,13 @@ FORM_TERMS: dict[str, str] = {
 RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps", COMPLETE_PER_STEP: "log_steps"}
 """The feature a form's response is taken relative to (``I(log_E - log_M) ~ ...``)."""
 
-ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], RooflineFormFit]] = {
+ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], FittedForm]] = {
     ROOFLINE_EFF: fit_roofline_eff,
     ROOFLINE_SMOOTH: fit_roofline_smooth,
 }
-"""Every roofline-shaped form by name: its fit on a frame of features (evaluated in this order, after the OLS forms)."""
+"""Every form fitted by its own function, by name (evaluated in this order, after the OLS forms): the roofline
+family today. A new form family is one module (its law, a :class:`~fit.forms.fitted_form.FittedForm` subclass
+and its fit function) and one line here."""
 
 
 def kind_terms(data: pd.DataFrame) -> list[str]:

@@ -20,7 +20,6 @@ from mlflow_roofline.fit.forms.catalog import ETA_BY_STRATEGY, PAPER, ROOFLINE_F
 from mlflow_roofline.fit.forms.diagnostics import check_enough_runs, identification_notes
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.proxy_comparison import ProxyComparison, compare_proxies
 from mlflow_roofline.fit.forms.sanity import sanity_problems
@@ -73,7 +72,7 @@ def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> For
     return fit
 
 
-def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> RooflineFormFit:
+def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> FittedForm:
     """A roofline-shaped form with its grouped-CV error (refitted on every fold)."""
     fit = ROOFLINE_FORMS[name](data)
     fit.cv_mape, fit.cv_se = fit.cv_scores(data, seed)
