@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import warnings
 
 import numpy as np
@@ -127,7 +128,6 @@ PAPER_WITH_KINDS = "paper+kinds"
 def _mixed_arch_scores(workloads: int, seed: int) -> tuple[dict[str, tuple[float, float]], str, bool]:
     """(cv_mape, extrap_mape) % by form on one mixed dataset, the registered form, and whether the paper's suffice."""
     from mlflow_roofline.fit.forms.catalog import PAPER, formula_of, kind_suffix
-    from mlflow_roofline.fit.forms.cv import grouped_cv_mape
     from mlflow_roofline.fit.forms.energy_laws import fit_energy_laws
     from mlflow_roofline.fit.forms.extrapolation import check_extrapolation
     from mlflow_roofline.fit.forms.ols import fit_ols
@@ -137,9 +137,10 @@ def _mixed_arch_scores(workloads: int, seed: int) -> tuple[dict[str, tuple[float
     data = feature_frame(generate_mixed_arch_runs(workloads, seed=seed))
     fits = fit_energy_laws(data, seed=seed)
     kinds = fit_ols(PAPER_WITH_KINDS, formula_of(PAPER, data) + kind_suffix(data), data)
-    kinds.cv_mape, kinds.cv_se = grouped_cv_mape(kinds.formula, data, seed=seed)
-    check_extrapolation({PAPER_WITH_KINDS: kinds}, data)
-    forms = {**fits.forms, PAPER_WITH_KINDS: kinds}
+    cv, se = kinds.cv_scores(data, seed)
+    kinds = dataclasses.replace(kinds, cv_mape=cv, cv_se=se)
+    scored, _, _ = check_extrapolation({PAPER_WITH_KINDS: kinds}, data)
+    forms = {**fits.forms, **scored}
     scores = {name: (float(f.cv_mape), float(f.extrap_mape)) for name, f in forms.items()}
     return scores, fits.chosen, bool(fits.proxies is not None and fits.proxies.suffices)
 

@@ -90,11 +90,13 @@ def fit_command(
     from mlflow_roofline.fit.pipeline import run_fit
 
     names = [name.strip() for item in experiments for name in item.split(",") if name.strip()]
+    client = None
     if if_drifted:
         from mlflow_roofline.fit.drift_check import check_drift
         from mlflow_roofline.tracking.client import TrackingClient
 
-        check = check_drift(TrackingClient(), names, model_name, alias, hardware or None, FIT_ENERGY_METRICS[energy])
+        client = TrackingClient()  # the command's one client: the drift check's, then the fit's
+        check = check_drift(client, names, model_name, alias, hardware or None, FIT_ENERGY_METRICS[energy])
         click.echo(f"drift check: {check.reason}")
         if not check.refit:
             return
@@ -110,4 +112,5 @@ def fit_command(
         seed=seed,
         echo=click.echo,
         hardware_table=hardware_table or None,
+        client=client,
     )

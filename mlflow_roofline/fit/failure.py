@@ -41,14 +41,22 @@ def _mark_run(client: TrackingClient, run_id: str, message: str) -> None:
 
 
 def record_failure(
-    exc: BaseException, run_ids: Sequence[str], env_run: str | None, rollback_problems: Sequence[str] = ()
+    client: TrackingClient | None,
+    exc: BaseException,
+    run_ids: Sequence[str],
+    env_run: str | None,
+    rollback_problems: Sequence[str] = (),
 ) -> RooflineError:
-    """Put the failure's line on every unfinished fit run (and the project run); return it as an error."""
+    """Put the failure's line on every unfinished fit run (and the project run); return it as an error.
+
+    ``client``: the fit's client (None when the fit failed before it opened the store: one is opened
+    only if the project run must be marked).
+    """
     message = failure_line(exc, rollback_problems)
     to_mark = list(dict.fromkeys([*run_ids, *([env_run] if env_run else [])]))
     if not to_mark:
         return RooflineError(message)  # no run was started: the store is not even opened
-    client = TrackingClient()
+    client = client or TrackingClient()
     for run_id in to_mark:
         try:
             _mark_run(client, run_id, message)

@@ -293,13 +293,17 @@ def _log_parent_and_children(
 
 
 def log_and_register(
-    outcome: FitOutcome, start: RunStart, params: dict[str, str], ledger: RegistryLedger | None, alias: str
+    client: TrackingClient,
+    outcome: FitOutcome,
+    start: RunStart,
+    params: dict[str, str],
+    ledger: RegistryLedger | None,
+    alias: str,
 ) -> None:
     """Log the fit run(s), then register every model inside the outer run.
 
     A failure undoes the registrations (problems kept in ``outcome.rollback_problems``) and is re-raised.
     """
-    client = TrackingClient()
     fits = outcome.fits
     try:
         if len(fits) == 1 and not outcome.skipped:

@@ -117,11 +117,13 @@ def run_fit(
     echo: Callable[[str], object] = print,
     energy: str = "gpu",
     hardware_table: str | None = None,
+    client: TrackingClient | None = None,
 ) -> FitOutcome:
     """Run the whole fit job (see the module docstring); returns what was fitted and logged.
 
     ``hardware_table``: a CSV extending the shipped hardware table (default: the file
-    named by ``ROOFLINE_HARDWARE_TABLE``, if any).
+    named by ``ROOFLINE_HARDWARE_TABLE``, if any). ``client``: the command's tracking client, if it
+    has one (else the fit opens the store once its arguments hold, and uses that one client).
 
     Raises:
         RooflineError: with one line saying what is wrong and what to do; a fit that
@@ -134,14 +136,15 @@ def run_fit(
         clock = time.perf_counter()
         if energy not in FIT_ENERGY_METRICS:
             raise ConfigError("energy", f"must be one of {', '.join(FIT_ENERGY_METRICS)}, got {energy!r}")
-        run_data = load_train_runs(TrackingClient(), experiments, hardware, FIT_ENERGY_METRICS[energy])
+        client = client or TrackingClient()
+        run_data = load_train_runs(client, experiments, hardware, FIT_ENERGY_METRICS[energy])
         timings = {"pull": time.perf_counter() - clock}
         echo(run_data.summary())
         clock = time.perf_counter()
         fits, skipped = _fit_every_hardware(run_data, allow_estimate, missing_baseline, seed, echo)
         pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
         fleet = fit_fleet(fits, pooled) if pooled is not None else None
-        ledger = RegistryLedger(model_name) if register else None
+        ledger = RegistryLedger(client, model_name) if register else None
         if ledger is not None:
             owners = ledger.alias_owners(hardware_aliases(fits, alias))
             for fit_aliases in aliases_of(fits, alias, fleet is not None, owners):
@@ -154,11 +157,11 @@ def run_fit(
         )
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
-        log_and_register(outcome, start, params, ledger, alias)
+        log_and_register(client, outcome, start, params, ledger, alias)
         timings["log"] = time.perf_counter() - clock
     except Exception as exc:
         raise record_failure(
-            exc, outcome.run_ids if outcome else [], env_run, outcome.rollback_problems if outcome else []
+            client, exc, outcome.run_ids if outcome else [], env_run, outcome.rollback_problems if outcome else []
         ) from exc
     _echo_outcome(outcome, model_name, echo)
     return outcome

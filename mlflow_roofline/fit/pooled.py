@@ -144,8 +144,10 @@ def pooled_sanity(
     return insane
 
 
-def pooled_extrapolation(forms: Mapping[str, FormFit], data: pd.DataFrame) -> tuple[Extrapolation | None, list[str]]:
-    """Set ``extrap_mape`` and ``extrap_se`` (%) on every pooled form; the check and its notes.
+def pooled_extrapolation(
+    forms: Mapping[str, FormFit], data: pd.DataFrame
+) -> tuple[dict[str, FormFit], Extrapolation | None, list[str]]:
+    """Every pooled form with its ``extrap_mape`` and ``extrap_se`` (%, new values); the check and its notes.
 
     The pooled runs of every hardware are split on one ``L*d^2`` bound; a workload is
     its hash, which differs per hardware, so each hardware's runs of it are one group.
@@ -384,8 +386,8 @@ def _scored_forms(
     forms: dict[str, FormFit] = {}
     loho: dict[str, tuple[float, float]] = {}
     for name, formula in _formulas(data, with_covariates).items():
-        fit = fit_ols(name, formula, data)
-        fit.cv_mape, fit.cv_se = grouped_cv_mape(formula, data, seed=seed)
+        cv, se = grouped_cv_mape(formula, data, seed=seed)
+        fit = dataclasses.replace(fit_ols(name, formula, data), cv_mape=cv, cv_se=se)
         if name in COVARIATE_FORMS:
             fit = _with_offset(fit, data)
             loho[name] = leave_one_hardware_out(formula, data)
@@ -408,7 +410,7 @@ def fit_pooled(
     missing = [f.hardware for f in fits if f.hardware not in covariates]
     data = pooled_data(fits, covariates)
     forms, loho = _scored_forms(data, not missing, seed)
-    extrapolation, notes = pooled_extrapolation(forms, data)
+    forms, extrapolation, notes = pooled_extrapolation(forms, data)
     insane = pooled_sanity(forms, fits, covariates)
     notes += [f"{name} is not registered: {'; '.join(problems[:2])}" for name, problems in insane.items()]
     chosen = choose_pooled(forms, insane)

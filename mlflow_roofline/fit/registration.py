@@ -108,9 +108,9 @@ class RegistryLedger:
     when this fit created it.
     """
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, client: TrackingClient, model_name: str) -> None:
         self.model_name = model_name
-        self.client = TrackingClient()
+        self.client = client
         self.created_model = False
         self.versions: list[str] = []
         self.previous_aliases: dict[str, str | None] = {}

@@ -88,7 +88,6 @@ class RooflineLaw(LawCoefficients):
         return mean, np.column_stack(columns)
 
 
-
 def smooth_max(a: np.ndarray, b: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``S = (a^k + b^k)^(1/k)`` for ``a, b >= 0`` and ``k >= 1``, and its partials dS/da, dS/db, dS/dk.
 

@@ -103,9 +103,9 @@ def _logged_synthetic_fit():
 def test_a_failed_registration_is_undone(tracking_uri: str) -> None:
     client = MlflowClient()
     fit, uri = _logged_synthetic_fit()
-    first = RegistryLedger("energy-law")
+    first = RegistryLedger(TrackingClient(), "energy-law")
     first.register(fit, uri, ["champion"])
-    second = RegistryLedger("energy-law")
+    second = RegistryLedger(TrackingClient(), "energy-law")
     second.register(fit, uri, ["champion", "champion-gpu"])
     assert str(client.get_model_version_by_alias("energy-law", "champion").version) == "2"
     assert second.rollback() == []
@@ -146,7 +146,7 @@ def test_the_name_rules_match_the_registry(tracking_uri: str) -> None:
 
     client = MlflowClient()
     fit, uri = _logged_synthetic_fit()
-    RegistryLedger("ok-model").register(fit, uri, ["champion"])
+    RegistryLedger(TrackingClient(), "ok-model").register(fit, uri, ["champion"])
     for alias in BAD_ALIASES:
         with pytest.raises(ConfigError):
             check_alias(alias)

@@ -68,15 +68,15 @@ def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> For
         notes.append(f"{form}: dropped {', '.join(fit.dropped_terms)} (constant or collinear in these runs)")
     if fit.result.cov_type != "HC3":
         notes.append(f"{form}: a run has leverage 1, so standard errors are {fit.result.cov_type}, not HC3")
-    fit.cv_mape, fit.cv_se = fit.cv_scores(data, seed)
-    return fit
+    cv, se = fit.cv_scores(data, seed)
+    return dataclasses.replace(fit, cv_mape=cv, cv_se=se)
 
 
 def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> FittedForm:
     """A roofline-shaped form with its grouped-CV error (refitted on every fold)."""
     fit = ROOFLINE_FORMS[name](data)
-    fit.cv_mape, fit.cv_se = fit.cv_scores(data, seed)
-    return fit
+    cv, se = fit.cv_scores(data, seed)
+    return dataclasses.replace(fit, cv_mape=cv, cv_se=se)
 
 
 def _choose(
@@ -125,7 +125,7 @@ def fit_energy_laws(
         notes.append("log_eta is 0 for every run (no parallel runs): alpha_eta cannot be estimated")
     for name in ROOFLINE_FORMS:
         forms[name] = _fit_roofline_form(name, data, seed)
-    extrapolation, extrap_notes = check_extrapolation(forms, data)
+    forms, extrapolation, extrap_notes = check_extrapolation(forms, data)
     notes += extrap_notes
     chosen, insane = _choose(forms, speedup_laws, ranges, notes)
     return EnergyFits(

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
+
+Form = TypeVar("Form", bound=FittedForm)
+"""A form family's fitted form (the check returns the same family, scored)."""
 
 EXTRAP_QUANTILE = 0.75
 """Quantile (fraction) of the runs' model size L*d^2 at or below which a run is in the training side."""
@@ -59,29 +63,36 @@ def heldout_prediction(fit: FittedForm, data: pd.DataFrame, held_out: np.ndarray
     return fit.heldout_log_e(data, held_out)
 
 
-def check_extrapolation(forms: Mapping[str, FittedForm], data: pd.DataFrame) -> tuple[Extrapolation | None, list[str]]:
-    """Set ``extrap_mape`` and ``extrap_se`` (%) on every form; the held-out predictions and notes."""
+def check_extrapolation(
+    forms: Mapping[str, Form], data: pd.DataFrame
+) -> tuple[dict[str, Form], Extrapolation | None, list[str]]:
+    """Every form with its ``extrap_mape`` and ``extrap_se`` (%, new values); the held-out predictions and notes."""
     split = held_out_mask(data)
     if split is None:
-        return None, [
-            (
-                f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
-                f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it"
-            )
-        ]
+        return (
+            dict(forms),
+            None,
+            [
+                (
+                    f"size extrapolation not checked: fewer than {MIN_TRAIN_WORKLOADS} workloads at or below "
+                    f"the {EXTRAP_QUANTILE:.0%} quantile of L*d^2, or none above it"
+                )
+            ],
+        )
     held_out, threshold = split
     actual = data.loc[held_out, "log_E"].to_numpy(dtype=float)
     groups = data.loc[held_out, "workload_hash"].to_numpy()
-    predicted: dict[str, np.ndarray] = {}
+    predicted = {name: heldout_prediction(fit, data, held_out) for name, fit in forms.items()}
+    scored: dict[str, Form] = {}
     for name, fit in forms.items():
-        predicted[name] = heldout_prediction(fit, data, held_out)
-        fit.extrap_mape, fit.extrap_se = heldout_mape(actual, predicted[name], groups)
+        mape, se = heldout_mape(actual, predicted[name], groups)
+        scored[name] = dataclasses.replace(fit, extrap_mape=mape, extrap_se=se)
     notes = []
-    if all(fit.extrap_mape > BAD_EXTRAP_MAPE for fit in forms.values()):
-        best = min(forms, key=lambda n: forms[n].extrap_mape)
+    if all(fit.extrap_mape > BAD_EXTRAP_MAPE for fit in scored.values()):
+        best = min(scored, key=lambda n: scored[n].extrap_mape)
         notes.append(
             f"every form extrapolates badly to larger models (L*d^2 > {threshold:.3g}): the best, {best}, "
-            f"misses them by {forms[best].extrap_mape:.1f}% on average; do not trust predictions beyond "
+            f"misses them by {scored[best].extrap_mape:.1f}% on average; do not trust predictions beyond "
             "the measured sizes, measure larger models"
         )
-    return Extrapolation(held_out, threshold, predicted), notes
+    return scored, Extrapolation(held_out, threshold, predicted), notes

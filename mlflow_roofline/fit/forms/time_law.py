@@ -7,6 +7,8 @@ beside it and kept when it predicts held-out workloads as well (the 1-SE rule of
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
@@ -39,6 +41,7 @@ def fit_time_law(data: pd.DataFrame, seed: int = 0) -> FormFit:
     for name, formula in ((TIME, "log_t1 ~ log_C + log_M"), (TIME_PER_WORK, f"I(log_t1 - log_M) ~ {PER_WORK_TERM}")):
         fit = fit_ols(name, formula, singles)
         if len(folds) >= 2:
-            fit.cv_mape, fit.cv_se = cv_mape(formula, singles, folds)
+            cv, se = cv_mape(formula, singles, folds)
+            fit = dataclasses.replace(fit, cv_mape=cv, cv_se=se)
         fits[name] = fit
     return fits[choose_form(fits, default=TIME)]
