@@ -21,13 +21,13 @@ from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
 from mlflow_roofline.law.coefficients import JsonObject
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.linear import LinearLaw
-from mlflow_roofline.law.roofline_efficiency import RooflineLaw, SmoothRooflineLaw
+from mlflow_roofline.law.roofline_efficiency import ROOFLINE_LAWS, RooflineLaw, SmoothRooflineLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 LAW_SCHEMA_VERSION = 1
 
 EnergyLaw = LinearLaw | RooflineLaw | SmoothRooflineLaw
-NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in (RooflineLaw, SmoothRooflineLaw)}
+NONLINEAR_LAWS: dict[str, type[RooflineLaw]] = {law.KIND: law for law in ROOFLINE_LAWS}
 
 
 def energy_law_from_dict(data: JsonObject) -> EnergyLaw:

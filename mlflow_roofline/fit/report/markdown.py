@@ -131,15 +131,15 @@ def formula(law: LinearLaw | RooflineLaw) -> str:
     smooth roofline ``(((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T) · η^a · Ψ(strategy)``.
     """
     if isinstance(law, RooflineLaw):
-        flops, traffic, tokens = (
-            f"{_num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
-        )
+        symbols = (("eps_c", _SYMBOLS[law.cost_features["eps_c"]]), ("eps_m", _SYMBOLS[law.cost_features["eps_m"]]))
+        flops, traffic, tokens = (f"{_num(law.coefficient(n))}·{sym}" for n, sym in (*symbols, ("e0", "T")))
         cost = f"{flops} + {traffic} + {tokens}"
         if isinstance(law, SmoothRooflineLaw):
             k = _num(law.coefficient(SHARPNESS))
             cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"
         eta = f" · η<sub>h</sub><sup>{_num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
         psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
+        psi += " · Ψ(kind)" if any(_KIND.match(t) for t in law.terms) else ""
         return f"({cost}){eta}{psi}"
     factors = ["κ"]
     for term, value in zip(law.terms, law.coef):
