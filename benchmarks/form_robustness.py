@@ -23,8 +23,11 @@ dataset (same GPU, other workloads), so a rule is not flattered by the errors it
 worst generator decides. The leave-one-GPU-out MAPE of the pooled forms is left to
 ``fit_accuracy.py --weak-fleet`` (the pooled machinery, being rebuilt for the fleet model).
 
+``--coverage`` (only): on the mixed-kind generators, the bigger-models MAPE (%) and the share (%)
+of held-out runs inside the 95 % prediction interval of ``roofline_complete`` and ``complete``.
+
     python benchmarks/form_robustness.py [--workloads 12] [--seeds 1] [--gpus "A100 SXM4 80GB" T4]
-        [--generators weak_fleet throttled_tiles ...]
+        [--generators weak_fleet throttled_tiles ...] [--coverage]
 """
 
 from __future__ import annotations
@@ -244,14 +247,58 @@ def print_rules(results: Sequence[GeneratorScores]) -> None:
         print(f"  {rule:34s} {cells} {f'{worst_cv:.1f} / {worst_ex:.1f}':>15s}")
 
 
+KIND_GENERATORS: tuple[str, ...] = ("mixed_arch", "throttled_tiles+kinds", "overlap_drift+kinds")
+
+
+def _coverage_one(data: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """(bigger-models MAPE %, % inside the 95 % interval) of roofline_complete and complete on one dataset."""
+    import statsmodels.formula.api as smf
+
+    from mlflow_roofline.fit.forms.catalog import COMPLETE, formula_of
+    from mlflow_roofline.fit.forms.extrapolation import held_out_mask
+    from mlflow_roofline.fit.forms.roofline_complete import ROOFLINE_COMPLETE, fit_roofline_complete
+
+    split = held_out_mask(data)
+    assert split is not None, "too few workloads for the bigger-models split"
+    train, test = data[~split[0]], data[split[0]]
+    actual = test["log_E"].to_numpy()
+    mean, lower, upper = fit_roofline_complete(train).law.predict({c: test[c].to_numpy() for c in test.columns})
+    ols = smf.ols(formula_of(COMPLETE, train), train).fit().get_prediction(test).summary_frame(alpha=0.05)
+    out = {}
+    for name, (m, lo, hi) in {
+        ROOFLINE_COMPLETE: (mean, lower, upper),
+        COMPLETE: (ols["mean"].to_numpy(), ols["obs_ci_lower"].to_numpy(), ols["obs_ci_upper"].to_numpy()),
+    }.items():
+        inside = 100.0 * float(np.mean((lo <= actual) & (actual <= hi)))
+        out[name] = (100.0 * float(np.mean(np.abs(np.exp(m - actual) - 1.0))), inside)
+    return out
+
+
+def print_coverage(workloads: int, seeds: int) -> None:
+    """Bigger-models MAPE and 95 % interval coverage of the complete-proxy forms on the mixed-kind generators."""
+    from mlflow_roofline.fit.runs.feature_frame import feature_frame
+
+    print(f"bigger models (fitted on the smaller 75 % by L*d^2), {workloads} workloads, {seeds} seed(s):")
+    print("  generator               form                MAPE %  inside 95 % interval, %")
+    for name in KIND_GENERATORS:
+        per_seed = [_coverage_one(feature_frame(GENERATORS[name](workloads, s, (KIND_GPU,)))) for s in range(seeds)]
+        for form in per_seed[0]:
+            mape, inside = (float(np.mean([p[form][i] for p in per_seed])) for i in (0, 1))
+            print(f"  {name:23s} {form:19s} {mape:6.1f}  {inside:6.0f}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=12, help="workloads per dataset (default 12)")
     parser.add_argument("--seeds", type=int, default=1, help="datasets per generator (default 1)")
     parser.add_argument("--gpus", nargs="+", default=list(DEFAULT_GPUS), help="hardware-table GPUs of the fleets")
     parser.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=list(GENERATORS))
+    parser.add_argument("--coverage", action="store_true", help="only the complete forms' interval coverage")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.coverage:
+        print_coverage(args.workloads, args.seeds)
+        return 0
     results = [score_generator(name, args.workloads, args.seeds, args.gpus) for name in args.generators]
     print_tables(results, args.workloads, args.seeds, args.gpus)
     if args.seeds > 1:
