@@ -46,8 +46,8 @@ activation checkpointing, drawn from the physical machine model of
 included; the optimizer's bytes per trained parameter) on one A100: grouped-CV and
 size-extrapolation MAPE (%) of the paper's form in the paper's proxies, the same form with
 the kind categoricals (arch, peft, grad_checkpointing) but the paper's proxies, and the forms
-in the complete proxies (``complete``, ``complete_per_step``); the best of each family by
-the registration score (the worse of the two) and how often the fit's own rule
+in the complete proxies (``complete``, ``complete_per_step``, ``roofline_complete[_smooth]``);
+the best of each family by the registration score (the worse of the two) and how often the fit's own rule
 (:func:`fit.forms.energy_laws.fit_energy_laws`) chose a complete-proxy form.
 
 ``--robust`` (only): every form on generators of different physics (weak fleet, throttled tiles,
