@@ -50,12 +50,16 @@ activation checkpointing, drawn from the physical machine model of
 included; the optimizer's bytes per trained parameter) on one A100: grouped-CV and
 size-extrapolation MAPE (%) of the paper's form in the paper's proxies, the same form with
 the kind categoricals (arch, peft, grad_checkpointing) but the paper's proxies, and the forms
-in the complete proxies (``complete``, ``complete_per_step``); the best of each family by
-the registration score (the worse of the two) and how often the fit's own rule
+in the complete proxies (``complete``, ``complete_per_step``, ``roofline_complete[_smooth]``);
+the best of each family by the registration score (the worse of the two) and how often the fit's own rule
 (:func:`fit.forms.energy_laws.fit_energy_laws`) chose a complete-proxy form.
 
-    python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5] [--pooled-only | --weak-fleet | --mixed-arch]
-        [--weak-workloads 40] [--weak-seeds 1]
+``--robust`` (only): every form on generators of different physics (weak fleet, throttled tiles,
+overlap and drift, mixed kinds) and the worst per form: :mod:`benchmarks.form_robustness`
+(``--workloads`` and ``--seeds`` as given; its own options run it directly).
+
+    python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5]
+        [--pooled-only | --weak-fleet | --mixed-arch | --robust] [--weak-workloads 40] [--weak-seeds 1]
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ def main() -> int:
     only.add_argument("--pooled-only", action="store_true", help="only the pooled forms over the fleet")
     only.add_argument("--weak-fleet", action="store_true", help="only the weak-scaling fleet of four real GPUs")
     only.add_argument("--mixed-arch", action="store_true", help="only mixed encoder/decoder runs: paper vs complete")
+    only.add_argument("--robust", action="store_true", help="only the forms on generators of other physics, worst")
     parser.add_argument("--weak-workloads", type=int, default=40, help="workloads of the weak fleet (default 40)")
     parser.add_argument("--weak-seeds", type=int, default=1, help="weak-fleet datasets (default 1)")
     args = parser.parse_args()
@@ -99,6 +104,10 @@ def main() -> int:
     if args.mixed_arch:
         _mixed_arch(args.workloads, args.seeds)
         return 0
+    if args.robust:
+        from form_robustness import main as robust  # benchmarks/ is the script's directory
+
+        return robust(["--workloads", str(args.workloads), "--seeds", str(args.seeds)])
     for generator in () if args.pooled_only else ("roofline", "roofline-time", "power-law"):
         cv: dict[str, list[float]] = collections.defaultdict(list)
         extrap: dict[str, list[float]] = collections.defaultdict(list)
@@ -147,7 +156,7 @@ def _mixed_arch_scores(workloads: int, seed: int) -> tuple[dict[str, tuple[float
 
 def _mixed_arch(workloads: int, seeds: int) -> None:
     """The paper's proxies against the complete ones on mixed encoder/decoder runs (see the module docstring)."""
-    from mlflow_roofline.fit.forms.catalog import COMPLETE_FORMS
+    from mlflow_roofline.fit.forms.catalog import COMPLETE_PROXY_FORMS as COMPLETE_FORMS  # OLS and roofline-shaped
 
     per_form: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     best: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)

@@ -13,6 +13,15 @@ Energies in joules, with ``C`` the job's FLOP proxy, ``M`` its memory-traffic pr
 saturated). ``psi`` is 0 for the reference strategy (the first one the fit saw,
 ``single`` where present).
 
+Each has a variant in the complete proxies (kinds ``roofline_complete`` and
+``roofline_complete_smooth``, :class:`CompleteRooflineLaw`, :class:`SmoothCompleteRooflineLaw`):
+``C`` is ``C_all`` (the layers and the vocabulary head, FLOPs), ``M`` is ``M_all`` (activation
+bytes plus the optimizer's state traffic, which carries LoRA's trainable parameters, bytes:
+``eps_m`` is then J/byte), and the law is also multiplied by ``exp(psi[kind])`` for each kind
+dummy the fit estimated (``arch[T.decoder]``, ``peft[T.lora]``, ``grad_checkpointing[T.true]``:
+checkpointing's recompute, LoRA's lighter backward). Every dummy term ``<feature>[T.<level>]``
+is 1 where the row's ``feature`` is ``level``, 0 elsewhere (the reference level).
+
 The smooth form: energy is power times time, and a step's time is a smooth maximum of
 its compute time and its memory time plus a fixed per-step cost; with the (constant)
 power folded into the coefficients and every term proportional to the steps, on job
@@ -41,10 +50,24 @@ from mlflow_roofline.law.coefficients import LawCoefficients
 
 COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
+COMPLETE_COST_FEATURES: dict[str, str] = {"eps_c": "log_C_all", "eps_m": "log_M_all", "e0": "log_T"}
+"""The cost features of the complete-proxy variants: FLOPs with the head, bytes with the optimizer's state."""
 ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
+DUMMY_MARK = "[T."
 SHARPNESS = "k"
 SMOOTH_COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0", SHARPNESS)
+
+
+def dummy_term(feature: str, level: str) -> str:
+    """The name of the 0/1 term of ``feature`` at ``level``: ``strategy[T.ddp]``, ``arch[T.decoder]``."""
+    return f"{feature}{DUMMY_MARK}{level}]"
+
+
+def dummy_of(term: str) -> tuple[str, str] | None:
+    """(feature, level) of a dummy term, None for any other term."""
+    feature, mark, rest = term.partition(DUMMY_MARK)
+    return (feature, rest[:-1]) if mark and rest.endswith("]") else None
 
 
 class RooflineLaw(LawCoefficients):
@@ -61,10 +84,12 @@ class RooflineLaw(LawCoefficients):
     """
 
     KIND: ClassVar[str] = "roofline_eff"
+    cost_features: ClassVar[Mapping[str, str]] = COST_FEATURES
+    """The feature (a log) each cost coefficient multiplies the exponential of."""
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
-        costs = {t: np.exp(np.asarray(features[COST_FEATURES[t]], dtype=float)) for t in COST_TERMS}
+        costs = {t: np.exp(np.asarray(features[self.cost_features[t]], dtype=float)) for t in COST_TERMS}
         total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
         return np.asarray(total, dtype=float), costs
 
@@ -72,7 +97,6 @@ class RooflineLaw(LawCoefficients):
         """log E of each row and the gradient of log E with respect to the coefficients (rows x terms)."""
         total, grads = self._cost(features)
         log_eta = np.asarray(features["log_eta"], dtype=float)
-        strategy = np.asarray(features["strategy"], dtype=object)
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.log(total) + self.coefficient(ALPHA_ETA) * log_eta
             columns = []
@@ -82,10 +106,19 @@ class RooflineLaw(LawCoefficients):
                 elif term == ALPHA_ETA:
                     columns.append(log_eta)
                 else:
-                    is_level = (strategy == term[len(STRATEGY_PREFIX) : -1]).astype(float)
+                    is_level = self._indicator(features, term)
                     mean = mean + self.coefficient(term) * is_level
                     columns.append(is_level)
         return mean, np.column_stack(columns)
+
+    @staticmethod
+    def _indicator(features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
+        """1.0 where the row is at the dummy ``term``'s level (``strategy[T.ddp]``, ``arch[T.decoder]``), else 0.0."""
+        parsed = dummy_of(term)
+        if parsed is None:
+            raise ValueError(f"law term {term!r} is neither a cost, alpha_eta nor a dummy <feature>[T.<level>]")
+        feature, level = parsed
+        return (np.asarray(features[feature], dtype=object).astype(str) == level).astype(float)
 
 
 def smooth_max(a: np.ndarray, b: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -122,8 +155,26 @@ class SmoothRooflineLaw(RooflineLaw):
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The cost part (joules) and its gradient with respect to eps_c, eps_m, e0 and k."""
-        c, m, t = (np.exp(np.asarray(features[COST_FEATURES[n]], dtype=float)) for n in ("eps_c", "eps_m", "e0"))
+        c, m, t = (np.exp(np.asarray(features[self.cost_features[n]], dtype=float)) for n in ("eps_c", "eps_m", "e0"))
         k = max(self.coefficient(SHARPNESS), 1.0)
         s, ds_da, ds_db, ds_dk = smooth_max(self.coefficient("eps_c") * c, self.coefficient("eps_m") * m, k)
         grads = {"eps_c": ds_da * c, "eps_m": ds_db * m, "e0": t, SHARPNESS: ds_dk}
         return s + self.coefficient("e0") * t, grads
+
+
+class CompleteRooflineLaw(RooflineLaw):
+    """The additive roofline in the complete proxies, with the kind dummies (see the module docstring).
+
+    ``terms``: ``eps_c`` (J/FLOP of ``C_all``), ``eps_m`` (J/byte of ``M_all``), ``e0`` (J/token),
+    then ``alpha_eta``, ``strategy[T.<name>]`` and ``<kind>[T.<level>]`` where the fit estimated them.
+    """
+
+    KIND: ClassVar[str] = "roofline_complete"
+    cost_features: ClassVar[Mapping[str, str]] = COMPLETE_COST_FEATURES
+
+
+class SmoothCompleteRooflineLaw(SmoothRooflineLaw):
+    """The smooth roofline in time in the complete proxies, with the kind dummies (see the module docstring)."""
+
+    KIND: ClassVar[str] = "roofline_complete_smooth"
+    cost_features: ClassVar[Mapping[str, str]] = COMPLETE_COST_FEATURES

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.served_sanity import GROWING_FIELDS, check_served_law, served_jobs
 
-from mlflow_roofline.fit.forms.catalog import PAPER, PER_WORK, ROOFLINE_FORMS
+from mlflow_roofline.fit.forms.catalog import COMPLETE_ROOFLINE_FORMS, PAPER, PER_WORK
 from mlflow_roofline.fit.forms.roofline_eff import ROOFLINE_EFF
 from mlflow_roofline.fit.forms.roofline_smooth import K_MAX, ROOFLINE_SMOOTH, fit_roofline_smooth
 from mlflow_roofline.fit.forms.sanity import sanity_problems
@@ -126,7 +126,8 @@ def test_with_a_time_bound_regime_change_the_smooth_form_is_chosen_and_extrapola
     assert 0.2 < compute_bound[~check.held_out].mean() < 0.5  # the fit sees both regimes...
     assert compute_bound[check.held_out].mean() > 0.75  # ...and is asked about the compute-bound larger models
     forms = fit.energy.forms
-    assert set(ROOFLINE_FORMS) <= set(forms)
+    assert {ROOFLINE_EFF, ROOFLINE_SMOOTH} <= set(forms)
+    assert not set(COMPLETE_ROOFLINE_FORMS) & set(forms)  # encoders alone: not a candidate
     assert fit.energy.chosen == ROOFLINE_SMOOTH
     smooth = forms[ROOFLINE_SMOOTH].extrap_mape
     for name in (PAPER, PER_WORK):

@@ -2,7 +2,7 @@
 
 The catalog of forms (catalog); what every fitted form holds (fitted_form); OLS forms
 (ols); the additive decomposition E = eps_c*C + eps_m*M + e0 (additive); the
-roofline-shaped forms (roofline_eff, roofline_smooth) and their shared least-squares
+roofline-shaped forms (roofline_eff, roofline_smooth, roofline_complete) and their shared least-squares
 machinery (nonlinear); the time law (time_law); grouped CV (cv), the size-extrapolation
 check (extrapolation), the sanity properties (sanity), the choice among forms (selection),
 diagnostics; energy_laws fits every form of one hardware and picks the registered one.

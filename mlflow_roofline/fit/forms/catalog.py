@@ -35,6 +35,10 @@ and in the extrapolation check):
 - ``roofline_eff``    ``E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * Psi`` (:mod:`fit.forms.roofline_eff`)
 - ``roofline_smooth`` ``E = (((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e0*T) * eta^alpha_eta * Psi``,
   the smooth roofline in time with fitted sharpness ``k >= 1`` (:mod:`fit.forms.roofline_smooth`)
+- ``roofline_complete`` and ``roofline_complete_smooth`` (:data:`COMPLETE_ROOFLINE_FORMS`): the
+  same two in the complete proxies ``C_all``, ``M_all``, times ``exp(psi[kind])`` for the kinds
+  (:mod:`fit.forms.roofline_complete`); like the complete OLS forms, evaluated only where some
+  run is not the paper's kind (:func:`roofline_candidates`)
 
 ``strategy`` is a categorical with ``single`` as reference (so ``log_kappa`` is the
 single-device intercept and the dummies read ``strategy[T.fsdp]``); with one strategy
@@ -50,6 +54,13 @@ from collections.abc import Callable
 import pandas as pd
 
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.fit.forms.nonlinear import measured_kinds
+from mlflow_roofline.fit.forms.roofline_complete import (
+    ROOFLINE_COMPLETE,
+    ROOFLINE_COMPLETE_SMOOTH,
+    fit_roofline_complete,
+    fit_roofline_complete_smooth,
+)
 from mlflow_roofline.fit.forms.roofline_eff import ROOFLINE_EFF, fit_roofline_eff
 from mlflow_roofline.fit.forms.roofline_smooth import ROOFLINE_SMOOTH, fit_roofline_smooth
 from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
@@ -84,15 +95,21 @@ RESPONSE_OFFSET: dict[str, str] = {PER_WORK: "log_M", PER_STEP: "log_steps", COM
 ROOFLINE_FORMS: dict[str, Callable[[pd.DataFrame], FittedForm]] = {
     ROOFLINE_EFF: fit_roofline_eff,
     ROOFLINE_SMOOTH: fit_roofline_smooth,
+    ROOFLINE_COMPLETE: fit_roofline_complete,
+    ROOFLINE_COMPLETE_SMOOTH: fit_roofline_complete_smooth,
 }
 """Every form fitted by its own function, by name (evaluated in this order, after the OLS forms): the roofline
 family today. A new form family is one module (its law, a :class:`~fit.forms.fitted_form.FittedForm` subclass
 and its fit function) and one line here."""
+COMPLETE_ROOFLINE_FORMS: tuple[str, ...] = (ROOFLINE_COMPLETE, ROOFLINE_COMPLETE_SMOOTH)
+"""The roofline-shaped forms in the complete proxies (candidates only where runs are beyond the paper's kind)."""
+COMPLETE_PROXY_FORMS: tuple[str, ...] = (*COMPLETE_FORMS, *COMPLETE_ROOFLINE_FORMS)
+"""Every form in the complete proxies, OLS and roofline-shaped (the family :mod:`fit.forms.proxy_comparison` weighs)."""
 
 
 def kind_terms(data: pd.DataFrame) -> list[str]:
     """The kind categoricals with both levels among ``data``'s runs (none where a column is absent)."""
-    return [name for name in KIND_FEATURES if name in data and data[name].nunique() > 1]
+    return measured_kinds(data)
 
 
 def kind_suffix(data: pd.DataFrame) -> str:
@@ -135,3 +152,10 @@ def candidate_forms(data: pd.DataFrame) -> list[str]:
     if beyond_paper(data):
         forms += COMPLETE_FORMS
     return forms
+
+
+def roofline_candidates(data: pd.DataFrame) -> list[str]:
+    """The roofline-shaped forms worth evaluating on ``data``: those in the complete proxies only where
+    some run is not the paper's kind (:func:`beyond_paper`), as for the complete OLS forms."""
+    beyond = beyond_paper(data)
+    return [name for name in ROOFLINE_FORMS if beyond or name not in COMPLETE_ROOFLINE_FORMS]

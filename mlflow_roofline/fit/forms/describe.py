@@ -60,8 +60,9 @@ def power_law_formula(terms: Sequence[str], coef: Sequence[float]) -> str:
 def roofline_formula(law: RooflineLaw) -> str:
     """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the smooth roofline's cost as its
     ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, with the fitted values."""
+    compute, memory = (SYMBOLS[law.cost_features[n]] for n in ("eps_c", "eps_m"))  # C or C + C_head, ...
     flops, traffic, tokens = (
-        f"{num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", "C"), ("eps_m", "M"), ("e0", "T"))
+        f"{num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", compute), ("eps_m", memory), ("e0", "T"))
     )
     cost = f"{flops} + {traffic} + {tokens}"
     if SHARPNESS in law.terms:

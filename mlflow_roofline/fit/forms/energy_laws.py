@@ -16,7 +16,14 @@ import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.additive import AdditiveRoofline, fit_additive_roofline
-from mlflow_roofline.fit.forms.catalog import ETA_BY_STRATEGY, PAPER, ROOFLINE_FORMS, candidate_forms, formula_of
+from mlflow_roofline.fit.forms.catalog import (
+    ETA_BY_STRATEGY,
+    PAPER,
+    ROOFLINE_FORMS,
+    candidate_forms,
+    formula_of,
+    roofline_candidates,
+)
 from mlflow_roofline.fit.forms.diagnostics import check_enough_runs, identification_notes
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
@@ -123,7 +130,7 @@ def fit_energy_laws(
     notes += identification_notes(forms[PAPER], data)  # type: ignore[arg-type]
     if "log_eta" in forms[PAPER].dropped_terms:
         notes.append("log_eta is 0 for every run (no parallel runs): alpha_eta cannot be estimated")
-    for name in ROOFLINE_FORMS:
+    for name in roofline_candidates(data):
         forms[name] = _fit_roofline_form(name, data, seed)
     forms, extrapolation, extrap_notes = check_extrapolation(forms, data)
     notes += extrap_notes

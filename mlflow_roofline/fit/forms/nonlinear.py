@@ -8,6 +8,9 @@ the best optimum. With more than :data:`START_ROWS` runs the starts are tried on
 evenly spaced subset of that many and the best of them is polished on every run.
 ``alpha_eta`` is estimated only where eta varies within a strategy (elsewhere the
 strategy dummies absorb it), a ``psi`` only for the strategies present beyond the first.
+A form in the complete proxies (:mod:`fit.forms.roofline_complete`) reads its costs from
+other features and adds a dummy per kind level beyond the paper's, for each kind measured
+at both levels (:func:`measured_kinds`).
 
 The covariance of the coefficients is ``s^2 (J'J)^+`` at the optimum (J the Jacobian of
 the log residuals, ``s^2`` their variance on ``n - p`` degrees of freedom), mapped back
@@ -18,7 +21,7 @@ problem there (the interval is then slightly conservative).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,10 +30,14 @@ from scipy.optimize import OptimizeResult, least_squares
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.forms.describe import roofline_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, STRATEGY_PREFIX, RooflineLaw
+from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, RooflineLaw, dummy_term
 
 START_ROWS = 1000
 """Runs (rows) above which the starts are first tried on an evenly strided subset of at most this many."""
+MAX_EVALUATIONS = 300
+"""Residual evaluations (count) one start may spend: a start crawling along a flat ridge (the smooth
+form's sharpness on its bound) stops there, at the optimum to the fourth digit, instead of after 800."""
 
 CostModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``cost(theta_cost, scaled_costs)``: the scaled cost part of each row and its gradient (rows x cost params)."""
@@ -141,9 +148,38 @@ class ScaledDesign:
     y: np.ndarray
 
 
-def scaled_design(data: pd.DataFrame) -> ScaledDesign:
-    """The scaled design of ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
-    raw = np.column_stack([np.exp(data[COST_FEATURES[t]].to_numpy(dtype=float)) for t in COST_TERMS])
+def measured_kinds(data: pd.DataFrame) -> list[str]:
+    """The kind categoricals with both levels among ``data``'s runs (none where a column is absent)."""
+    return [name for name in KIND_FEATURES if name in data and data[name].nunique() > 1]
+
+
+def _dummies(data: pd.DataFrame, kinds: Sequence[str]) -> tuple[list[str], list[np.ndarray]]:
+    """The strategy dummies (levels present beyond the first) and each kind's (levels beyond the paper's)."""
+    strategy = data["strategy"].astype(str).to_numpy()
+    present = set(strategy)
+    if isinstance(data["strategy"].dtype, pd.CategoricalDtype):
+        ordered = [str(c) for c in data["strategy"].cat.categories if str(c) in present]
+    else:
+        ordered = sorted(present)
+    terms = [dummy_term("strategy", level) for level in ordered[1:]]
+    columns = [(strategy == level).astype(float) for level in ordered[1:]]
+    for kind in kinds:
+        values = data[kind].astype(str).to_numpy()
+        for level in (lv for lv in KIND_LEVELS[kind][1:] if lv in set(values)):
+            terms.append(dummy_term(kind, level))
+            columns.append((values == level).astype(float))
+    return terms, columns
+
+
+def scaled_design(
+    data: pd.DataFrame, cost_features: Mapping[str, str] = COST_FEATURES, kinds: Sequence[str] = ()
+) -> ScaledDesign:
+    """The scaled design of ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`).
+
+    ``cost_features``: the log feature of each cost term (the paper's proxies by default);
+    ``kinds``: the kind categoricals to give dummies (their levels beyond the paper's present in ``data``).
+    """
+    raw = np.column_stack([np.exp(data[cost_features[t]].to_numpy(dtype=float)) for t in COST_TERMS])
     scales = np.median(raw, axis=0)
     log_eta = data["log_eta"].to_numpy(dtype=float)
     strategy = data["strategy"].astype(str).to_numpy()
@@ -151,16 +187,9 @@ def scaled_design(data: pd.DataFrame) -> ScaledDesign:
     # (e.g. a CV fold left with one run per parallel strategy): leave it out, as OLS drops
     # a collinear column, rather than let the solver wander along it.
     varies = any(np.ptp(log_eta[strategy == level]) > 1e-12 for level in set(strategy))
-    terms: list[str] = [ALPHA_ETA] if varies else []
-    columns = [log_eta] if terms else []
-    present = set(strategy)
-    if isinstance(data["strategy"].dtype, pd.CategoricalDtype):
-        ordered = [str(c) for c in data["strategy"].cat.categories if str(c) in present]
-    else:
-        ordered = sorted(present)
-    for level in ordered[1:]:
-        terms.append(f"{STRATEGY_PREFIX}{level}]")
-        columns.append((strategy == level).astype(float))
+    dummy_terms, dummy_columns = _dummies(data, kinds)
+    terms = [ALPHA_ETA] * varies + dummy_terms
+    columns = [log_eta] * varies + dummy_columns
     extra = np.column_stack(columns) if columns else np.empty((len(data), 0))
     y = data["log_E"].to_numpy(dtype=float)
     e_scale = float(np.exp(np.median(y)))
@@ -173,7 +202,9 @@ def _solve(
     """The best optimum of bounded least squares from each start."""
     best = None
     for x0 in starts:
-        result = least_squares(residuals, x0, jac=jacobian, bounds=bounds, method="trf", x_scale="jac")
+        result = least_squares(
+            residuals, x0, jac=jacobian, bounds=bounds, method="trf", x_scale="jac", max_nfev=MAX_EVALUATIONS
+        )
         if best is None or result.cost < best.cost:
             best = result
     assert best is not None

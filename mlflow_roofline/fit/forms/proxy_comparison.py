@@ -1,7 +1,8 @@
 """Would the paper's proxies alone have done as well as the complete ones?
 
 Where the runs mix kinds (decoders, LoRA, checkpointing), the fit evaluates forms in the
-complete proxies (:data:`fit.forms.catalog.COMPLETE_FORMS`) beside the paper's. This
+complete proxies (:data:`fit.forms.catalog.COMPLETE_PROXY_FORMS`: OLS and roofline-shaped) beside the
+paper's. This
 compares the best of each family by the score the registration rule uses
 (:func:`fit.forms.selection.score`: the worse of grouped-CV and extrapolation MAPE, %):
 the paper's proxies *suffice* when their best score is within one standard error of the
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mlflow_roofline.fit.forms.catalog import COMPLETE_FORMS
+from mlflow_roofline.fit.forms.catalog import COMPLETE_PROXY_FORMS
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.selection import score
 
@@ -62,8 +63,8 @@ def compare_proxies(forms: Mapping[str, FittedForm]) -> ProxyComparison | None:
     """The comparison of the two families among ``forms``; None where no complete-proxy form was scored."""
     scores = {name: score(fit) for name, fit in forms.items()}
     finite = {name: s for name, s in scores.items() if np.isfinite(s[0])}
-    complete = [name for name in finite if name in COMPLETE_FORMS]
-    paper = [name for name in finite if name not in COMPLETE_FORMS]
+    complete = [name for name in finite if name in COMPLETE_PROXY_FORMS]
+    paper = [name for name in finite if name not in COMPLETE_PROXY_FORMS]
     if not complete or not paper:
         return None
     best_complete = min(complete, key=lambda name: finite[name][0])

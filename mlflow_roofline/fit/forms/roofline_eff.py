@@ -11,6 +11,7 @@ the held-out runs enters a start).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,13 +19,22 @@ import pandas as pd
 from mlflow_roofline.fit.forms.nonlinear import (
     START_ROWS,
     RooflineFormFit,
+    ScaledDesign,
     fit_log_least_squares,
     physical_covariance,
     scaled_design,
 )
 from mlflow_roofline.law.roofline_efficiency import COST_TERMS, RooflineLaw
 
-__all__ = ["FORMULA", "ROOFLINE_EFF", "STARTS", "START_ROWS", "RooflineFormFit", "fit_roofline_eff"]
+__all__ = [
+    "FORMULA",
+    "ROOFLINE_EFF",
+    "STARTS",
+    "START_ROWS",
+    "RooflineFormFit",
+    "fit_additive_design",
+    "fit_roofline_eff",
+]
 
 ROOFLINE_EFF = "roofline_eff"
 FORMULA = "E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * exp(psi[strategy])"
@@ -36,14 +46,24 @@ def _additive_cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np
     return costs @ theta, costs
 
 
-def fit_roofline_eff(data: pd.DataFrame, name: str = ROOFLINE_EFF) -> RooflineFormFit:
-    """Fit the roofline x efficiency law on ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
-    design = scaled_design(data)
+def fit_additive_design(
+    design: ScaledDesign,
+    name: str,
+    formula: str,
+    refit: Callable[[pd.DataFrame], RooflineFormFit],
+    law_type: type[RooflineLaw] = RooflineLaw,
+) -> RooflineFormFit:
+    """Fit the additive roofline cost (times the extra factors of ``design``) and return it as a ``law_type``;
+    ``refit`` fits the same form on other runs (CV folds, the extrapolation check)."""
     n_cost = len(COST_TERMS)
     theta, jac, resid = fit_log_least_squares(design, _additive_cost, STARTS, ([0.0] * n_cost, [np.inf] * n_cost))
     to_physical = np.r_[design.e_scale / design.cost_scales, np.ones(len(design.extra_terms))]
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
     terms = [*COST_TERMS, *design.extra_terms]
-    law = RooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
-    refit = functools.partial(fit_roofline_eff, name=name)
-    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
+    law = law_type(formula, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
+    return RooflineFormFit(name=name, formula=formula, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
+
+
+def fit_roofline_eff(data: pd.DataFrame, name: str = ROOFLINE_EFF) -> RooflineFormFit:
+    """Fit the roofline x efficiency law on ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
+    return fit_additive_design(scaled_design(data), name, FORMULA, functools.partial(fit_roofline_eff, name=name))

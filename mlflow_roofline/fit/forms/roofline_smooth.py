@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from mlflow_roofline.fit.forms.nonlinear import (
     RooflineFormFit,
+    ScaledDesign,
     fit_log_least_squares,
     physical_covariance,
     scaled_design,
@@ -44,14 +46,24 @@ def _smooth_cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.n
     return s + e0 * costs[:, 2], grad
 
 
-def fit_roofline_smooth(data: pd.DataFrame, name: str = ROOFLINE_SMOOTH) -> RooflineFormFit:
-    """Fit the smooth roofline in time on ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
-    design = scaled_design(data)
+def fit_smooth_design(
+    design: ScaledDesign,
+    name: str,
+    formula: str,
+    refit: Callable[[pd.DataFrame], RooflineFormFit],
+    law_type: type[SmoothRooflineLaw] = SmoothRooflineLaw,
+) -> RooflineFormFit:
+    """Fit the smooth roofline cost (times the extra factors of ``design``) and return it as a ``law_type``;
+    ``refit`` fits the same form on other runs (CV folds, the extrapolation check)."""
     bounds = ([0.0, 0.0, 0.0, 1.0], [np.inf, np.inf, np.inf, K_MAX])
     theta, jac, resid = fit_log_least_squares(design, _smooth_cost, STARTS, bounds)
     to_physical = np.r_[design.e_scale / design.cost_scales, 1.0, np.ones(len(design.extra_terms))]
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
     terms = [*SMOOTH_COST_TERMS, *design.extra_terms]
-    law = SmoothRooflineLaw(FORMULA, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
-    refit = functools.partial(fit_roofline_smooth, name=name)
-    return RooflineFormFit(name=name, formula=FORMULA, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
+    law = law_type(formula, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
+    return RooflineFormFit(name=name, formula=formula, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
+
+
+def fit_roofline_smooth(data: pd.DataFrame, name: str = ROOFLINE_SMOOTH) -> RooflineFormFit:
+    """Fit the smooth roofline in time on ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`)."""
+    return fit_smooth_design(scaled_design(data), name, FORMULA, functools.partial(fit_roofline_smooth, name=name))

@@ -80,7 +80,8 @@ def log_figures(client: TrackingClient, run_id: str, fit: HardwareFit) -> list[s
     }
     check = fit.energy.extrapolation
     if check is not None:  # the held-out large models of the size-extrapolation check
-        shown = dict.fromkeys([catalog.PAPER, *catalog.ROOFLINE_FORMS, fit.energy.chosen])
+        roofline = [n for n in catalog.ROOFLINE_FORMS if n in fit.energy.forms]
+        shown = dict.fromkeys([catalog.PAPER, *roofline, fit.energy.chosen])
         predicted = {f"{n}: extrap_mape {fit.energy.forms[n].extrap_mape:.1f}%": check.predicted[n] for n in shown}
         figures["plots/extrapolation.png"] = plots.measured_vs_predicted(fit.data[check.held_out], predicted)
     for path, figure in figures.items():
