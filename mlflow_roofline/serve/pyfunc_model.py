@@ -66,6 +66,7 @@ from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.footprint import FOOTPRINT_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
@@ -187,7 +188,8 @@ def model_signature() -> ModelSignature:
         "time_optimal_num_devices": DataType.long,
         "row": DataType.long,
     }
-    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS)
+    output_types.update(dict.fromkeys(TEXT_COLUMNS, DataType.string))
+    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS + FOOTPRINT_COLUMNS)
     outputs = Schema(
         [
             ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)
