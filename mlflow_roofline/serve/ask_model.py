@@ -30,7 +30,7 @@ from mlflow_roofline.core.schema import (
     M_TIME_S,
     M_WATER_L,
 )
-from mlflow_roofline.serve.footprint import EMBODIED_UNKNOWN_COLUMN, WATER_UNKNOWN_COLUMN
+from mlflow_roofline.serve.footprint_columns import EMBODIED_UNKNOWN_COLUMN, WATER_UNKNOWN_COLUMN
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
 from mlflow_roofline.serve.pyfunc_model import load_law_model
@@ -188,10 +188,11 @@ def _footprint_lines(record: Record) -> list[tuple[str, str]]:
         ("embodied", M_EMBODIED_CO2E_G, EMBODIED_UNKNOWN_COLUMN, _grams),
         ("water", M_WATER_L, WATER_UNKNOWN_COLUMN, lambda litres: f"{litres:.3g} L"),
     ):
-        if column in record:
-            value = record[column]
-            known = isinstance(value, float) and math.isfinite(value)
-            lines.append((label, show(value) if known else f"unknown: {record.get(unknown, '')}"))
+        value = record.get(column)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            lines.append((label, show(value)))
+        elif record.get(unknown):
+            lines.append((label, f"unknown: {record[unknown]}"))
     return lines
 
 

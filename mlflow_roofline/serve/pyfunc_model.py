@@ -66,7 +66,7 @@ from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.footprint import FOOTPRINT_COLUMNS, TEXT_COLUMNS
+from mlflow_roofline.serve.footprint_columns import FOOTPRINT_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,

@@ -2,12 +2,14 @@
 
 A law fitted on an H100 answers ``embodied_co2e_g`` (its device-hours' share of the GPU's and
 server's manufacturing) and, with an AWS or Azure region, ``water_l``; a GPU or a region outside the
-tables gets NaN and a column naming the missing figure, never a 0.
+tables gets no figure (absent, or None beside rows that have one: the JSON stays strict) and a
+column naming the missing figure, never a 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +19,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from law_factory import make_law, query
+from mlflow.pyfunc.scoring_server import predictions_to_json
 from mlflow.types import DataType
 from support.registered_law import registered_law
+from support.strict_json import assert_finite, strict_loads
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.serve.footprint import embodied_columns
+from mlflow_roofline.serve.footprint_columns import embodied_columns
 from mlflow_roofline.serve.params import carbon_settings
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.serve.pyfunc_model import RooflineEnergyModel, model_signature
@@ -69,17 +73,27 @@ def test_a_gpu_outside_the_table_gets_nan_and_the_missing_figure_named() -> None
     model = RooflineEnergyModel()
     model.law = make_law()  # its hardware, "Synthetic GPU", has no manufacturing figure
     out = model.predict(None, FRAME, params={"carbon_intensity": 300.0, "region": "europe-west4"})  # type: ignore[arg-type]
-    assert out["embodied_co2e_g"].isna().all() and out["water_l"].isna().all()
+    assert not {"embodied_co2e_g", "water_l"} & set(out.columns)  # absent, never NaN: answers are strict JSON
     assert all("no manufacturing figure for 'Synthetic GPU'" in text for text in out["embodied_unknown"])
     assert all("no site WUE for region 'europe-west4' (provider 'gcp')" in text for text in out["water_unknown"])
     assert out["co2e_g"].notna().all()  # the operational figure is answered as before
+
+
+def test_a_strict_json_answer_names_the_missing_figure(registered: str) -> None:
+    model = mlflow.pyfunc.load_model(registered)
+    body = io.StringIO()
+    predictions_to_json(model.predict(FRAME, params={"carbon_intensity": 2000.0, "region": "DE"}), body)
+    predictions = strict_loads(body.getvalue())["predictions"]
+    assert_finite(predictions)
+    assert all(p["embodied_co2e_g"] > 0 and p["embodied_unknown"] == "" for p in predictions)
+    assert all("water_l" not in p and "no site WUE for region 'DE'" in p["water_unknown"] for p in predictions)
 
 
 def test_rows_on_several_gpus_each_get_their_own_figure_or_reason() -> None:
     hardware = np.array([H100, "GeForce RTX 2080 Ti", "NVIDIA A100-SXM4-80GB"], dtype=object)
     columns = embodied_columns(hardware, np.array([2, 2, 1]), np.array([3600.0, 3600.0, 7200.0]))
     assert columns["embodied_co2e_g"][0] == pytest.approx(2 * H100_G_PER_DEVICE_HOUR)
-    assert np.isnan(columns["embodied_co2e_g"][1]) and "'GeForce RTX 2080 Ti'" in columns["embodied_unknown"][1]
+    assert columns["embodied_co2e_g"][1] is None and "'GeForce RTX 2080 Ti'" in columns["embodied_unknown"][1]
     assert columns["embodied_co2e_g"][2] == pytest.approx(2 * (150 + 312.5) * 1000 / 52560)
     assert list(columns["embodied_unknown"][[0, 2]]) == ["", ""]
 
