@@ -67,6 +67,8 @@ class CarbonSettings:
         live: ``(provider, zone)`` when the intensity came from a live provider, so that
             :func:`over_window` can average it over the run's window.
         note: why a live provider gave nothing, when the intensity stayed unknown.
+        region: the region given (its spelling in the carbon-intensity table), whether or not its
+            intensity was used: the water table's key (:mod:`~mlflow_roofline.core.water_table`).
     """
 
     intensity_g_per_kwh: float | None = None
@@ -75,6 +77,7 @@ class CarbonSettings:
     price_per_kwh: float | None = None
     live: tuple[str, str] | None = None
     note: str | None = None
+    region: str | None = None
 
     @property
     def known(self) -> bool:
@@ -226,6 +229,7 @@ def _resolve(
     settings = CarbonSettings(
         pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0),
         price_per_kwh=None if raw_price is None else _number("price_per_kwh", raw_price, 0.0),
+        region=None if figure is None else figure.region,
     )
     if intensity is not None:
         return dataclasses.replace(settings, intensity_g_per_kwh=intensity, source=source)

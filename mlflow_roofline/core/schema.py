@@ -98,6 +98,10 @@ M_LOSS = "loss"  # per-step history (step = index of the measured step) of the g
 M_ENERGY_KWH = "energy_kwh"
 M_CO2E_G = "co2e_g"
 M_COST = "cost"
+# Carbon beyond the meter (core/footprint.py): the job's device-hours' share of its GPUs' manufacturing
+# emissions, grams CO2e; the water its electricity costs on site and at the power plants, litres.
+M_EMBODIED_CO2E_G = "embodied_co2e_g"
+M_WATER_L = "water_l"
 # Beyond energy_j (train runs): the warm-up window, the node's CPU and DRAM (RAPL beside a GPU meter),
 # their sum with energy_j, the NVML counter/power-integral cross-check (relative difference), power history.
 M_WARMUP_ENERGY_J = "warmup_energy_j"
@@ -200,6 +204,11 @@ TAG_CARBON_SOURCE = "roofline.carbon_source"  # option, env or table:<region>
 TAG_PUE = "roofline.pue"
 TAG_PRICE_PER_KWH = "roofline.price_per_kwh"
 TAG_CARBON_UNKNOWN = "roofline.carbon_unknown"
+# Where embodied_co2e_g and water_l came from (table rows); *_UNKNOWN names the missing figure instead.
+TAG_EMBODIED_SOURCE = "roofline.embodied_source"
+TAG_WATER_SOURCE = "roofline.water_source"
+TAG_EMBODIED_UNKNOWN = "roofline.embodied_unknown"
+TAG_WATER_UNKNOWN = "roofline.water_unknown"
 TAG_WARMUP_ENERGY_ERROR = "roofline.warmup_energy_error"  # why warmup_energy_j is missing
 TAG_ENERGY_NODE_ERROR = "roofline.energy_node_error"  # why energy_cpu_j / _dram_j / _node_j are missing or partial
 TAG_METER_CHECK = "roofline.energy_meter_check"  # which meter cross-checked energy_j, or why none could

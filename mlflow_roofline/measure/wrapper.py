@@ -3,8 +3,10 @@
 Logged: tag ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``,
 ``avg_power_w``, tags ``roofline.energy_source``, ``roofline.hardware``,
 ``roofline.command`` and ``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` /
-``cost`` with the carbon tags. The wrapper exits with the command's exit code (128+N
-when a signal N killed it); a command that cannot start is refused before any run, with
+``cost`` with the carbon tags, and ``embodied_co2e_g`` / ``water_l`` with their source
+tags or the tags naming a missing figure (every metered device counted as held by the
+command: :mod:`~mlflow_roofline.core.footprint_fields`). The wrapper exits with the
+command's exit code (128+N when a signal N killed it); a command that cannot start is refused before any run, with
 the shell's codes: 127 when it (or the interpreter its ``#!`` line names) is not found,
 126 when it is not executable or a directory. The run ends FINISHED on exit code 0,
 KILLED when the wrapper was interrupted (SIGTERM or SIGHUP, passed on to the command's
@@ -29,6 +31,7 @@ from collections.abc import Callable, Mapping
 
 from mlflow_roofline.core.carbon import CarbonSettings, resolve_carbon_live
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.footprint_fields import footprint_fields
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_EXIT_CODE
 from mlflow_roofline.energy.base import EnergyMeter
 from mlflow_roofline.energy.readings import Measurement
@@ -175,4 +178,9 @@ def _measure(
     finally:
         if measurement is not None:
             log_measurement(measurement, meter.hardware, run_id, carbon, client=client, scope=meter.scope)
+            if carbon is not None:
+                footprint = footprint_fields(
+                    meter.hardware, len(meter.devices), measurement.time_s, measurement.energy_j, carbon
+                )
+                client.log(run_id, metrics=footprint[0], tags=footprint[1])
         client.end_run(run_id, outcome.status)

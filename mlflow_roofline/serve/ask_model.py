@@ -24,10 +24,13 @@ from mlflow_roofline.core.schema import (
     DEFAULT_MODEL_NAME,
     M_CO2E_G,
     M_COST,
+    M_EMBODIED_CO2E_G,
     M_ENERGY_J,
     M_ENERGY_KWH,
     M_TIME_S,
+    M_WATER_L,
 )
+from mlflow_roofline.serve.footprint_columns import EMBODIED_UNKNOWN_COLUMN, WATER_UNKNOWN_COLUMN
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
 from mlflow_roofline.serve.pyfunc_model import load_law_model
@@ -175,12 +178,28 @@ def format_prediction(record: Record) -> str:
         )
         + _emission_lines(record)
         + ([("law", _law_line(str(record["law"])))] if record.get("law") else [])
+        + _footprint_lines(record)
     )
 
 
 def _law_line(law: str) -> str:
     """What answered a fleet model's row: the hardware's own law, or the pooled law."""
     return "the pooled law over the measured GPUs" if law == "pooled" else f"{law}'s own law"
+
+
+def _footprint_lines(record: Record) -> list[tuple[str, str]]:
+    """``embodied`` and ``water`` rows where the record has them: the figure, or which figure is missing."""
+    lines = []
+    for label, column, unknown, show in (
+        ("embodied", M_EMBODIED_CO2E_G, EMBODIED_UNKNOWN_COLUMN, _grams),
+        ("water", M_WATER_L, WATER_UNKNOWN_COLUMN, lambda litres: f"{litres:.3g} L"),
+    ):
+        value = record.get(column)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            lines.append((label, show(value)))
+        elif record.get(unknown):
+            lines.append((label, f"unknown: {record[unknown]}"))
+    return lines
 
 
 def _emission_lines(record: Record) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from mlflow_roofline.law.speedup import PER_DEVICE_BASELINE
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.energy_eta import LogEnergy, energy_clock_rows, energy_log_eta
 from mlflow_roofline.serve.errors import invalid
+from mlflow_roofline.serve.footprint_columns import footprint_columns
 from mlflow_roofline.serve.frames import frame_of
 from mlflow_roofline.serve.hardware_routing import (
     pooled_energy,
@@ -277,7 +278,8 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
 
     Returns:
         A frame with :data:`PREDICT_OUTPUT_COLUMNS`, one row per input row, then the
-        emission columns of :mod:`~mlflow_roofline.serve.emissions` that ``carbon`` allows.
+        emission columns of :mod:`~mlflow_roofline.serve.emissions` that ``carbon`` allows,
+        then the embodied-carbon and water columns of :mod:`~mlflow_roofline.serve.footprint_columns`.
 
     Raises:
         InputError: INVALID_PARAMETER_VALUE naming the field and row of bad input.
@@ -291,6 +293,8 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
     check_finite(out)
     columns = {c: out[c] for c in PREDICT_OUTPUT_COLUMNS}
     columns.update(emission_columns(out, carbon))
+    on = hardware if hardware is not None else np.full(len(jobs.num_devices), law.hardware, dtype=object)
+    columns.update(footprint_columns(out, on, jobs.num_devices, carbon))
     return frame_of(columns)
 
 

@@ -70,6 +70,7 @@ from mlflow_roofline.law.fleet import FleetLaw, law_from_json
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
+from mlflow_roofline.serve.footprint_columns import FOOTPRINT_COLUMNS, TEXT_COLUMNS
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
@@ -196,7 +197,10 @@ def model_signature() -> ModelSignature:
         "time_optimal_num_devices": DataType.long,
         "row": DataType.long,
     }
-    names = dict.fromkeys(RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS + (LAW_COLUMN,))
+    output_types.update(dict.fromkeys(TEXT_COLUMNS, DataType.string))
+    names = dict.fromkeys(
+        RECOMMEND_OUTPUT_COLUMNS + PARETO_OUTPUT_COLUMNS + EMISSION_COLUMNS + FOOTPRINT_COLUMNS + (LAW_COLUMN,)
+    )
     outputs = Schema(
         [
             ColSpec(output_types.get(name, DataType.double), name, required=name in PREDICT_OUTPUT_COLUMNS)

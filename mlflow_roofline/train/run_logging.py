@@ -19,6 +19,7 @@ from pathlib import Path
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
+from mlflow_roofline.core.footprint_fields import footprint_fields
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
     M_ENERGY_CPU_J,
@@ -148,7 +149,10 @@ def log_result(
     """The measured metrics (docs/schema.md), per-rank figures, the loss history, energy and carbon tags.
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
-    otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero).
+    otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero). With
+    ``carbon``, the run's ``roofline.hardware`` (tagged by :func:`log_setup`) and region also give
+    ``embodied_co2e_g`` and ``water_l`` where their figures are known, else tags naming the
+    missing figure (:mod:`~mlflow_roofline.core.footprint_fields`).
     """
     # The job's window as one measurement: energy_j, time_s, avg_power_w and the energy
     # tags are logged exactly as for any other measured window (measure, track_energy).
@@ -168,6 +172,11 @@ def log_result(
         if rank.read and rank.energy_j is not None:
             metrics[f"{M_ENERGY_J}_rank_{rank.rank}"] = rank.energy_j
     tags = {**measurement_tags(window, carbon=carbon), TAG_ENERGY_SCOPE: result.energy_scope}
+    if carbon is not None:
+        hardware = client.get_run(run_id).data.tags.get(TAG_HARDWARE)
+        footprint = footprint_fields(hardware, config.num_devices, result.time_s, result.energy_j, carbon)
+        metrics.update(footprint[0])
+        tags.update(footprint[1])
     extra_metrics, extra_tags = extras_fields(result.extras)
     now = now_ms()
     history = [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]

@@ -66,10 +66,11 @@ def test_cloud_region_takes_its_countrys_figure(region: str) -> None:
 
 def test_resolution_order_option_then_env_then_region() -> None:
     env = {"ROOFLINE_CARBON_INTENSITY": "123", "ROOFLINE_REGION": "FR"}
-    assert resolve_carbon(carbon_intensity=50, env=env) == CarbonSettings(50.0, "option", 1.0, None)
-    assert resolve_carbon(env=env) == CarbonSettings(123.0, "env", 1.0, None)
+    # The region is kept beside an intensity that wins over its figure: the water table is keyed by it.
+    assert resolve_carbon(carbon_intensity=50, env=env) == CarbonSettings(50.0, "option", 1.0, None, region="FR")
+    assert resolve_carbon(env=env) == CarbonSettings(123.0, "env", 1.0, None, region="FR")
     from_env_region = resolve_carbon(env={"ROOFLINE_REGION": "fr"})
-    assert from_env_region.source == "table:FR"
+    assert from_env_region.source == "table:FR" and from_env_region.region == "FR"
     assert from_env_region.intensity_g_per_kwh == lookup_region("FR").g_co2e_per_kwh
     assert resolve_carbon(region="de", env={"ROOFLINE_REGION": "FR"}).source == "table:DE"
 
@@ -158,6 +159,6 @@ def test_carbon_tags_known_and_unknown() -> None:
 
 def test_the_upper_bounds_themselves_are_taken() -> None:
     settings = resolve_carbon(carbon_intensity=2000, pue=3, price_per_kwh=1e6, region="DE", env={})
-    assert settings == CarbonSettings(2000.0, "option", 3.0, 1e6)
+    assert settings == CarbonSettings(2000.0, "option", 3.0, 1e6, region="DE")
     with pytest.raises(ConfigError, match="region"):
         resolve_carbon(carbon_intensity=100, env={"ROOFLINE_REGION": "atlantis"})

@@ -21,6 +21,7 @@ import pytest
 from mlflow_roofline.core import schema
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
+from mlflow_roofline.serve.footprint_columns import FOOTPRINT_COLUMNS
 from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.placement_search import PARETO_OUTPUT_COLUMNS, RECOMMEND_OUTPUT_COLUMNS
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
@@ -218,6 +219,7 @@ def test_docs_schema_lists_every_served_column() -> None:
     """Every input and output column of the served model, in each mode, is named in docs/schema.md."""
     text = (PACKAGE.parent / "docs" / "schema.md").read_text()
     columns = {*INPUT_COLUMNS, SPEEDUP_COLUMN, HARDWARE_COLUMN, *PREDICT_OUTPUT_COLUMNS, *EMISSION_COLUMNS}
+    columns |= set(FOOTPRINT_COLUMNS)
     columns |= {*RECOMMEND_OUTPUT_COLUMNS, *PARETO_OUTPUT_COLUMNS}
     missing = sorted(c for c in columns if f"`{c}`" not in text)
     assert not missing, "docs/schema.md does not list the served columns: " + ", ".join(missing)

@@ -251,3 +251,18 @@ def test_empty_carbon_options_count_as_not_given() -> None:
     options = {"region": "", "pue": "1.2", "carbon_intensity": None, "price_per_kwh": "  ", "num_layers": "2"}
     assert pop_carbon_options(options) == {"pue": "1.2"}
     assert options == {"num_layers": "2"}
+
+
+@pytest.mark.slow
+def test_measure_logs_water_in_a_region_of_the_table_and_names_the_missing_embodied_figure(tracking_uri: str) -> None:
+    code = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    args = ["--region", "us-east-1", "--pue", "1.2", "--meter", "estimate"]
+    proc = run_cli("measure", *args, "--", sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    metrics, tags = run.data.metrics, run.data.tags
+    kwh = metrics[M_ENERGY_J] / J_PER_KWH
+    assert metrics["water_l"] == pytest.approx(kwh * (0.15 + 1.2 * 3.14), rel=1e-9)  # AWS site WUE, US grid
+    assert tags["roofline.water_source"] == "table:us-east-1 (site aws 0.15 L/kWh 2024; grid US 3.14 L/kWh)"
+    assert "embodied_co2e_g" not in metrics  # a CPU has no manufacturing figure in the table
+    assert "no manufacturing figure for 'cpu:" in tags["roofline.embodied_unknown"]
