@@ -56,6 +56,9 @@ LAW_INPUT_NAMES: tuple[str, ...] = (*SIZE_NAMES, *job_table.names(group="placeme
 """The job columns the served law requires (docs/schema.md), in order; the kind columns, ``speedup``
 and ``hardware`` are optional beside them."""
 
+HARDWARE_COLUMN = "hardware"
+"""The column naming the GPU a row is on: the fit's frame of runs, a pooled law's factor, the served model's input."""
+
 REQUEST_KIND_NAMES: tuple[str, ...] = job_table.names(group="kind", request=True)
 """The optional job columns of a request: what kind of model the job trains and how (precision first)."""
 

@@ -67,6 +67,7 @@ from matplotlib.figure import Figure
 
 from mlflow_roofline.core.gpu_datasheets import HardwareTable
 from mlflow_roofline.core.schema import (
+    HARDWARE_COLUMN,
     M_CV_MAPE_POOLED_PREFIX,
     M_CV_MAPE_SE_POOLED_PREFIX,
     M_EXTRAP_HELD_OUT,
@@ -108,8 +109,6 @@ __all__ = [
     "pooled_data",
     "pooled_law",
 ]
-
-HARDWARE_COLUMN = "hardware"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,10 +327,12 @@ def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, flo
     """Every hardware's law features in one frame, ``hardware`` a categorical (the first fit's is the reference)."""
     data = pd.concat([f.data.assign(hardware=f.hardware) for f in fits], ignore_index=True)
     data["strategy"] = pd.Categorical(data["strategy"].astype(str), categories=present_strategies(data["strategy"]))
-    data["hardware"] = pd.Categorical(data["hardware"].astype(str), categories=[f.hardware for f in fits])
+    data[HARDWARE_COLUMN] = pd.Categorical(data[HARDWARE_COLUMN].astype(str), categories=[f.hardware for f in fits])
     if len(covariates) == len(fits):
         for name in ("log_jpf", "log_ridge"):
-            data[name] = data["hardware"].astype(str).map({hw: c[name] for hw, c in covariates.items()}).astype(float)
+            data[name] = (
+                data[HARDWARE_COLUMN].astype(str).map({hw: c[name] for hw, c in covariates.items()}).astype(float)
+            )
         data[RESPONSE_PER_JPF] = data["log_E"] - data[OFFSET]
     return data
 
@@ -349,7 +350,7 @@ def _formulas(data: pd.DataFrame, with_covariates: bool) -> dict[str, str]:
     if with_covariates:
         out[HARDWARE_OFFSET] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta{strategy}"
         covariate_forms[HARDWARE_OFFSET_PER_STEP] = f"I({RESPONSE_PER_JPF} - log_steps) ~ {per_step}"
-        if data["hardware"].nunique() >= 3:
+        if data[HARDWARE_COLUMN].nunique() >= 3:
             out[HARDWARE_COVARIATES] = f"I(log_E - {OFFSET}) ~ log_C + log_M + log_eta + log_ridge{strategy}"
             covariate_forms[HARDWARE_COVARIATES_PER_STEP] = (
                 f"I({RESPONSE_PER_JPF} - log_steps) ~ {per_step} + log_ridge"
@@ -375,7 +376,7 @@ def _with_offset(fit: FormFit, data: pd.DataFrame) -> FormFit:
 
 def leave_one_hardware_out(formula: str, data: pd.DataFrame) -> tuple[float, float]:
     """MAPE (%) of energy on each hardware's runs from the law fitted on the other hardware, and its se."""
-    folds = [np.flatnonzero((data["hardware"] == hw).to_numpy()) for hw in data["hardware"].cat.categories]
+    folds = [np.flatnonzero((data[HARDWARE_COLUMN] == hw).to_numpy()) for hw in data[HARDWARE_COLUMN].cat.categories]
     return cv_mape(formula, data, [f for f in folds if len(f)])
 
 

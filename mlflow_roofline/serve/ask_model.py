@@ -22,6 +22,7 @@ from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.schema import (
     DEFAULT_ALIAS,
     DEFAULT_MODEL_NAME,
+    HARDWARE_COLUMN,
     M_CO2E_G,
     M_COST,
     M_EMBODIED_CO2E_G,
@@ -31,7 +32,6 @@ from mlflow_roofline.core.schema import (
     M_WATER_L,
 )
 from mlflow_roofline.serve.footprint_columns import EMBODIED_UNKNOWN_COLUMN, WATER_UNKNOWN_COLUMN
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
 from mlflow_roofline.serve.pyfunc_model import load_law_model
 

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import FleetLaw
 from mlflow_roofline.serve.errors import InputError, invalid, show
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 
 LAW_COLUMN = "law"
 ROW_COLUMN = "row"

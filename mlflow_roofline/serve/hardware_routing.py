@@ -40,11 +40,11 @@ import pandas as pd
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
+from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.speedup import SpeedupLaw, on_link, within_reach
 from mlflow_roofline.serve.errors import invalid, show
 
-HARDWARE_COLUMN = "hardware"
 COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
 
 

@@ -31,11 +31,11 @@ import pandas as pd
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.rules import PLACEMENT_RULES, satisfied
-from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S
+from mlflow_roofline.core.schema import HARDWARE_COLUMN, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.errors import invalid
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN, law_for_search
+from mlflow_roofline.serve.hardware_routing import law_for_search
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
 from mlflow_roofline.serve.predict import (
     PREDICT_OUTPUT_COLUMNS,

@@ -64,14 +64,13 @@ from mlflow_roofline import __version__
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.job_table import JOB_COLUMNS
-from mlflow_roofline.core.schema import M_CV_MAPE, M_N_RUNS
+from mlflow_roofline.core.schema import HARDWARE_COLUMN, M_CV_MAPE, M_N_RUNS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import FleetLaw, law_from_json
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
 from mlflow_roofline.serve.footprint_columns import FOOTPRINT_COLUMNS, TEXT_COLUMNS
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.params import (
     DEFAULT_MAX_DEVICES,
     DEFAULT_MODE,

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from mlflow_roofline.core import schema
+from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.serve.emissions import EMISSION_COLUMNS
 from mlflow_roofline.serve.footprint_columns import FOOTPRINT_COLUMNS
-from mlflow_roofline.serve.hardware_routing import HARDWARE_COLUMN
 from mlflow_roofline.serve.placement_search import PARETO_OUTPUT_COLUMNS, RECOMMEND_OUTPUT_COLUMNS
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS
 from mlflow_roofline.serve.validate import INPUT_COLUMNS, SPEEDUP_COLUMN
