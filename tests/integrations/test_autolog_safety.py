@@ -6,9 +6,11 @@ the failures are injected at our seams (the meter's window, our run-logging call
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from integration_jobs import TokenData, tiny_bert
 from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
+from support.guard_ranks import guard_in_a_job_of_two_processes
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput
 
@@ -282,3 +285,14 @@ def test_a_guard_reports_its_first_failure_once_and_lets_interrupts_through(capl
     assert abandoned == [
         "measuring failed in reading the meter (OSError: the meter's file is gone); training went on unmeasured"
     ]
+
+
+def test_with_several_processes_a_failure_of_ours_is_raised_after_its_one_warning(tmp_path: Path) -> None:
+    """Abandoning on one rank alone would leave the others waiting for it at the next gather of samples."""
+    torch.multiprocessing.spawn(guard_in_a_job_of_two_processes, args=(str(tmp_path),), nprocs=2)
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == {
+            "outcome": "raised NVML: GPU is lost",
+            "warnings": [_expected_warning("a step", GPU_LOST)],
+            "abandoned": [],
+        }
