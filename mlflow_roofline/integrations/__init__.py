@@ -14,7 +14,8 @@ per-rank window and its gathering), ``job_facts`` (the configuration read from t
 and the batches), ``parallel_probe`` (the strategy that ran), ``forecast`` (the maths)
 and ``law_prior`` (the registered law as its prior), ``run_log`` (the MLflow run),
 ``options``; ``autolog`` (``mlflow_roofline.autolog()``: both adapters attached to every
-Trainer and Accelerator of the process by patching them).
+Trainer and Accelerator of the process by patching them) and ``safety`` (its safety net: a
+failure of ours is a warning, never the user's training's).
 
 May import core, energy, tracking and train's run-logging helpers; imports
 ``transformers`` and ``accelerate`` only in the adapter modules named after them, so

@@ -123,13 +123,21 @@ class AccelerateHook:
 
     def close(self, failed: bool, error: BaseException | None = None) -> None:
         """Close the window and log the run (after the loop raised ``error``: only end the run)."""
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        self._unhook()
         if failed:
             self.tracker.abort(error)
         else:
             self.tracker.end()
+
+    def abandon(self, reason: str) -> None:
+        """Our own code failed (not the loop): stop measuring; an own run ends FAILED with ``reason``."""
+        self._unhook()
+        self.tracker.abandon(reason)
+
+    def _unhook(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
 
     def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         if not module.training:

@@ -9,7 +9,8 @@ What it patches (each patch is undone by ``autolog(disable=True)``; calling ``au
 again only changes the options the next jobs get):
 
 - ``transformers.Trainer.__init__``: every Trainer gets a
-  :class:`~mlflow_roofline.integrations.transformers.RooflineCallback` as its last callback
+  :class:`~mlflow_roofline.integrations.transformers.AutologCallback` (a guarded
+  ``RooflineCallback``) as its last callback
   (none when the user passed one). Being last, it runs after HF's ``MLflowCallback``
   (``report_to="mlflow"``), which has opened the run by then: the callback logs into that
   run, so one run holds HF's ``loss`` and the energy, params and forecast.
@@ -22,6 +23,12 @@ again only changes the options the next jobs get):
   (``accelerator.check_trigger()`` is True), since a patch cannot break the user's loop.
   The Trainer's own Accelerator is left alone: its callback measures it.
 
+Every patch and the callback's hooks run our code through the safety net of
+:mod:`~mlflow_roofline.integrations.safety`: the user's original function runs outside
+our ``try`` (its exceptions and result are the user's), and a failure of ours (the meter,
+the tracking store, the forecast) is one warning; the job then trains on unmeasured, its
+own run ended FAILED with the reason in ``roofline.error``.
+
 Importing this module imports neither transformers nor accelerate; ``autolog`` patches
 each only where it is installed.
 """
@@ -30,7 +37,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import functools
 import logging
 import sys
 import weakref
@@ -39,6 +45,7 @@ from typing import Any
 
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.safety import JobGuard, around
 
 logger = logging.getLogger(__name__)
 
@@ -124,10 +131,10 @@ def enabled() -> bool:
     return _config is not None
 
 
-def _replace(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def _replace(owner: type, name: str, patched: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Replace ``owner.name`` by ``patched(original)`` (an :func:`~mlflow_roofline.integrations.safety.around`)."""
     original = owner.__dict__[name]
-    replacement = functools.wraps(original)(make(original))
-    setattr(owner, name, replacement)
+    setattr(owner, name, patched(original))
     _patches.append(_Patch(owner, name, original))
 
 
@@ -137,43 +144,40 @@ def _patch_transformers() -> list[str]:
         from transformers import Trainer
     except ImportError:
         return []
-
-    def make_init(original: Callable[..., None]) -> Callable[..., None]:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            _add_callback(self)
-
-        return __init__
-
-    def make_create_accelerator(original: Callable[..., None]) -> Callable[..., None]:
-        def create_accelerator_and_postprocess(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            setattr(self.accelerator, IN_TRAINER, True)
-
-        return create_accelerator_and_postprocess
-
-    _replace(Trainer, "__init__", make_init)
-    _replace(Trainer, "create_accelerator_and_postprocess", make_create_accelerator)
+    _replace(Trainer, "__init__", lambda original: around(original, "Trainer.__init__", after=_after_init))
+    _replace(
+        Trainer,
+        "create_accelerator_and_postprocess",
+        lambda original: around(original, "Trainer.create_accelerator_and_postprocess", after=_mark_in_trainer),
+    )
     return ["transformers.Trainer"]
 
 
-def _add_callback(trainer: Any) -> None:
-    from mlflow_roofline.integrations.transformers import RooflineCallback
+def _after_init(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
+    """Attach an :class:`~mlflow_roofline.integrations.transformers.AutologCallback` (none if the user passed one)."""
+    from mlflow_roofline.integrations.transformers import AutologCallback, RooflineCallback
 
     config = _config
     if config is None or any(isinstance(c, RooflineCallback) for c in trainer.callback_handler.callbacks):
         return
-    trainer.add_callback(RooflineCallback(log_every_n_steps=config.log_every_n_steps, **config.options))
+    trainer.add_callback(AutologCallback(log_every_n_steps=config.log_every_n_steps, **config.options))
+
+
+def _mark_in_trainer(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
+    setattr(trainer.accelerator, IN_TRAINER, True)
 
 
 # -- accelerate -------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Loop:
-    """The measurement of one Accelerator's hand-written loop."""
+    """The measurement of one Accelerator's hand-written loop; our code for it runs through ``guard``."""
 
     hook: Any = None  # AccelerateHook once a model was prepared
-    warned_stop: bool = False
     closed: bool = False
+    guard: JobGuard = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.guard = JobGuard(self._abandon)
 
     def step(self, accelerator: Any) -> None:
         if self.hook is None or self.closed:
@@ -187,6 +191,11 @@ class _Loop:
             self.closed = True
             self.hook.close(failed=failed, error=error)
 
+    def _abandon(self, reason: str) -> None:
+        self.closed = True
+        if self.hook is not None:
+            self.hook.abandon(reason)
+
 
 _loops: weakref.WeakKeyDictionary[Any, _Loop] = weakref.WeakKeyDictionary()
 
@@ -196,31 +205,29 @@ def _patch_accelerate() -> list[str]:
         from accelerate import Accelerator
     except ImportError:
         return []
-
-    def make_prepare(original: Callable[..., Any]) -> Callable[..., Any]:
-        def prepare(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, *args, **kwargs)
-            if _config is not None and not getattr(self, IN_TRAINER, False):
-                _prepared(self, result if isinstance(result, tuple) else (result,))
-            return result
-
-        return prepare
-
-    def make_end_training(original: Callable[..., Any]) -> Callable[..., Any]:
-        def end_training(self: Any, *args: Any, **kwargs: Any) -> Any:
-            loop = _loops.get(self)
-            if loop is not None:
-                loop.close(failed=False)
-            return original(self, *args, **kwargs)
-
-        return end_training
-
-    _replace(Accelerator, "prepare", make_prepare)
-    _replace(Accelerator, "end_training", make_end_training)
+    _replace(Accelerator, "prepare", lambda original: around(original, "Accelerator.prepare", after=_after_prepare))
+    _replace(
+        Accelerator,
+        "end_training",
+        lambda original: around(original, "Accelerator.end_training", before=_before_end_training),
+    )
     return ["accelerate.Accelerator"]
 
 
-def _prepared(accelerator: Any, objects: tuple[Any, ...]) -> None:
+def _after_prepare(result: Any, accelerator: Any, *args: Any, **kwargs: Any) -> None:
+    if _config is not None and not getattr(accelerator, IN_TRAINER, False):
+        objects = result if isinstance(result, tuple) else (result,)
+        loop = _loops.setdefault(accelerator, _Loop())
+        loop.guard.run("Accelerator.prepare", _prepared, accelerator, objects, loop)
+
+
+def _before_end_training(accelerator: Any, *args: Any, **kwargs: Any) -> None:
+    loop = _loops.get(accelerator)
+    if loop is not None:
+        loop.guard.run("Accelerator.end_training", loop.close, failed=False)
+
+
+def _prepared(accelerator: Any, objects: tuple[Any, ...], loop: _Loop) -> None:
     """Start measuring at the first prepared model; count the steps of every prepared optimizer."""
     import torch
 
@@ -228,7 +235,6 @@ def _prepared(accelerator: Any, objects: tuple[Any, ...]) -> None:
 
     config = _config
     assert config is not None
-    loop = _loops.setdefault(accelerator, _Loop())
     for obj in objects:
         if isinstance(obj, torch.optim.Optimizer) and not getattr(obj, "_roofline_counted", False):
             _count_steps(obj, accelerator, loop)
@@ -244,23 +250,21 @@ def _prepared(accelerator: Any, objects: tuple[Any, ...]) -> None:
 
 def _count_steps(optimizer: Any, accelerator: Any, loop: _Loop) -> None:
     """Wrap this optimizer's ``step`` (on the instance) so that each call counts for ``loop``."""
-    original = optimizer.step
     accelerator_ref = weakref.ref(accelerator)
 
-    @functools.wraps(original)
-    def step(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
+    def count(_result: Any, *args: Any, **kwargs: Any) -> None:
         owner = accelerator_ref()
         if owner is not None:
-            loop.step(owner)
-        return result
+            loop.guard.run("optimizer.step", loop.step, owner)
 
-    optimizer.step = step
+    optimizer.step = around(optimizer.step, "optimizer.step", after=count)
     optimizer._roofline_counted = True
 
 
 def _close_at_exit(loop: _Loop) -> None:
     """At exit, a loop ``end_training`` never closed: log it, FAILED when an exception ended the process."""
+    if loop.guard.failed:
+        return  # abandoned: its run is ended already
     error = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
     try:
         loop.close(failed=error is not None, error=error)

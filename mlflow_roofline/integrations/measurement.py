@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import torch
@@ -67,6 +67,7 @@ from mlflow_roofline.integrations.energy_window import RankReport, RankWindow, S
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples, forecast
 from mlflow_roofline.integrations.job_facts import JobFacts
 from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.safety import describe
 from mlflow_roofline.train.device import hardware_name
 
 __all__ = ["ESTIMATE_RESCAN_S", "TIMELINE_ARTIFACT", "JobMeasurement", "JobRunLog", "PriorSource", "timeline_csv"]
@@ -99,6 +100,8 @@ class JobRunLog(Protocol):
     def log_text(self, text: str, path: str) -> None: ...
 
     def finish(self, failed: bool = False, error: BaseException | None = None) -> None: ...
+
+    def abandon(self, reason: str) -> None: ...
 
 
 class PriorSource(Protocol):
@@ -135,6 +138,7 @@ class JobMeasurement:
         self.stop_reason = ""
         self._opened = False
         self._closed = False
+        self._finished = False  # the meter closed and the run ended (or let go)
         self._in_sample = 0
         self._prior_done = False
         self._warned = False
@@ -212,7 +216,11 @@ class JobMeasurement:
         return stop
 
     def end(self) -> None:
-        """At the end of training: close the window (a last sync if steps are pending), log the run."""
+        """At the end of training: close the window (a last sync if steps are pending), log the run.
+
+        What fails here abandons the job (its own run ends FAILED with the reason) and is raised."""
+        if self._finished:
+            return
         try:
             if self.window is not None and self._opened and not self._closed:
                 self._drain()
@@ -223,19 +231,33 @@ class JobMeasurement:
                 self._closed = True
             if self.run is not None:
                 self._log_summary(self.run)
+        except Exception as exc:
+            self.abandon(f"logging the end of training failed ({describe(exc)})")
+            raise
         finally:
-            if self.window is not None:
-                self.window.meter.close()
-            if self.run is not None:
-                self.run.finish()
+            self._finish(lambda run: run.finish())
 
     def abort(self, error: BaseException | None = None) -> None:
         """After the loop raised ``error``: no collective (other ranks may be gone); end an own run
         KILLED after a ``KeyboardInterrupt``, else FAILED, with the reason."""
-        if self.window is not None:
-            self.window.meter.close()
-        if self.run is not None:
-            self.run.finish(failed=True, error=error)
+        self._finish(lambda run: run.finish(failed=True, error=error))
+
+    def abandon(self, reason: str) -> None:
+        """Our own code failed (not the training): stop measuring; an own run ends FAILED with ``reason``."""
+        self._closed = True  # no more steps counted
+        self._finish(lambda run: run.abandon(reason))
+
+    def _finish(self, end_run: Callable[[JobRunLog], None]) -> None:
+        """Close the meter and end the run with ``end_run`` (once; later calls do nothing)."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if self.window is not None:
+                self.window.meter.close()
+        finally:
+            if self.run is not None:
+                end_run(self.run)
 
     def _past_plan(self, planned: int) -> None:
         """The job runs past its planned steps: say so once (main process), and measure on."""

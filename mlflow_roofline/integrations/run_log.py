@@ -29,7 +29,9 @@ Never left RUNNING while training runs, whoever opened the run:
   of them) die with the process.
 
 A tracking store that fails (cannot be written, a path that cannot be created) never
-stops training: one warning line, and the job goes on without logging.
+stops training: one warning line, and the job goes on without logging. When measuring
+fails under ``autolog`` (:mod:`~mlflow_roofline.integrations.safety`), :meth:`RunLog.abandon`
+ends the job's own run FAILED with the reason.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import threading
 from collections.abc import Callable, Mapping
 from types import FrameType
 
-from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ERROR, TAG_PARAM_CONFLICT
+from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_ENERGY_ERROR, TAG_ERROR, TAG_PARAM_CONFLICT
 from mlflow_roofline.integrations.history_buffer import HistoryBuffer
 from mlflow_roofline.system.watchdog import Watchdog, process_watchdog
 from mlflow_roofline.tracking.client import RunStatus, TrackingClient, current_tracking_uri
@@ -144,6 +146,21 @@ class RunLog:
             status, reason = _outcome(error) if failed else _FINISHED
             try:
                 self._end(status, reason)
+            except Exception as exc:
+                self._break(exc)
+        self._let_go()
+
+    def abandon(self, reason: str) -> None:
+        """Measuring failed (our code, not the training): write what was gathered; end the job's own
+        run FAILED with ``reason`` in ``roofline.error``; a run it joined, its owner's to end, gets
+        ``reason`` in ``roofline.energy_error``."""
+        self.history.close()
+        if not self._broken:
+            try:
+                if self.own:
+                    self._end("FAILED", reason)
+                else:
+                    self.client.set_tag(self.run_id, TAG_ENERGY_ERROR, reason[:MAX_TAG_CHARS])
             except Exception as exc:
                 self._break(exc)
         self._let_go()

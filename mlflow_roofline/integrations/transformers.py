@@ -44,6 +44,7 @@ from mlflow_roofline.integrations.job_facts import (
 from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
+from mlflow_roofline.integrations.safety import JobGuard
 
 
 class RooflineCallback(TrainerCallback):
@@ -81,6 +82,7 @@ class RooflineCallback(TrainerCallback):
         **kwargs: object,
     ) -> None:
         """Read the job, build the meter, open or join the run."""
+        self.tracker = None  # a new job: not the last one's
         if model is None:
             raise TypeError("RooflineCallback needs the Trainer's model (on_train_begin got none)")
         shape, _missing = model_shape(model)
@@ -135,3 +137,51 @@ class RooflineCallback(TrainerCallback):
         batch = batch_shape(args, kwargs)
         if batch is not None:
             self.tracker.batch_seen(*batch)
+
+
+class AutologCallback(RooflineCallback):
+    """The :class:`RooflineCallback` ``mlflow_roofline.autolog()`` attaches: its hooks run through a
+    :class:`~mlflow_roofline.integrations.safety.JobGuard`, so a failure of ours (meter, store,
+    forecast) is one warning, the job's own run ends FAILED with the reason, and training goes on
+    unmeasured. Same arguments as :class:`RooflineCallback`."""
+
+    def __init__(self, log_every_n_steps: int | None = None, **options: Any) -> None:
+        super().__init__(log_every_n_steps, **options)
+        self.guard = JobGuard(self._abandon)
+
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        **kwargs: object,
+    ) -> None:
+        """As :meth:`RooflineCallback.on_train_begin`, guarded (each ``train()`` is a job of its own)."""
+        self.guard = JobGuard(self._abandon)
+        begin = super().on_train_begin
+        self.guard.run("the Trainer callback's on_train_begin", begin, args, state, control, model=model, **kwargs)
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
+        """As :meth:`RooflineCallback.on_step_end` (a budget stop included), guarded."""
+        self.guard.run("the Trainer callback's on_step_end", super().on_step_end, args, state, control, **kwargs)
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
+        """As :meth:`RooflineCallback.on_train_end`, guarded."""
+        self.guard.run("the Trainer callback's on_train_end", super().on_train_end, args, state, control, **kwargs)
+
+    def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        self.guard.run("the model's forward pre-hook", super()._batch_hook, module, args, kwargs)
+
+    def _abandon(self, reason: str) -> None:
+        """Stop measuring this job: no hook left in the model, the meter closed, the run ended."""
+        self._spy.disarm()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self.tracker is not None:
+            self.tracker.abandon(reason)
