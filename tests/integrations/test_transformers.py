@@ -81,13 +81,17 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     assert [s for s, _ in cumulative] == list(range(4, 25, 2)) and cumulative[-1][1] == metrics["energy_j"]
     assert metrics["energy_j"] > 0 and metrics["time_s"] > 0
     assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
-    # The forecast from the K-th measured step (step WARMUP + K) on; its interval holds the total.
+    # The forecast from the K-th measured step (step WARMUP + K) on. Its 95 % interval misses one
+    # job in twenty by design, so one job cannot check its coverage (test_forecast does, over
+    # many); what holds for every job: the interval brackets its centre, never reaches below the
+    # energy already measured, and once no planned step remains it is the job's energy.
     lower, centre, upper = (dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper"))
     first = WARMUP + K
     assert min(centre) == first and set(centre) == set(lower) == set(upper) == set(range(first, 25, 2))
-    for step in (first, 14):
-        assert lower[step] <= metrics["energy_j"] <= upper[step], (step, lower[step], metrics["energy_j"], upper[step])
-        assert lower[step] <= centre[step] <= upper[step]
+    spent = dict(cumulative)
+    for step in centre:
+        assert spent[step] <= lower[step] <= centre[step] <= upper[step], (step, spent[step], lower[step], upper[step])
+    assert lower[24] == centre[24] == upper[24] == metrics["energy_j"]
     assert dict(_history(run.info.run_id, "time_forecast_s"))[first] > 0
     assert tags["roofline.forecast_prior"].startswith("none: nothing registered as models:/roofline-energy@champion")
     timeline = pd.read_csv(
