@@ -82,9 +82,11 @@ def run_trainer(
     batch: int = 4,
     output_dir: str = "trainer-out",
     dataset: torch.utils.data.Dataset | None = None,
+    after: list[Any] | None = None,
 ) -> Any:
-    """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none), on ``dataset``
-    (by default :class:`TokenData` of 400 rows); return the Trainer's state."""
+    """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none), then the
+    callbacks ``after`` it, on ``dataset`` (by default :class:`TokenData` of 400 rows); return
+    the Trainer's state."""
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -102,7 +104,7 @@ def run_trainer(
         model=model,
         args=args,
         train_dataset=TokenData(400) if dataset is None else dataset,
-        callbacks=None if callback is None else [callback],
+        callbacks=([] if callback is None else [callback]) + (after or []) or None,
     )
     trainer.train()
     return trainer.state

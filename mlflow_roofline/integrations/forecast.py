@@ -24,9 +24,29 @@ joules measured in ``m`` samples:
 The forecast of ``energy_j`` for the planned window is ``E + R mu``; its 95 % prediction
 interval is ``E + R mu -/+ t * sqrt(R sigma_hat^2 + R^2 Var(mu))`` with ``t`` the 97.5 %
 quantile of Student's t with ``m - 1`` degrees of freedom, the lower end never below
-``E`` (energy already spent). Time: ``T + R * T / n``. The interval holds when the steps
-still to come behave like the measured ones (same data, no throttling); a job whose
-step cost drifts is outside the model. Pure numpy/scipy: no MLflow, no torch.
+``E`` (energy already spent). Time: ``T + R * T / n``.
+
+What the interval promises: for a job whose steps are independent draws of one cost, the
+planned window's energy lies inside it with probability 95 %. Over many such jobs it misses
+one in twenty (``tests/integrations/test_forecast.py`` checks its coverage); a single job
+can neither confirm nor refute it. A cost that changes during the job for a reason outside
+the job is not in the model: other processes on shared cores (under contention, what the
+``estimate`` meter charges a step is mostly OpenMP threads spinning while a sibling waits
+for a core, and it follows the machine's load: 54 mJ a step of a tiny BERT on one thread,
+2.3 J on two, on a loaded two-core machine), throttling, later batches that are longer.
+No trend or random-walk term is added for it: at the first forecast (K samples, typically
+4 or 5) a random walk's variance ``q`` cannot be told from the steps' own noise. Estimated
+there by moments (sample variance against half the mean squared successive difference),
+``q`` comes out positive for half of the jobs whose steps are independent, and the
+``q R^3 / 3`` it adds to the prediction variance widens their interval more than twofold
+for 44 % of them (4 samples, 18 steps to go; a simulation), which would make the lower
+bound, on which the energy budget stops, say little exactly when it is read first, without
+knowing any job's future load. Drift shows in the later forecasts instead: each logging
+step forecasts again from every step measured so far. Nor can the model apply when one
+sample holds more than its steps: the window opens at the first measured step's beginning,
+not before the framework's bookkeeping of the last warm-up step, which made the first
+sample the costliest (:mod:`~mlflow_roofline.integrations.measurement`). Pure
+numpy/scipy: no MLflow, no torch.
 """
 
 from __future__ import annotations

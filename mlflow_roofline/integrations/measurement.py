@@ -9,7 +9,24 @@ rank), logs the history (``energy_j``, ``energy_interval_j``, ``energy_per_step_
 ``power_w``, ``time_s``) and the forecast, and says whether the forecast's lower bound
 exceeds the energy budget; a job that runs past its planned steps gets one warning and
 is measured on. :meth:`JobMeasurement.end` closes the window at the last step
-and logs the run's summary in the train run's schema:
+and logs the run's summary in the train run's schema.
+
+Where the window opens: an adapter whose framework says when a step begins (the Trainer's
+``on_step_begin``; ``step_begins=True``) calls :meth:`JobMeasurement.step_begin`, and the
+window opens there, at the first measured step's beginning, and resumes there after each
+pause: a sync point, or a step after which the framework does its own bookkeeping
+(``step_end(pause=True)``: the Trainer's logging, evaluation, checkpoint, which run after
+every callback's ``on_step_end``). That bookkeeping is no step's energy. Opened at the last
+warm-up step's end, as it was, the window charged the Trainer's logging of that step to
+the first measured step, which the first forecast extrapolated over the whole job (and
+each logging step's to the step after it). Between two steps without a pause the window
+stays open (a cut: two counter reads), so the loading of the next batch is in its step's
+sample, and a coarse counter's update that lands between steps still reaches a sample:
+the samples sum to the window. An adapter without a step-begin signal (the Accelerate
+hook, whose loop is the user's) keeps the window open from one ``step_end`` to the next:
+every sample, the first one included, spans the same part of the loop.
+
+The summary:
 
 - start: ``roofline.run_type=train``, ``roofline.source``, the resolved device, the
   meter and the budget;
@@ -113,9 +130,10 @@ class PriorSource(Protocol):
 class JobMeasurement:
     """Measures one training job; one instance per process, driven by an adapter."""
 
-    def __init__(self, options: TrackOptions, source: str) -> None:
+    def __init__(self, options: TrackOptions, source: str, step_begins: bool = False) -> None:
         self.options = options
         self.source = source
+        self.step_begins = step_begins  # the adapter calls step_begin: the window (re)opens there
         self.facts: JobFacts | None = None
         self.window: RankWindow | None = None
         self.run: JobRunLog | None = None  # on the main process
@@ -139,6 +157,7 @@ class JobMeasurement:
         self._opened = False
         self._closed = False
         self._finished = False  # the meter closed and the run ended (or let go)
+        self._paused = False  # (re)opens at the next step_begin
         self._in_sample = 0
         self._prior_done = False
         self._warned = False
@@ -158,7 +177,7 @@ class JobMeasurement:
         if facts.parallel.is_main:
             self._open_run(meter)
         if self.options.warmup_steps == 0:
-            self._open()
+            self._resume_next()
 
     def _open_run(self, meter: EnergyMeter) -> None:
         """Open or join the run and start loading the law; a store that fails: one warning, no run."""
@@ -181,17 +200,27 @@ class JobMeasurement:
             self.facts.rows += rows
             self.facts.tokens += rows * seq_len
 
-    def step_end(self, global_step: int, should_log: bool, stopping: bool = False) -> bool:
+    def step_begin(self) -> None:
+        """Before an optimizer step (adapters with ``step_begins``): open or resume a paused window."""
+        if self._paused and not self._closed:
+            self._paused = False
+            self._open()
+
+    def step_end(self, global_step: int, should_log: bool, stopping: bool = False, pause: bool = False) -> bool:
         """After optimizer step ``global_step``: True when the energy budget says stop now.
 
         ``stopping``: the job ends after this step anyway (another callback stopped it).
+        ``pause``: the framework does its own bookkeeping after this step (logging, evaluation,
+        a checkpoint): with ``step_begins`` the window pauses until the next :meth:`step_begin`.
         """
         self.last_step = global_step
         if self._closed or self.window is None:
             return False
         if not self._opened:
-            if global_step >= self.options.warmup_steps:
-                self._open()
+            if global_step >= self.options.warmup_steps and not self._paused:
+                self._resume_next()
+            return False
+        if self._paused:  # a step that never began (not from an adapter with step_begins): not measured
             return False
         self.measured += 1
         self._in_sample += 1
@@ -201,18 +230,21 @@ class JobMeasurement:
         if planned is not None and self.measured == planned + 1:
             self._past_plan(planned)
         sync = should_log or last or at_plan or self.measured == self.options.forecast_after_steps
-        if sync or self._in_sample >= self.options.sample_steps:
-            if sync:
+        pausing = sync or (pause and self.step_begins)
+        if pausing or self._in_sample >= self.options.sample_steps:
+            if pausing:
                 self._drain()  # the queued kernels belong to this sample, not to the pause
-            self.window.cut(self._in_sample, reopen=not sync)  # paused while syncing
+            self.window.cut(self._in_sample, reopen=not pausing)
             self._in_sample = 0
         if not sync:
+            if pausing:
+                self._paused = True
             return False
         stop = self._sync(global_step)
         if last or stop:
             self._closed = True
         else:
-            self.window.open()
+            self._resume_next()
         return stop
 
     def end(self) -> None:
@@ -289,9 +321,16 @@ class JobMeasurement:
         return tags
 
     # -- the window ----------------------------------------------------------------------
+    def _resume_next(self) -> None:
+        """Open (or resume) the window for the next step: at its beginning if the adapter says when, else now."""
+        if self.step_begins:
+            self._paused = True
+        else:
+            self._open()
+
     def _open(self) -> None:
         assert self.window is not None
-        self._drain()
+        self._drain()  # what the device still runs from before (the warm-up, the bookkeeping) stays out
         self.window.open()
         self._opened = True
 

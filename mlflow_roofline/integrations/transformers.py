@@ -99,15 +99,27 @@ class RooflineCallback(TrainerCallback):
             kind_unknown=kind_unknown,
         )
         self._model = model
-        self.tracker = JobMeasurement(self.options, SOURCE_TRAINER)
+        self.tracker = JobMeasurement(self.options, SOURCE_TRAINER, step_begins=True)
         self.tracker.begin(facts)
         self._hook = model.register_forward_pre_hook(self._batch_hook, with_kwargs=True)
         self._spy.arm()
 
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
+        """Open the energy window at the first measured step's beginning; resume it after a pause."""
+        if self.tracker is not None:
+            self.tracker.step_begin()
+
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
     ) -> None:
-        """Cut the energy window; at logging steps log energy and forecast; stop on the budget."""
+        """Cut the energy window; at logging steps log energy and forecast; stop on the budget.
+
+        The window pauses until the next step's beginning when the Trainer logs, evaluates or
+        saves after this step (``DefaultFlowCallback`` has set those flags by now): that
+        bookkeeping runs after every callback's ``on_step_end`` and is no step's energy.
+        """
         tracker = self.tracker
         if tracker is None:
             return
@@ -117,7 +129,8 @@ class RooflineCallback(TrainerCallback):
                 tracker.facts.parallel = probe([self._model, *self._spy.wrappers])
         every = self.log_every_n_steps
         should_log = bool(control.should_log) if every is None else state.global_step % every == 0
-        if tracker.step_end(state.global_step, should_log, bool(control.should_training_stop)):
+        bookkeeping = bool(control.should_log or control.should_evaluate or control.should_save)
+        if tracker.step_end(state.global_step, should_log, bool(control.should_training_stop), pause=bookkeeping):
             control.should_training_stop = True
 
     def on_train_end(

@@ -102,6 +102,21 @@ def test_a_live_child_left_out_is_not_counted() -> None:
     assert left_out.measurement.energy_j is None or left_out.measurement.energy_j < 0.01 * DEFAULT_WATTS_PER_CORE
 
 
+def test_the_scan_for_descendants_is_not_charged_to_the_window_it_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    meter = EstimateMeter(rescan_s=3600.0)  # one scan: at the first reading, the window's begin
+    listing = meter._me.children
+
+    def slow_listing(recursive: bool = False) -> list:
+        spin_cpu(0.3)  # stands for a /proc walk on a busy machine, much magnified
+        return listing(recursive=recursive)
+
+    monkeypatch.setattr(meter._me, "children", slow_listing)
+    with meter.window() as w:
+        pass
+    # The scan ran before the begin reading: the empty window holds a sliver (or no advance), not 1.8 J.
+    assert w.measurement.energy_j is None or w.measurement.energy_j < 0.1 * DEFAULT_WATTS_PER_CORE
+
+
 def test_watts_per_core_from_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert EstimateMeter().watts_per_core == DEFAULT_WATTS_PER_CORE
     monkeypatch.setenv(WATTS_ENV, "12.5")

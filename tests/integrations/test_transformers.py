@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 import types
 
 import mlflow
@@ -12,6 +13,7 @@ import pytest
 import torch
 from integration_jobs import SEQ_LEN, VOCAB, NextTokenData, run_trainer, tiny_bert, tiny_gpt2
 from mlflow import MlflowClient
+from transformers import TrainerCallback
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.errors import ConfigError
@@ -79,13 +81,17 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     assert [s for s, _ in cumulative] == list(range(4, 25, 2)) and cumulative[-1][1] == metrics["energy_j"]
     assert metrics["energy_j"] > 0 and metrics["time_s"] > 0
     assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
-    # The forecast from the K-th measured step (step WARMUP + K) on; its interval holds the total.
+    # The forecast from the K-th measured step (step WARMUP + K) on. Its 95 % interval misses one
+    # job in twenty by design, so one job cannot check its coverage (test_forecast does, over
+    # many); what holds for every job: the interval brackets its centre, never reaches below the
+    # energy already measured, and once no planned step remains it is the job's energy.
     lower, centre, upper = (dict(_history(run.info.run_id, f"energy_forecast_j{s}")) for s in ("_lower", "", "_upper"))
     first = WARMUP + K
     assert min(centre) == first and set(centre) == set(lower) == set(upper) == set(range(first, 25, 2))
-    for step in (first, 14):
-        assert lower[step] <= metrics["energy_j"] <= upper[step], (step, lower[step], metrics["energy_j"], upper[step])
-        assert lower[step] <= centre[step] <= upper[step]
+    spent = dict(cumulative)
+    for step in centre:
+        assert spent[step] <= lower[step] <= centre[step] <= upper[step], (step, spent[step], lower[step], upper[step])
+    assert lower[24] == centre[24] == upper[24] == metrics["energy_j"]
     assert dict(_history(run.info.run_id, "time_forecast_s"))[first] > 0
     assert tags["roofline.forecast_prior"].startswith("none: nothing registered as models:/roofline-energy@champion")
     timeline = pd.read_csv(
@@ -93,6 +99,48 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     )
     assert len(timeline) == 22 and timeline["steps"].sum() == 22
     assert timeline["energy_j"].sum() == pytest.approx(metrics["energy_j"], rel=1e-5)
+
+
+class Bookkeeping(TrainerCallback):
+    """Stands for the Trainer's own work after a logging step (its logging, an evaluation, a
+    checkpoint): burns ``cpu_s`` seconds of CPU in ``on_step_end``, after the callbacks before it."""
+
+    def __init__(self, cpu_s: float) -> None:
+        self.cpu_s = cpu_s
+        self.after_steps: list[int] = []
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        if control.should_log:
+            self.after_steps.append(state.global_step)
+            end = time.process_time() + self.cpu_s
+            while time.process_time() < end:
+                pass
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: with two on a loaded two-core machine, most of a step's CPU time is
+    OpenMP threads spinning while their sibling waits for a core (measured: 2.3 J a step instead of
+    54 mJ under the estimate meter), a cost of the machine's load rather than of the step."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_the_window_holds_the_steps_not_the_bookkeeping_after_them(tracking_uri: str, one_thread) -> None:
+    # 0.5 s of CPU after each logging step (2, the last warm-up step, then 4, 6, 8) is 3 J to the
+    # estimate meter, ~50 steps of this job: a sample charged with it stands out. Opened at step
+    # 2's end, the window charged step 3 with it; opened and resumed at the next step's
+    # beginning, no sample holds it.
+    bookkeeping = Bookkeeping(cpu_s=0.5)
+    callback = _callback()
+    run_trainer(tiny_bert(), callback, max_steps=8, logging_steps=2, after=[bookkeeping])
+    assert bookkeeping.after_steps == [2, 4, 6, 8]
+    burnt_j = bookkeeping.cpu_s * callback.tracker.window.meter.watts_per_core
+    timeline = callback.tracker.timeline  # (global step at its sync, seconds, optimizer steps, joules)
+    assert [steps for _, _, steps, _ in timeline] == [1] * 6  # steps 3 to 8, a sample each
+    assert max(joules for *_, joules in timeline) < burnt_j / 2, timeline
 
 
 def test_gpt2_job_logs_into_the_mlflow_callbacks_run(tracking_uri: str) -> None:
