@@ -35,7 +35,7 @@ fsdp at a fixed per-device batch), scored as a user meets the law, per GPU and o
   hardware table, built by ``pooled_law``), asked about the fourth from its table row (a
   ``hardware`` column), energy MAPE (%);
 - the same two figures through the fleet model a multi-GPU fit registers as ``@champion``
-  (``fit.fleet.fit_fleet``, served by ``serve.fleet_routing.fleet_frame``): fitted on every GPU's
+  (``fit.fleet_fit.fit_fleet``, served by ``serve.fleet_routing.fleet_frame``): fitted on every GPU's
   smaller 75 % and asked about each GPU's bigger models (each GPU routed to its own law or the
   pooled law, the route shown), and fitted on the three other GPUs and asked about the fourth.
 
@@ -264,8 +264,8 @@ def _smaller_workloads(rows, quantile: float = 0.75) -> np.ndarray:
 
 
 def _fleet_law(fits, table, seed: int, workload_aware: bool):
-    """The fleet model (``fit.fleet.fit_fleet``) over ``fits``, most runs first, as a multi-GPU fit registers it."""
-    from mlflow_roofline.fit.fleet import fit_fleet
+    """The fleet model (``fit.fleet_fit.fit_fleet``) over ``fits``, most runs first, as a multi-GPU fit registers it."""
+    from mlflow_roofline.fit.fleet_fit import fit_fleet
     from mlflow_roofline.fit.pooled import fit_pooled
 
     ordered = sorted(fits, key=lambda f: -len(f.frame))
@@ -295,7 +295,7 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
     leave-one-GPU-out errors (arrays of absolute % errors, one per predicted run), through each
     GPU's own law (its ``champion-<gpu>`` alias) and through the fleet model (``@champion``)."""
     from mlflow_roofline.core.gpu_datasheets import load_hardware_table
-    from mlflow_roofline.fit.fleet import fit_fleet
+    from mlflow_roofline.fit.fleet_fit import fit_fleet
     from mlflow_roofline.fit.hardware_fit import baseline_counts
     from mlflow_roofline.fit.pooled import fit_pooled, pooled_law
     from mlflow_roofline.testing.weak_fleet import generate_weak_fleet_runs

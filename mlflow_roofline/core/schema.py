@@ -342,7 +342,7 @@ M_LOHO_MAPE_SE_FORM_PREFIX = "loho_mape_se_"
 M_EXTRAP_MAPE_POOLED_PREFIX = "extrap_mape_pooled_"
 M_EXTRAP_MAPE_SE_POOLED_PREFIX = "extrap_mape_se_pooled_"
 M_POOLED_SANE_PREFIX = "pooled_sane_"  # 1 when the form passes the sanity checks on every hardware, else 0
-# Parent fit-run metrics of the fleet model (fit/fleet.py), per measured hardware ``<prefix><hardware slug>``:
+# Parent fit-run metrics of the fleet model (fit/fleet_fit.py), per measured hardware ``<prefix><hardware slug>``:
 # its route (1: its own law answers it, 0: the pooled law) and both laws' MAPE (%) on its held-out bigger models.
 M_ROUTE_PREFIX = "route_"
 M_ROUTE_OWN_MAPE_PREFIX = "route_own_mape_"

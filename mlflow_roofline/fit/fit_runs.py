@@ -1,7 +1,7 @@
 """The fit job's MLflow side: log the fit run(s) and register every model, or undo the registrations.
 
 One hardware: one fit run. Several: a parent fit run with the pooled comparison and the
-fleet model (:mod:`fit.fleet`: each hardware's law, the pooled law and each hardware's
+fleet model (:mod:`fit.fleet_fit`: each hardware's law, the pooled law and each hardware's
 route), one nested fit run per hardware, then every model registered with its aliases (the
 fleet model ``alias``, each hardware's own law ``alias-<hardware>``). Hardware names
 that make one ``alias-<hardware>`` (``GPU A`` and ``GPU-A``) never share it: see
@@ -40,7 +40,7 @@ from mlflow_roofline.core.schema import (
     TAG_HARDWARE,
     TAG_RUN_TYPE,
 )
-from mlflow_roofline.fit.fleet import FleetFit
+from mlflow_roofline.fit.fleet_fit import FleetFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
 from mlflow_roofline.fit.registration import RegistryLedger, hardware_slug

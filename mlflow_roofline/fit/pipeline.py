@@ -18,7 +18,7 @@ pooled forms over all hardware (:mod:`fit.pooled`: hardware intercepts, hardware
 covariates from the hardware table, separate slopes), checks them for size extrapolation
 and sanity on every hardware, and logs their grouped-CV,
 extrapolation and leave-one-hardware-out errors. The parent logs the fleet model
-(:mod:`fit.fleet`: each hardware's law and the pooled law, each measured hardware routed to
+(:mod:`fit.fleet_fit`: each hardware's law and the pooled law, each measured hardware routed to
 the one that predicted its bigger models better, a GPU of the hardware table no run measured
 to the pooled law), registered with ``alias``. Every hardware's own law gets ``alias-<hardware>``.
 Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) the project's run is the fit run (or the parent).
@@ -37,7 +37,7 @@ from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.failure import record_failure
 from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, hardware_aliases, log_and_register
-from mlflow_roofline.fit.fleet import fit_fleet
+from mlflow_roofline.fit.fleet_fit import fit_fleet
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import fit_pooled

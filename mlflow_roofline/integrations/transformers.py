@@ -175,6 +175,12 @@ class AutologCallback(RooflineCallback):
         begin = super().on_train_begin
         self.guard.run("the Trainer callback's on_train_begin", begin, args, state, control, model=model, **kwargs)
 
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> None:
+        """As :meth:`RooflineCallback.on_step_begin`, guarded."""
+        self.guard.run("the Trainer callback's on_step_begin", super().on_step_begin, args, state, control, **kwargs)
+
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
     ) -> None:

@@ -1,4 +1,4 @@
-"""The fleet model of a fit over several GPUs (fit/fleet.py, law/fleet.py, serve/fleet_routing.py), without MLflow.
+"""The fleet model of a fit over several GPUs (fit/fleet_fit.py, law/fleet.py, serve/fleet_routing.py), without MLflow.
 
 Two fleets of :mod:`mlflow_roofline.testing.weak_fleet` (real GPUs of the hardware table, a physical
 machine model): three GPUs as drawn, and two GPUs whose energy per FLOP falls with the model's
@@ -18,7 +18,7 @@ import pytest
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import M_ENERGY_J
-from mlflow_roofline.fit.fleet import FleetFit, fit_fleet, metric_slugs
+from mlflow_roofline.fit.fleet_fit import FleetFit, fit_fleet, metric_slugs
 from mlflow_roofline.fit.fleet_routes import own_error
 from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.ols import fit_ols

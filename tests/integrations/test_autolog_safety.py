@@ -103,13 +103,13 @@ def _args(**kwargs: Any) -> TrainingArguments:
 def test_a_trainer_job_whose_meter_fails_trains_to_its_end_and_its_run_ends_failed(
     tracking_uri: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _gpu_lost(monkeypatch)  # the window opens after the 2 warm-up steps, in on_step_end
+    _gpu_lost(monkeypatch)  # the window opens at the first measured step's on_step_begin
     mlflow_roofline.autolog(**OPTIONS)
     trainer = Trainer(model=tiny_bert(), args=_args(), train_dataset=TokenData(40))
     with caplog.at_level(logging.WARNING):
         output = trainer.train()
     assert isinstance(output, TrainOutput) and output.global_step == 6 and output.training_loss > 0
-    where = "the Trainer callback's on_step_end"
+    where = "the Trainer callback's on_step_begin"
     assert _warnings(caplog) == [_expected_warning(where, GPU_LOST)]
     run = _only_run()
     assert run.info.status == "FAILED" and run.data.tags["roofline.source"] == "trainer"
@@ -143,7 +143,7 @@ def test_the_users_own_exception_in_train_reaches_the_user_unchanged(
 
     @functools.wraps(forward)
     def users_forward(*args: Any, **kwargs: Any) -> Any:
-        """The user's model: raises at its 4th batch (step 4), after our meter failed at step 2."""
+        """The user's model: raises at its 4th batch (step 4), after our meter failed opening step 3's window."""
         nonlocal calls
         calls += 1
         if calls == 4:
@@ -157,8 +157,8 @@ def test_the_users_own_exception_in_train_reaches_the_user_unchanged(
     with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="^the user's own bug in forward$"):
         trainer.train()
     assert trainer.state.global_step == 3
-    assert _warnings(caplog) == [_expected_warning("the Trainer callback's on_step_end", GPU_LOST)]
-    assert _only_run().info.status == "FAILED"  # abandoned at step 2, not left RUNNING for the exit hook
+    assert _warnings(caplog) == [_expected_warning("the Trainer callback's on_step_begin", GPU_LOST)]
+    assert _only_run().info.status == "FAILED"  # abandoned at step 3, not left RUNNING for the exit hook
 
 
 @pytest.mark.parametrize(
@@ -258,7 +258,7 @@ def test_the_users_own_exception_in_a_patched_call_reaches_the_user_unchanged(
 def test_every_hook_of_the_callback_runs_guarded_under_autolog() -> None:
     """A hook added to RooflineCallback without a guarded twin in AutologCallback would raise into train()."""
     hooks = {name for name in vars(RooflineCallback) if name.startswith("on_") or name == "_batch_hook"}
-    assert hooks == {"on_train_begin", "on_step_end", "on_train_end", "_batch_hook"}
+    assert hooks == {"on_train_begin", "on_step_begin", "on_step_end", "on_train_end", "_batch_hook"}
     assert all(vars(AutologCallback)[name] is not vars(RooflineCallback)[name] for name in hooks)
 
 
