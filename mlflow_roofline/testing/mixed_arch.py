@@ -35,7 +35,7 @@ import pandas as pd
 
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.proxies import lora_params_per_layer
-from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE
+from mlflow_roofline.core.schema import DEFAULT_VOCAB_SIZE, KIND_PARAM_NAMES
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
 from mlflow_roofline.testing.weak_fleet import EncoderShape, fleet_gpu, measured_run
 
@@ -139,13 +139,8 @@ def draw_kind_shapes(rng: np.random.Generator, n_workloads: int) -> list[tuple[K
 
 
 def _kind_params(shape: KindShape) -> dict[str, object]:
-    return {
-        "arch": shape.arch,
-        "vocab_size": shape.vocab_size,
-        "peft": shape.peft,
-        "lora_rank": shape.lora_rank,
-        "grad_checkpointing": shape.grad_checkpointing,
-    }
+    """The shape's train params beyond the paper's (it has an attribute of each name)."""
+    return {name: getattr(shape, name) for name in KIND_PARAM_NAMES}
 
 
 def generate_mixed_arch_runs(

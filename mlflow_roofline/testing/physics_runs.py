@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core import job_table
-from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, M_ENERGY_J, M_TIME_S
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, KIND_PARAM_NAMES, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.testing.mixed_arch import draw_kind_shapes
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
 from mlflow_roofline.testing.weak_fleet import EncoderShape, draw_shapes
@@ -124,13 +125,13 @@ def _shapes(rng: np.random.Generator, n_workloads: int, kinds: bool) -> list[tup
     return [(shape, batch) for shape, batch in draw_kind_shapes(rng, n_workloads)]
 
 
-KIND_DEFAULTS: dict[str, object] = {"arch": "encoder", "peft": "none", "lora_rank": 0, "grad_checkpointing": False}
-"""The kind params of an :class:`~testing.weak_fleet.EncoderShape` (the paper's kind)."""
+PAPER_KIND: dict[str, object] = {name: getattr(TrainConfig(1, 1, 1, 1, 1, 1), name) for name in KIND_PARAM_NAMES}
+"""The kind params of an :class:`~testing.weak_fleet.EncoderShape` (the paper's kind, the job table's defaults)."""
 
 
 def _kind_params(shape: EncoderShape) -> dict[str, object]:
     """The train params of the shape's kind (its own where it has them, the paper's where not)."""
-    return {"vocab_size": shape.vocab_size, **{k: getattr(shape, k, v) for k, v in KIND_DEFAULTS.items()}}
+    return {name: getattr(shape, name, default) for name, default in PAPER_KIND.items()}
 
 
 def _machine_rows(
