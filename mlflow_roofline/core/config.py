@@ -142,7 +142,7 @@ class TrainConfig:
             ``dataclasses.replace`` keeps a resolved V when only ``arch`` changes.
         peft: ``none`` (every weight trained) or ``lora`` (adapters only).
         lora_rank: rank of the LoRA adapters (0 under ``none``); :data:`AUTO` gives the
-            peft's default (:data:`~mlflow_roofline.core.schema.DEFAULT_LORA_RANK`).
+            peft's default (the job table's ``default_by``).
         grad_checkpointing: recompute activations in the backward pass (one more forward).
     """
 

@@ -41,8 +41,6 @@ PEFTS: tuple[str, ...] = job_table.levels("peft")
 """Parameter-efficient fine-tuning: every weight trained, or LoRA adapters only."""
 DEFAULT_VOCAB_SIZE: dict[str, int] = job_table.defaults_by_level("vocab_size")
 """V of each arch when a run does not say: BERT-base's WordPiece, GPT-2's BPE vocabulary."""
-DEFAULT_LORA_RANK: dict[str, int] = job_table.defaults_by_level("lora_rank")
-"""``lora_rank`` of each ``peft`` when a run does not say (0: no adapters)."""
 
 KIND_PARAM_NAMES: tuple[str, ...] = job_table.names(paper=False)
 """Train-run params beyond the paper's, in the job table's order: what kind of model is
