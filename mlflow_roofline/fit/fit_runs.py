@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from mlflow_roofline.core.schema import (
     BASELINE_KINDS,
@@ -43,7 +44,7 @@ from mlflow_roofline.core.schema import (
 from mlflow_roofline.fit.fleet_fit import FleetFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
-from mlflow_roofline.fit.registration import RegistryLedger, hardware_slug
+from mlflow_roofline.fit.registration import Registration, RegistryLedger, hardware_slug
 from mlflow_roofline.fit.report.run_page import log_run_page
 from mlflow_roofline.fit.runs.run_data import RunData
 from mlflow_roofline.law.fitted import FittedLaw
@@ -62,20 +63,21 @@ class RunStart:
     run_name: str = "fit"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FitOutcome:
-    """The result of :func:`~mlflow_roofline.fit.pipeline.run_fit`: the pull and one fit per hardware."""
+    """The result of :func:`~mlflow_roofline.fit.pipeline.run_fit`: the pull and one fit per hardware.
+
+    Built once fitted (no run ids), then once more by :func:`log_and_register` with the fit runs,
+    the versions and the aliases; nothing changes it after that.
+    """
 
     run_data: RunData
-    fits: list[HardwareFit]
+    fits: tuple[HardwareFit, ...]
     parent_run_id: str | None = None
-    hardware_comparison: dict[str, float] = dataclasses.field(default_factory=dict)
-    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Hardware that could not be fitted (only when there are several), with the reason."""
-    timings_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    timings_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """Wall seconds of each phase: ``pull``, ``fit`` (all laws and CV), ``log`` (run, artifacts, model, registry)."""
-    rollback_problems: list[str] = dataclasses.field(default_factory=list)
-    """Registrations a failed fit could not undo, in words (empty when all were undone)."""
     pooled: PooledFit | None = None
     """The pooled forms over every hardware (two hardware or more)."""
     fleet: FleetFit | None = None
@@ -86,6 +88,29 @@ class FitOutcome:
         """The fit runs this job started (the parent first)."""
         return [r for r in [self.parent_run_id, *(f.run_id for f in self.fits)] if r]
 
+    @property
+    def hardware_comparison(self) -> dict[str, float]:
+        """Grouped-CV MAPE (%) of each pooled form over every hardware (empty for one hardware)."""
+        return {name: form.cv_mape for name, form in self.pooled.forms.items()} if self.pooled else {}
+
+
+class FitLoggingFailed(Exception):
+    """Logging or registering a fit failed: the cause, the fit runs it had opened, and what could not be undone."""
+
+    def __init__(self, cause: Exception, run_ids: Sequence[str], rollback_problems: Sequence[str]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.run_ids = tuple(run_ids)
+        self.rollback_problems = tuple(rollback_problems)
+
+
+_Fit = TypeVar("_Fit", HardwareFit, FleetFit)
+
+
+def _registered(fit: _Fit, registration: Registration) -> _Fit:
+    """``fit`` with the version and aliases its model was registered with."""
+    return dataclasses.replace(fit, model_version=registration.model_version, aliases=registration.aliases)
+
 
 @contextlib.contextmanager
 def _fit_run(
@@ -95,8 +120,12 @@ def _fit_run(
     experiment_id: str = "",
     run_name: str | None = None,
     parent_run_id: str | None = None,
+    opened: list[str],
 ) -> Iterator[str]:
-    """Open (or join, for ``start.run_id``) a run for the block; end it FINISHED, or FAILED if the block raises."""
+    """Open (or join, for ``start.run_id``) a run for the block; end it FINISHED, or FAILED if the block raises.
+
+    The run id is appended to ``opened`` (the job's journal of runs, for :func:`fit.failure.record_failure`).
+    """
     if start is not None and start.run_id:
         run_id = start.run_id
         client.join_run(run_id)
@@ -104,6 +133,7 @@ def _fit_run(
         run_id = client.open_run(start.experiment_id, run_name=start.run_name, context_tags=True)
     else:
         run_id = client.open_run(experiment_id, run_name=run_name, parent_run_id=parent_run_id, context_tags=True)
+    opened.append(run_id)
     try:
         yield run_id
     except BaseException:
@@ -118,14 +148,12 @@ def _log_model(client: TrackingClient, run_id: str, law: FittedLaw | FleetLaw) -
         return str(log_law_model(law, name="model").model_uri)
 
 
-def log_fit_run(
-    client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData, params: dict[str, str]
-) -> str:
-    """Log tags, params, metrics, the run page and the model of one hardware's fit into ``run_id``; the model URI.
+def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, params: dict[str, str]) -> str:
+    """Log tags, params, metrics, the run page and the model of one hardware's fit into its run; the model URI.
 
     Registration is left to :class:`RegistryLedger`, once every fit run of the job is logged.
     """
-    fit.run_id = run_id
+    run_id = fit.run_id
     client.log(
         run_id,
         tags={
@@ -222,15 +250,20 @@ def _register_all(
     model_uris: Sequence[str],
     alias: str,
     fleet: tuple[FleetFit, str] | None = None,
-) -> None:
-    """Register every fit's model with its aliases, and the fleet model's with ``alias`` (nothing without a ledger)."""
+) -> tuple[tuple[HardwareFit, ...], FleetFit | None]:
+    """Register every fit's model with its aliases, and the fleet model's with ``alias``; the fits as registered
+    (as given without a ledger)."""
+    fleet_fit = None if fleet is None else fleet[0]
     if ledger is None:
-        return
+        return tuple(fits), fleet_fit
     if fleet is not None:
-        ledger.register(fleet[0], fleet[1], [alias])
+        fleet_fit = _registered(fleet[0], ledger.register(fleet[0], fleet[1], [alias]))
     owners = ledger.alias_owners(hardware_aliases(fits, alias))
-    for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, fleet is not None, owners)):
-        ledger.register(fit, model_uri, aliases)
+    registered = tuple(
+        _registered(fit, ledger.register(fit, model_uri, aliases))
+        for fit, model_uri, aliases in zip(fits, model_uris, aliases_of(fits, alias, fleet is not None, owners))
+    )
+    return registered, fleet_fit
 
 
 def _log_pooled(client: TrackingClient, parent_id: str, pooled: PooledFit) -> None:
@@ -242,13 +275,32 @@ def _log_pooled(client: TrackingClient, parent_id: str, pooled: PooledFit) -> No
 
 
 def _log_fleet(client: TrackingClient, parent_id: str, fleet: FleetFit) -> tuple[FleetFit, str]:
-    """The fleet model in the parent run: its routes' metrics, report and JSON, and the model; its model URI."""
-    fleet.run_id = parent_id
+    """The fleet model in the parent run: its routes' metrics, report and JSON, and the model; the fleet fit
+    with its run, and its model URI."""
     refusal = {TAG_FLEET_UNMEASURED_REFUSAL: fleet.law.unmeasured_refusal} if fleet.law.unmeasured_refusal else {}
     client.log(parent_id, tags={TAG_FORM: fleet.energy.chosen, **refusal}, metrics=fleet.metrics())
     client.log_text(parent_id, fleet.report() + "\n", "fleet_report.txt")
     client.log_text(parent_id, fleet.law.to_json(), "fitted_law.json")
-    return fleet, _log_model(client, parent_id, fleet.law)
+    return dataclasses.replace(fleet, run_id=parent_id), _log_model(client, parent_id, fleet.law)
+
+
+def _log_parent(client: TrackingClient, parent_id: str, outcome: FitOutcome, params: dict[str, str]) -> None:
+    """The parent fit run's tags, params and metrics, the skipped hardware and the pooled comparison."""
+    fits, pooled = outcome.fits, outcome.pooled
+    client.log(parent_id, tags={TAG_RUN_TYPE: "fit", TAG_HARDWARE: ",".join(f.hardware for f in fits)}, params=params)
+    if outcome.skipped:
+        client.log_dict(parent_id, dict(outcome.skipped), "skipped_hardware.json")
+    client.log(
+        parent_id,
+        metrics={
+            M_N_RUNS: float(sum(len(f.frame) for f in fits)),
+            M_N_HARDWARE: float(len(fits)),
+            M_N_HARDWARE_SKIPPED: float(len(outcome.skipped)),
+            **(pooled.metrics() if pooled else {}),
+        },
+    )
+    if pooled is not None:
+        _log_pooled(client, parent_id, pooled)
 
 
 def _log_parent_and_children(
@@ -258,38 +310,41 @@ def _log_parent_and_children(
     params: dict[str, str],
     ledger: RegistryLedger | None,
     alias: str,
-) -> None:
+    opened: list[str],
+) -> FitOutcome:
     """Several hardware: a parent fit run with the pooled comparison, one nested fit run each, then registration."""
-    fits = outcome.fits
+    logged: list[HardwareFit] = []
     model_uris = []
-    with _fit_run(client, start) as parent_id:
-        outcome.parent_run_id = parent_id
-        pooled = outcome.pooled
-        client.log(
-            parent_id,
-            tags={TAG_RUN_TYPE: "fit", TAG_HARDWARE: ",".join(f.hardware for f in fits)},
-            params=params,
-        )
-        if outcome.skipped:
-            client.log_dict(parent_id, dict(outcome.skipped), "skipped_hardware.json")
-        client.log(
-            parent_id,
-            metrics={
-                M_N_RUNS: float(sum(len(f.frame) for f in fits)),
-                M_N_HARDWARE: float(len(fits)),
-                M_N_HARDWARE_SKIPPED: float(len(outcome.skipped)),
-                **(pooled.metrics() if pooled else {}),
-            },
-        )
-        if pooled is not None:
-            _log_pooled(client, parent_id, pooled)
+    with _fit_run(client, start, opened=opened) as parent_id:
+        _log_parent(client, parent_id, outcome, params)
         fleet_model = _log_fleet(client, parent_id, outcome.fleet) if outcome.fleet is not None else None
         experiment_id = client.get_run(parent_id).info.experiment_id
-        for fit in fits:
+        for fit in outcome.fits:
             run_name = f"fit-{_slug(fit.hardware)}"
-            with _fit_run(client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id) as run_id:
-                model_uris.append(log_fit_run(client, run_id, fit, outcome.run_data, params))
-        _register_all(ledger, fits, model_uris, alias, fleet_model)
+            with _fit_run(
+                client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id, opened=opened
+            ) as run_id:
+                logged.append(dataclasses.replace(fit, run_id=run_id))
+                model_uris.append(log_fit_run(client, logged[-1], outcome.run_data, params))
+        fits, fleet = _register_all(ledger, logged, model_uris, alias, fleet_model)
+    return dataclasses.replace(outcome, fits=fits, fleet=fleet, parent_run_id=parent_id)
+
+
+def _log_single(
+    client: TrackingClient,
+    outcome: FitOutcome,
+    start: RunStart,
+    params: dict[str, str],
+    ledger: RegistryLedger | None,
+    alias: str,
+    opened: list[str],
+) -> FitOutcome:
+    """One hardware: one fit run, then its registration inside it."""
+    with _fit_run(client, start, opened=opened) as run_id:
+        fit = dataclasses.replace(outcome.fits[0], run_id=run_id)
+        model_uris = [log_fit_run(client, fit, outcome.run_data, params)]
+        fits, _ = _register_all(ledger, [fit], model_uris, alias)
+    return dataclasses.replace(outcome, fits=fits)
 
 
 def log_and_register(
@@ -299,22 +354,18 @@ def log_and_register(
     params: dict[str, str],
     ledger: RegistryLedger | None,
     alias: str,
-) -> None:
-    """Log the fit run(s), then register every model inside the outer run.
+) -> FitOutcome:
+    """Log the fit run(s), then register every model inside the outer run; the outcome with its runs and versions.
 
-    A failure undoes the registrations (problems kept in ``outcome.rollback_problems``) and is re-raised.
+    Raises:
+        FitLoggingFailed: logging or registering failed; every registration is undone first (what could not
+            be, in words, is on the error), and the runs opened so far are named on it.
     """
-    fits = outcome.fits
+    opened: list[str] = []
     try:
-        if len(fits) == 1 and not outcome.skipped:
-            with _fit_run(client, start) as run_id:
-                model_uris = [log_fit_run(client, run_id, fits[0], outcome.run_data, params)]
-                _register_all(ledger, fits, model_uris, alias)
-        else:
-            if outcome.pooled is not None:
-                outcome.hardware_comparison = {name: form.cv_mape for name, form in outcome.pooled.forms.items()}
-            _log_parent_and_children(client, outcome, start, params, ledger, alias)
-    except Exception:
-        if ledger is not None:
-            outcome.rollback_problems = ledger.rollback()
-        raise
+        if len(outcome.fits) == 1 and not outcome.skipped:
+            return _log_single(client, outcome, start, params, ledger, alias, opened)
+        return _log_parent_and_children(client, outcome, start, params, ledger, alias, opened)
+    except Exception as exc:
+        problems = ledger.rollback() if ledger is not None else []
+        raise FitLoggingFailed(exc, opened, problems) from exc

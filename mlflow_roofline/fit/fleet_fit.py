@@ -44,21 +44,21 @@ class _Chosen:
     chosen: str
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FleetFit:
     """The fleet model and what registration reads of it (as of a per-GPU fit).
 
     Attributes:
         law: the fleet law.
         pooled_form: the pooled form that may answer a measured GPU ("" where none is sane).
-        run_id, model_version, aliases: set when logged and registered.
+        run_id, model_version, aliases: empty until logged and registered (copies made by :mod:`fit.fit_runs`).
     """
 
     law: FleetLaw
     pooled_form: str
     run_id: str = ""
     model_version: str | None = None
-    aliases: list[str] = dataclasses.field(default_factory=list)
+    aliases: tuple[str, ...] = ()
 
     @property
     def hardware(self) -> str:

@@ -121,7 +121,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 ESTIMATE = "estimate"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class HardwareFit:
     """Everything fitted for one hardware.
 
@@ -134,7 +134,7 @@ class HardwareFit:
         energy: the energy forms, roofline decomposition and time law.
         law: the registered law (the chosen form).
         dropped: reason -> runs dropped for this hardware after the pull.
-        run_id: the fit run.
+        run_id: the fit run ("" until logged: :func:`fit.fit_runs.log_and_register` returns a copy with it).
         model_version: the registered version (None without registration).
         aliases: aliases set on that version.
         noise: the repeat-to-repeat spread of energy (:mod:`fit.runs.noise`), the noise floor.
@@ -150,7 +150,7 @@ class HardwareFit:
     dropped: dict[str, int]
     run_id: str = ""
     model_version: str | None = None
-    aliases: list[str] = dataclasses.field(default_factory=list)
+    aliases: tuple[str, ...] = ()
     noise: RepeatSpread = dataclasses.field(default_factory=lambda: RepeatSpread(0, float("nan")))
 
     @property

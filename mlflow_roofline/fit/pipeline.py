@@ -28,6 +28,7 @@ The fit runs are logged and the models registered by :mod:`fit.fit_runs`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +37,14 @@ from mlflow_roofline.core.errors import ConfigError, RooflineError
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import FIT_ENERGY_METRICS
 from mlflow_roofline.fit.failure import record_failure
-from mlflow_roofline.fit.fit_runs import FitOutcome, RunStart, aliases_of, hardware_aliases, log_and_register
+from mlflow_roofline.fit.fit_runs import (
+    FitLoggingFailed,
+    FitOutcome,
+    RunStart,
+    aliases_of,
+    hardware_aliases,
+    log_and_register,
+)
 from mlflow_roofline.fit.fleet_fit import fit_fleet
 from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
@@ -130,7 +138,6 @@ def run_fit(
             fails after it started a run has that line as ``roofline.error`` on the run.
     """
     env_run = os.environ.get("MLFLOW_RUN_ID")
-    outcome: FitOutcome | None = None
     try:
         _check_arguments(experiments, model_name, alias, register)
         clock = time.perf_counter()
@@ -152,17 +159,15 @@ def run_fit(
                     check_alias(name)
         timings["fit"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        outcome = FitOutcome(
-            run_data=run_data, fits=fits, timings_s=timings, skipped=skipped, pooled=pooled, fleet=fleet
-        )
+        fitted = FitOutcome(run_data=run_data, fits=tuple(fits), skipped=skipped, pooled=pooled, fleet=fleet)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
         start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
-        log_and_register(client, outcome, start, params, ledger, alias)
-        timings["log"] = time.perf_counter() - clock
+        logged = log_and_register(client, fitted, start, params, ledger, alias)
+        outcome = dataclasses.replace(logged, timings_s={**timings, "log": time.perf_counter() - clock})
+    except FitLoggingFailed as exc:
+        raise record_failure(client, exc.cause, exc.run_ids, env_run, exc.rollback_problems) from exc.cause
     except Exception as exc:
-        raise record_failure(
-            client, exc, outcome.run_ids if outcome else [], env_run, outcome.rollback_problems if outcome else []
-        ) from exc
+        raise record_failure(client, exc, [], env_run) from exc
     _echo_outcome(outcome, model_name, echo)
     return outcome
 

@@ -179,12 +179,12 @@ COVARIATE_FORMS: tuple[str, ...] = (
 """The pooled forms that predict a GPU no run measured from its hardware-table row."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Chosen:
     chosen: str
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PooledFit:
     """The pooled forms over several hardware (see :mod:`fit.pooled`).
 
@@ -201,7 +201,6 @@ class PooledFit:
         data: the pooled runs' law features (:func:`pooled_data`).
         speedup: the comm-time speedup laws pooled over the GPUs for a GPU no run measured, and
             their leave-one-GPU-out scores (:mod:`fit.pooled_speedup`).
-        run_id, model_version, aliases: set when logged and registered.
     """
 
     forms: dict[str, FormFit]
@@ -215,9 +214,6 @@ class PooledFit:
     notes: list[str] = dataclasses.field(default_factory=list)
     data: pd.DataFrame | None = None
     speedup: PooledSpeedup = dataclasses.field(default_factory=lambda: PooledSpeedup({}, {}))
-    run_id: str = ""
-    model_version: str | None = None
-    aliases: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def hardware(self) -> str:
@@ -368,10 +364,12 @@ def _with_offset(fit: FormFit, data: pd.DataFrame) -> FormFit:
     k = len(law.terms)
     cov = np.zeros((k + 1, k + 1))
     cov[:k, :k] = np.asarray(law.cov)
-    fit.law = LinearLaw(law.formula, [*law.terms, OFFSET], [*law.coef, 1.0], cov.tolist(), law.resid_var, law.df_resid)
     shift = data[OFFSET].to_numpy(dtype=float)
-    fit.offset = shift if fit.offset is None else np.asarray(fit.offset, dtype=float) + shift
-    return fit
+    return dataclasses.replace(
+        fit,
+        law=LinearLaw(law.formula, [*law.terms, OFFSET], [*law.coef, 1.0], cov.tolist(), law.resid_var, law.df_resid),
+        offset=shift if fit.offset is None else np.asarray(fit.offset, dtype=float) + shift,
+    )
 
 
 def leave_one_hardware_out(formula: str, data: pd.DataFrame) -> tuple[float, float]:
@@ -415,12 +413,19 @@ def fit_pooled(
     insane = pooled_sanity(forms, fits, covariates)
     notes += [f"{name} is not registered: {'; '.join(problems[:2])}" for name, problems in insane.items()]
     chosen = choose_pooled(forms, insane)
-    pooled = PooledFit(forms, chosen, loho, covariates, missing, extrapolation=extrapolation, insane=insane)
-    pooled.notes, pooled.data = notes, data
-    pooled.speedup = fit_pooled_speedup(fits, table, workload_aware)
-    if pooled.chosen != HARDWARE_SLOPES:
-        pooled.law = pooled_law(pooled, fits)
-    return pooled
+    pooled = PooledFit(
+        forms,
+        chosen,
+        loho,
+        covariates,
+        missing,
+        extrapolation=extrapolation,
+        insane=insane,
+        notes=notes,
+        data=data,
+        speedup=fit_pooled_speedup(fits, table, workload_aware),
+    )
+    return pooled if chosen == HARDWARE_SLOPES else dataclasses.replace(pooled, law=pooled_law(pooled, fits))
 
 
 def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -> FittedLaw:

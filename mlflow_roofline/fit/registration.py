@@ -18,6 +18,7 @@ aliases (:class:`RegistryLedger`), which can undo all of it.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -80,12 +81,19 @@ class ChosenForm(Protocol):
     def chosen(self) -> str: ...
 
 
-class Registrable(Protocol):
-    """What :meth:`RegistryLedger.register` reads of a fit (one hardware's, or the pooled law's) and sets on it."""
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """What :meth:`RegistryLedger.register` made of one fit's model: its version and the aliases set on it."""
 
-    run_id: str
-    model_version: str | None
-    aliases: list[str]
+    model_version: str
+    aliases: tuple[str, ...]
+
+
+class Registrable(Protocol):
+    """What :meth:`RegistryLedger.register` reads of a fit (one hardware's, or the fleet's); it changes none of it."""
+
+    @property
+    def run_id(self) -> str: ...
 
     @property
     def hardware(self) -> str: ...
@@ -134,8 +142,8 @@ class RegistryLedger:
         version = self.client.version_by_alias(self.model_name, alias)
         return None if version is None else str(version.version)
 
-    def register(self, fit: Registrable, model_uri: str, aliases: Sequence[str]) -> None:
-        """Register ``model_uri`` with the fit's tags, a description and ``aliases``."""
+    def register(self, fit: Registrable, model_uri: str, aliases: Sequence[str]) -> Registration:
+        """Register ``model_uri`` with the fit's tags, a description and ``aliases``; the version and its aliases."""
         law = fit.law
         if law is None:
             raise ValueError(f"fit run {fit.run_id} has no law to register")
@@ -149,7 +157,6 @@ class RegistryLedger:
         }
         version = self.client.register_model(model_uri, self.model_name, tags=tags)
         self.versions.append(version)
-        fit.model_version = version
         self.client.describe_model_version(
             self.model_name,
             version,
@@ -161,7 +168,7 @@ class RegistryLedger:
         for alias in aliases:
             self.previous_aliases.setdefault(alias, self._previous_version(alias))
             self.client.set_alias(self.model_name, alias, version)
-        fit.aliases = list(aliases)
+        return Registration(version, tuple(aliases))
 
     def rollback(self) -> list[str]:
         """Undo every registration of this fit; returns what could not be undone, in words."""

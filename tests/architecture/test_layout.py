@@ -6,6 +6,8 @@ the MLflow contract really fails on a breach, and hold the limits the layout pro
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import re
 import shutil
@@ -76,3 +78,26 @@ def test_no_module_name_repeats_across_stages_unless_it_means_the_same_kind() ->
 def test_any_is_kept_to_where_a_type_is_truly_open() -> None:
     uses = sum(len(re.findall(r"\bAny\b", p.read_text())) for p in PACKAGE.rglob("*.py"))
     assert uses <= MAX_ANY
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "mlflow_roofline.fit.hardware_fit:HardwareFit",
+        "mlflow_roofline.fit.fleet_fit:FleetFit",
+        "mlflow_roofline.fit.fit_runs:FitOutcome",
+        "mlflow_roofline.fit.pooled:PooledFit",
+        "mlflow_roofline.fit.forms.fitted_form:FittedForm",
+        "mlflow_roofline.fit.forms.ols:FormFit",
+        "mlflow_roofline.fit.forms.nonlinear:RooflineFormFit",
+        "mlflow_roofline.fit.forms.energy_laws:EnergyFits",
+        "mlflow_roofline.fit.forms.extrapolation:Extrapolation",
+        "mlflow_roofline.fit.registration:Registration",
+        "mlflow_roofline.fit.runs.run_data:RunData",
+    ],
+)
+def test_fit_results_are_built_once(result: str) -> None:
+    """Scoring, logging and registration return new results (``dataclasses.replace``); none assigns to one."""
+    module, name = result.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, f"{result} is not a frozen dataclass"

@@ -75,7 +75,7 @@ def test_champion_answers_every_measured_gpu_and_a_table_gpu_in_process(fleet: F
     assert champion.run_id == fleet.parent_run_id and champion.tags["roofline.form"] == "fleet"
     for fit in fleet.fits:  # each GPU's own law keeps its champion-<slug> alias
         own = client.get_model_version_by_alias(MODEL, fit.aliases[0])
-        assert fit.aliases == [f"champion-{fit.hardware.lower().replace(' ', '-')}"]
+        assert fit.aliases == (f"champion-{fit.hardware.lower().replace(' ', '-')}",)
         assert own.tags["roofline.hardware"] == fit.hardware
     model = mlflow.pyfunc.load_model(CHAMPION)
     names = [*MEASURED, UNMEASURED]

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -95,9 +96,8 @@ def _logged_synthetic_fit():
     _, frame = generate_synthetic_runs(6, seed=5, strategies=("single", "ddp"), device_counts=(2,))
     fit = fit_hardware(frame, "Synthetic GPU")
     with mlflow.start_run() as run:
-        fit.run_id = run.info.run_id
         uri = log_law_model(fit.law).model_uri
-    return fit, uri
+    return dataclasses.replace(fit, run_id=run.info.run_id), uri
 
 
 def test_a_failed_registration_is_undone(tracking_uri: str) -> None:

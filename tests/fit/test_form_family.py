@@ -44,7 +44,7 @@ class PerTokenLaw(LawCoefficients):
         return mean, np.column_stack([np.ones_like(log_t), log_eta])
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class PerTokenFit(FittedForm):
     law: PerTokenLaw
     actual: np.ndarray

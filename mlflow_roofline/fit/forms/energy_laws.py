@@ -35,7 +35,7 @@ from mlflow_roofline.fit.forms.time_law import fit_time_law
 from mlflow_roofline.law.speedup import SpeedupLaw
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class EnergyFits:
     """Every law of one hardware's runs.
 

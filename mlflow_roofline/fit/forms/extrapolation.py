@@ -33,7 +33,7 @@ MIN_TRAIN_WORKLOADS = 3
 """Fewest distinct workloads (count) on the training side for the check to run."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Extrapolation:
     """What the check held out and predicted.
 

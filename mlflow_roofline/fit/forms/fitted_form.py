@@ -25,7 +25,7 @@ class LogEnergyLaw(Protocol):
     def mean(self, features: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class FittedForm:
     """The fields :class:`fit.forms.ols.FormFit` and :class:`fit.forms.nonlinear.RooflineFormFit` share.
 

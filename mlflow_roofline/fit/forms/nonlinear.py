@@ -46,7 +46,7 @@ _Vector = Callable[[np.ndarray], np.ndarray]
 """A function of the parameter vector: the residuals, or their Jacobian."""
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class RooflineFormFit(FittedForm):
     """A roofline-shaped law fitted on all runs, with its held-out errors (:class:`fit.forms.fitted_form.FittedForm`).
 

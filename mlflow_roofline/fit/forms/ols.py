@@ -29,7 +29,7 @@ from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.law.linear import LinearLaw, categorical_factor
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class FormFit(FittedForm):
     """One OLS law fitted on all runs, with its held-out errors (:class:`fit.forms.fitted_form.FittedForm`).
 

@@ -65,7 +65,7 @@ _Row = dict[str, Any]
 """One run's row of the frame being built (params, tags and metrics of mixed types)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RunData:
     """Train runs ready for a fit, and what was left out.
 
