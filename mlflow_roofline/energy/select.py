@@ -47,6 +47,8 @@ METER_KINDS: tuple[MeterKind, ...] = (
 """Every meter, in the order ``auto`` tries them (best first); their names are the schema's energy sources."""
 
 METER_NAMES: tuple[str, ...] = ("auto", *(kind.name for kind in METER_KINDS))
+METER_DEVICE_KIND: dict[str, str] = {kind.name: kind.device_kind for kind in METER_KINDS}
+"""Each meter's device kind (a key of :data:`energy.devices.DEVICE_KINDS`)."""
 AUTO_ORDER: dict[str, tuple[str, ...]] = {
     **{device: tuple(k.name for k in METER_KINDS if k.device_kind == device) for device in DEVICES},
     "auto": tuple(k.name for k in METER_KINDS),

@@ -56,6 +56,7 @@ from mlflow_roofline.core.carbon import J_PER_KWH
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.proxies import proxy_metrics
 from mlflow_roofline.core.schema import (
+    DEVICES,
     KIND_PROXY_METRICS,
     M_ENERGY_FORECAST_J,
     M_ENERGY_FORECAST_LOWER_J,
@@ -166,7 +167,7 @@ class JobMeasurement:
     def begin(self, facts: JobFacts) -> None:
         """Build the meter and, on the main process, open or join the run and tag it."""
         self.facts = facts
-        device = facts.device if facts.device in ("cuda", "cpu") else "auto"
+        device = facts.device if facts.device in DEVICES else "auto"
         gpus = [torch.cuda.current_device()] if device == "cuda" else None
         meter = make_meter(self.options.meter, device=device, gpu_indices=gpus)
         if hasattr(meter, "rescan_s"):  # estimate: the window is cut every step; list descendants less often

@@ -12,7 +12,6 @@ then either prints the plan with each configuration's status in the store
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -30,7 +29,7 @@ from mlflow_roofline.sweep.remote.executors import ExecutorSettings, check_track
 from mlflow_roofline.sweep.spec import CarbonKeys, SweepSpec, load_spec, resolved_carbon, shipped_specs
 from mlflow_roofline.tracking.client import TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
-from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
+from mlflow_roofline.train.device import DEVICE_KINDS, hardware_name, resolve_device
 
 if TYPE_CHECKING:  # the runner imports torch: only where a sweep runs
     from mlflow_roofline.sweep.runner import SweepResult
@@ -146,8 +145,10 @@ def plan_spec(checked: SweepSpec, dry_run: bool, max_configs: int, progress: boo
         hardware = None
     else:
         hardware = hardware_name(device)
-    gpus = cuda_device_count() if device == "cuda" and hardware is not None else None
-    cores = (os.cpu_count() or 1) if device == "cpu" else None
+    kind = DEVICE_KINDS.get(device)
+    accelerator = kind is not None and kind.accelerator
+    gpus = kind.count() if kind is not None and accelerator and hardware is not None else None
+    cores = kind.count() if kind is not None and not accelerator else None
     show = progress and size >= PLAN_PROGRESS_MIN_POINTS
     with tqdm(total=size, unit="point", desc="planning", disable=not show, file=sys.stderr) as bar:
         plan = expand(checked, device, hardware, gpus, cores, max_points=max_configs, progress=bar.update)
@@ -195,7 +196,7 @@ def list_specs(echo: Echo) -> None:
     """The shipped sweep specs with their size (configurations, skipped grid points), one line each."""
     for name in shipped_specs():
         spec = load_spec(name)
-        device = "cpu" if spec.device == "auto" else spec.device
+        device = spec.device if spec.device in DEVICE_KINDS else "cpu"  # list the plan as on this CPU
         plan = expand(spec, device, None)
         strategies = sorted({c.strategy for c in plan.configs})
         max_n = max(c.num_devices for c in plan.configs)

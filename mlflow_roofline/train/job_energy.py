@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any
 
 from mlflow_roofline.energy import EnergyMeter, Measurement, MeterError, make_meter
+from mlflow_roofline.energy.select import METER_DEVICE_KIND
 from mlflow_roofline.energy.timeline import downsample, sum_aligned
 
 JOB, WARMUP, TRAIN = "job", "warmup", "train"
@@ -82,7 +83,7 @@ class JobMeters:
                 other,
                 self.extra,
                 "check_error",
-                device="cuda",
+                device=METER_DEVICE_KIND[other],
                 gpu_indices=gpu_indices,
                 **options,
             )

@@ -39,7 +39,7 @@ from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
-from mlflow_roofline.train.device import cuda_device_count, hardware_name, resolve_device
+from mlflow_roofline.train.device import DEVICE_KINDS, hardware_name, resolve_device
 from mlflow_roofline.train.job_failure import TrainingFailed, job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job, LaunchResult
@@ -153,11 +153,12 @@ def parse_config(options: Mapping[str, object]) -> TrainConfig:
     precision = precision_problem(config)
     if precision is not None:
         raise precision
-    if config.device == "cuda":
-        visible = cuda_device_count()
+    if DEVICE_KINDS[config.device].accelerator:
+        visible = DEVICE_KINDS[config.device].count()
         if config.num_devices > visible:
             raise ConfigError(
-                "num_devices", f"must be at most the {visible} visible CUDA device(s), got {config.num_devices}"
+                "num_devices",
+                f"must be at most the {visible} visible {config.device} device(s), got {config.num_devices}",
             )
         from mlflow_roofline.train.workload import check_precision  # imports torch, heavy: only for a GPU config
 

@@ -6,6 +6,7 @@ the entry point.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from support.store_template import copy_store
 import mlflow_roofline.train.run as train_run
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import DEFAULT_EXPERIMENT, TAG_ERROR
+from mlflow_roofline.energy.devices import DEVICE_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {
@@ -58,7 +60,7 @@ CASES = [
     ({"precision": "fp8"}, "precision: fp8 training needs Transformer Engine, which this trainer does not use"),
     ({"precision": "tf32"}, "precision: tf32 is a mode of NVIDIA tensor cores: on cpu use one of fp32, bf16, fp16"),
     ({"device": "gpu"}, "device: must be one of auto, cuda, cpu"),
-    ({"device": "cuda"}, "device: cuda was asked for but no CUDA device is visible"),
+    ({"device": "cuda"}, "device: cuda was asked for but no cuda device is visible"),
     ({"meter": "joulemeter"}, "meter: must be one of auto, nvml, nvml_power, rocm, rapl, estimate"),
     ({"num-layers": None}, "num_layers: is required"),
 ]
@@ -129,14 +131,14 @@ def test_bad_input_fails_the_run_before_any_process(
 def test_more_devices_than_gpus_is_refused(
     store: str, no_job: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    # No GPU can exist here: pretend to be a machine with one visible CUDA device.
-    monkeypatch.setattr(train_run, "resolve_device", lambda requested: "cuda")
-    monkeypatch.setattr(train_run, "cuda_device_count", lambda: 1)
+    # No GPU can exist here: the device registry's cuda kind pretends to see one device.
+    one_gpu = dataclasses.replace(DEVICE_KINDS["cuda"], may_be_present=lambda: True, count=lambda: 1)
+    monkeypatch.setitem(DEVICE_KINDS, "cuda", one_gpu)
     monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # set by earlier cases' set_experiment
     with pytest.raises(SystemExit) as exit_info:
         main(_argv({"strategy": "ddp", "num-devices": "2", "device": "cuda"}))  # default experiment
     assert exit_info.value.code == 2
-    message = "num_devices: must be at most the 1 visible CUDA device(s), got 2"
+    message = "num_devices: must be at most the 1 visible cuda device(s), got 2"
     assert _error_line(capsys) == f"Error: {message}"
     run = _only_run(DEFAULT_EXPERIMENT)
     assert run.info.status == "FAILED" and run.data.tags[TAG_ERROR] == message

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.energy.devices import DEVICE_KINDS
 from mlflow_roofline.sweep.remote.claimed_task import RemoteTask, measure_claimed
 from mlflow_roofline.sweep.status import Outcome
 
@@ -164,7 +165,7 @@ class RayExecutor:
         self._device = device
         self._remote = ray.remote(max_retries=0)(measure_claimed)
         self._pending: dict[ray.ObjectRef[Outcome], RemoteTask] = {}
-        if device == "cpu" and NODE_METER_RESOURCE not in ray.cluster_resources():
+        if not DEVICE_KINDS[device].accelerator and NODE_METER_RESOURCE not in ray.cluster_resources():
             raise ConfigError(
                 "ray_address",
                 f"the Ray cluster at {address} has no resource {NODE_METER_RESOURCE!r}: start each node with "
@@ -174,7 +175,7 @@ class RayExecutor:
 
     def submit(self, task: RemoteTask) -> None:
         """Send ``task`` to the cluster with the resources its configuration needs."""
-        if self._device == "cuda":
+        if DEVICE_KINDS[self._device].accelerator:
             remote = self._remote.options(num_cpus=1, num_gpus=task.config.num_devices)
         else:
             remote = self._remote.options(num_cpus=0, resources={NODE_METER_RESOURCE: 1})
@@ -226,13 +227,13 @@ class SlurmExecutor:
             "tasks_per_node": 1,
             "name": f"roofline-{task.config.run_name}",
         }
-        if self._device == "cuda":
+        if DEVICE_KINDS[self._device].accelerator:
             params["gpus_per_node"] = task.config.num_devices
         if self._settings.slurm_partition:
             params["slurm_partition"] = self._settings.slurm_partition
         if self._settings.slurm_account:
             params["slurm_account"] = self._settings.slurm_account
-        if self._device == "cpu" and self._executor.cluster == "slurm":
+        if not DEVICE_KINDS[self._device].accelerator and self._executor.cluster == "slurm":
             params["slurm_additional_parameters"] = {"exclusive": True}
         self._executor.update_parameters(**params)
         self._pending.append((self._executor.submit(measure_claimed, task), task))
