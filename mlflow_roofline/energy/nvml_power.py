@@ -148,6 +148,7 @@ class NvmlPowerMeter(NvmlDevicesMixin, EnergyMeter):
             shares=self._share_state(),
             glitches=rule.glitches,
             glitch=rule.glitch,
+            at=None if self._last is None else self._last[0],
         )
 
     def _window_warning(self, start: Snapshot, end: Snapshot, time_s: float) -> str | None:

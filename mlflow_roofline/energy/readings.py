@@ -90,6 +90,9 @@ class Snapshot:
         glitches: counter glitches the meter had found when the snapshot was made (see
             :mod:`~mlflow_roofline.energy.counters`): a window whose two snapshots differ is not measured.
         glitch: the last glitch, one line.
+        at: ``time.perf_counter()`` (s) of the sample the joules are integrated up to, for meters that
+            integrate sampled power: a window's time then spans its two snapshots exactly, so its energy
+            and time cover the same interval however late the snapshot is taken. None: the window's clock.
     """
 
     per_device_j: dict[str, float]
@@ -97,6 +100,7 @@ class Snapshot:
     shares: dict[str, tuple[float, float, int, int]] | None = None
     glitches: int = 0
     glitch: str | None = None
+    at: float | None = None
 
 
 @dataclasses.dataclass

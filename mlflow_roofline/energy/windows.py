@@ -110,7 +110,7 @@ class MeterWindows(abc.ABC):
         self._d_order = self._opened
         self._d_start, self._d_error = self._snapshot()
         self._d_started_at = time.time()
-        self._d_t0 = time.perf_counter()
+        self._d_t0 = _opened_at(self._d_start)
 
     def end(self) -> Measurement:
         """Close the default window and return its measurement (failures are in ``error``)."""
@@ -132,7 +132,7 @@ class MeterWindows(abc.ABC):
         self._open_count += 1
         self._opened += 1
         start, error = self._snapshot()
-        self._windows[name] = _Open(self._opened, time.perf_counter(), time.time(), start, error)
+        self._windows[name] = _Open(self._opened, _opened_at(start), time.time(), start, error)
         return None
 
     def end_window(self, name: str) -> Measurement:
@@ -173,6 +173,8 @@ class MeterWindows(abc.ABC):
             end, error = self._snapshot()
             if end is None:
                 return self._failed(time_s, str(error), started_at)
+            if start.at is not None and end.at is not None:  # sampled power: the span the joules cover
+                time_s = end.at - start.at
             warning = self._window_warning(start, end, time_s) if self._warns else None
             measurement = window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
             return self._attribute(measurement, start, end) if self._attributes else measurement
@@ -183,3 +185,8 @@ class MeterWindows(abc.ABC):
 
     def _failed(self, time_s: float, error: str, started_at: float | None = None) -> Measurement:
         return Measurement(None, {}, time_s, self.source, error=error, started_at=started_at)
+
+
+def _opened_at(start: Snapshot | None) -> float:
+    """``perf_counter`` (s) a window opened at: its snapshot's sample time where the meter gives one, else now."""
+    return start.at if start is not None and start.at is not None else time.perf_counter()

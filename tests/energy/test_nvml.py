@@ -127,6 +127,18 @@ def test_not_supported_counter_falls_back_to_power_sampling(nvml) -> None:
     assert taken >= 4  # the background sampler ran, not just the two end samples (20 due; CI is shared)
 
 
+def test_sampled_energy_and_time_span_the_same_interval_however_late_the_reads(nvml) -> None:
+    # Each power read takes 50 ms (a loaded host): the samples that bound the window come after its
+    # begin and end calls. Energy and time must still cover one interval: constant 300 W is 300 W.
+    nvml.configure([FakeGPU(UUIDS[0], power_w=300.0, energy_counter=False, power_read_s=0.05)])
+    with make_meter("nvml_power", nvml=nvml, sample_hz=20) as meter:
+        for _ in range(2):  # the first window opens the session (its sample is the opening one); the second does not
+            with meter.window() as w:
+                busy_wait(0.2)
+            m = w.measurement
+            assert m.error is None and m.avg_power_w == pytest.approx(300.0, rel=1e-6)
+
+
 def test_power_meter_rejects_slow_sampling(nvml) -> None:
     with pytest.raises(MeterError, match="sample_hz must be in"):
         NvmlPowerMeter(nvml=nvml, sample_hz=5)

@@ -121,6 +121,8 @@ class FakeGPU:
     process_samples: bool = True
     mig: dict[str, int] = dataclasses.field(default_factory=dict)  # MIG UUID -> its gpuInstanceSliceCount
     max_mig_devices: int = 7
+    power_read_s: float = 0.0
+    """Seconds one power read takes (a driver answers in about a millisecond; a loaded host later)."""
 
 
 class _Handle:
@@ -293,4 +295,6 @@ def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
     """Milliwatts now."""
     gpu = _gpu(handle)
     _count_read(gpu)
+    if gpu.power_read_s:
+        time.sleep(gpu.power_read_s)
     return int(gpu.power_w * 1000)
