@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from support.sweeps import CLI, init_store, wait_until
+from support.sweeps import CLI, HANG_GUARD_S, init_store, wait_until
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_HOST, TAG_IMPORT_ROW_HASH, TAG_PID, TAG_RUN_TYPE, TAG_SOURCE
@@ -146,9 +146,9 @@ def test_sigterm_stops_between_rows_leaving_nothing_running_then_a_rerun_stores_
         env=env,
     )
     try:
-        wait_until(lambda: any(r.info.status == "FINISHED" for r in runs_of()), 300, "a first imported row")
+        wait_until(lambda: any(r.info.status == "FINISHED" for r in runs_of()), "a first imported row")
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=120)
+        _, err = process.communicate(timeout=HANG_GUARD_S)
     finally:
         if process.poll() is None:
             process.kill()

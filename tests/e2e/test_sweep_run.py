@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.cli_in_process import run_cli
-from support.sweeps import CLI, init_store, runs_of, unsplittable_tp_config, wait_until, write_spec
+from support.sweeps import CLI, HANG_GUARD_S, init_store, runs_of, unsplittable_tp_config, wait_until, write_spec
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT_RUN_ID
@@ -108,7 +108,6 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
     try:
         wait_until(
             lambda: any(r.info.status == "FINISHED" for r in runs_of("resume", "train")),
-            300,
             "a first finished configuration",
         )
         assert sweep.poll() is None, "the sweep ended before it could be killed"
@@ -120,11 +119,11 @@ def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_
             sweep.kill()
         sweep.wait()
     # SIGKILL runs no handler: the sweep's watchdog ends the parent and the warm run in flight
-    wait_until(lambda: not _running("resume"), 90, "the watchdog to end the killed sweep's runs")
+    wait_until(lambda: not _running("resume"), "the watchdog to end the killed sweep's runs")
     (killed_parent,) = runs_of("resume", "sweep")
     assert killed_parent.info.status == "KILLED"
     assert "died without ending it" in killed_parent.data.tags[TAG_ERROR]
-    wait_until(lambda: not list(tmp_path.glob("roofline-*")), 90, "the watchdog to remove the sweep's folder")
+    wait_until(lambda: not list(tmp_path.glob("roofline-*")), "the watchdog to remove the sweep's folder")
 
     resumed = run_cli("sweep", str(spec), "--no-progress")  # the resume reads the store: this process will do
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -210,7 +209,7 @@ def test_a_train_process_killed_from_outside_is_marked_failed_with_the_signal(tr
     )
     worker.start()
     try:
-        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("oom", "train")), 120, "the train process")
+        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("oom", "train")), "the train process")
         (run,) = runs_of("oom", "train")
         os.kill(int(run.data.tags[TAG_PID]), signal.SIGKILL)  # what the OOM killer does
     finally:
@@ -231,9 +230,14 @@ def test_sigterm_marks_the_in_flight_child_and_the_parent_killed(tracking_uri: s
         [*CLI, "sweep", str(spec), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("term", "train")), 120, "the train process")
+        wait_until(lambda: any(TAG_PID in r.data.tags for r in runs_of("term", "train")), "the train process")
         sweep.send_signal(signal.SIGTERM)
-        out, _ = sweep.communicate(timeout=120)
+        try:
+            out, _ = sweep.communicate(timeout=HANG_GUARD_S)
+        except subprocess.TimeoutExpired:
+            sweep.kill()
+            out, _ = sweep.communicate()
+            raise AssertionError(f"the sweep did not exit within {HANG_GUARD_S:g} s of SIGTERM:\n{out}") from None
     finally:
         if sweep.poll() is None:
             sweep.kill()

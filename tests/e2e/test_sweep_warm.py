@@ -45,9 +45,9 @@ def _in_flight_ranks(experiment: str) -> tuple[int, list[psutil.Process]]:
             if TAG_PID in r.data.tags and r.data.params.get("strategy") == "ddp" and r.info.status == "RUNNING"
         ]
 
-    wait_until(ddp_runs, 120, "the ddp ranks to start")
+    wait_until(ddp_runs, "the ddp ranks to start")
     rank0 = int(ddp_runs()[0].data.tags[TAG_PID])
-    wait_until(lambda: len(_rank_processes(rank0)) == 2, 60, "both ranks")
+    wait_until(lambda: len(_rank_processes(rank0)) == 2, "both ranks")
     return rank0, _rank_processes(rank0)
 
 
@@ -68,7 +68,7 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
             assert server is not None
             seen.update(rank0=rank0, server=" ".join(server.cmdline()), server_parent=server.ppid())
             # each rank leaves the sweep's group first thing (Ctrl-C reaches the sweep only)
-            wait_until(lambda: all(os.getsid(p.pid) == p.pid for p in ranks), 30, "each rank to lead its own session")
+            wait_until(lambda: all(os.getsid(p.pid) == p.pid for p in ranks), "each rank to lead its own session")
             next(p for p in ranks if p.pid != rank0).send_signal(signal.SIGKILL)  # what the OOM killer does
         except BaseException as exc:
             seen["error"] = exc
@@ -133,7 +133,7 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
         sweep.send_signal(signal.SIGKILL)  # no handler runs: the server and the ranks must go by themselves
         sweep.wait()
         wait_until(
-            lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks), 30, "ranks to end"
+            lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks), "ranks to end"
         )
     finally:
         if sweep.poll() is None:
@@ -144,7 +144,7 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
     def ddp_run() -> Any:  # the ddp run (an mlflow Run)
         return next(r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp")
 
-    wait_until(lambda: ddp_run().info.status != "RUNNING", 90, "the watchdog to end the ddp run")
+    wait_until(lambda: ddp_run().info.status != "RUNNING", "the watchdog to end the ddp run")
     assert ddp_run().info.status == "KILLED"
     assert "died without ending it" in ddp_run().data.tags[TAG_ERROR]
     (parent,) = runs_of("orphan", "sweep")

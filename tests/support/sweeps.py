@@ -86,7 +86,13 @@ def init_store() -> None:
     MlflowClient().search_experiments()
 
 
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+HANG_GUARD_S = 400.0
+"""Seconds a wait on processes, runs and the watchdog gives up after: a guard against a hang, never a
+speed check. What is waited for (imports, training steps, a store write) takes seconds idle and several
+times longer on a loaded 2-core machine; a test's own pytest timeout (600 s) stays above it."""
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout_s: float = HANG_GUARD_S) -> None:
     """Poll ``condition`` every 0.3 s until it holds; fail naming ``what`` after ``timeout_s`` seconds."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

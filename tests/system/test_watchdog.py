@@ -76,7 +76,7 @@ def test_a_killed_launcher_gets_its_hooks_called_and_folders_removed_but_not_wha
 ) -> None:
     returncode, watchdog_pid = _launch(tmp_path, "kill")
     assert returncode == -9
-    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to finish its cleanup")
+    wait_until(lambda: _gone(watchdog_pid), "the watchdog to finish its cleanup")
     assert not (tmp_path / "scratch").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["child", "parent"]
     reason = (tmp_path / "parent").read_text()
@@ -86,18 +86,18 @@ def test_a_killed_launcher_gets_its_hooks_called_and_folders_removed_but_not_wha
 def test_a_launcher_that_ends_normally_leaves_everything_alone(tmp_path: Path) -> None:
     returncode, watchdog_pid = _launch(tmp_path, "release")
     assert returncode == 0
-    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to leave")
+    wait_until(lambda: _gone(watchdog_pid), "the watchdog to leave")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
 
 
 def test_the_shared_watchdog_serves_a_process_s_jobs_and_leaves_at_its_exit(tmp_path: Path) -> None:
     returncode, watchdog_pid = _launch(tmp_path, "kill", SHARING)
     assert returncode == -9
-    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to finish its cleanup")
+    wait_until(lambda: _gone(watchdog_pid), "the watchdog to finish its cleanup")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch", "second-job"]  # the first job's hook: taken back
     (tmp_path / "second-job").unlink()
     (tmp_path / "scratch").rmdir()
     returncode, watchdog_pid = _launch(tmp_path, "exit", SHARING)
     assert returncode == 0
-    wait_until(lambda: _gone(watchdog_pid), 30, "the watchdog to leave")  # released at the process's exit
+    wait_until(lambda: _gone(watchdog_pid), "the watchdog to leave")  # released at the process's exit
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]  # no hook called
