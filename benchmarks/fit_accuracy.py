@@ -54,12 +54,17 @@ in the complete proxies (``complete``, ``complete_per_step``, ``roofline_complet
 the best of each family by the registration score (the worse of the two) and how often the fit's own rule
 (:func:`fit.forms.energy_laws.fit_energy_laws`) chose a complete-proxy form.
 
+``--public`` (only): measurements this project did not make, the public tables of
+benchmarks/data/public/ (their sources and conversions: its README.md), through the real
+``mlflow-roofline import``, the real fit and ``@champion`` in a temporary SQLite store:
+:mod:`benchmarks.public_tables` (``--seeds`` is not used; its own options run it directly).
+
 ``--robust`` (only): every form on generators of different physics (weak fleet, throttled tiles,
 overlap and drift, mixed kinds) and the worst per form: :mod:`benchmarks.form_robustness`
 (``--workloads`` and ``--seeds`` as given; its own options run it directly).
 
     python benchmarks/fit_accuracy.py [--workloads 30] [--seeds 5]
-        [--pooled-only | --weak-fleet | --mixed-arch | --robust] [--weak-workloads 40] [--weak-seeds 1]
+        [--pooled-only | --weak-fleet | --mixed-arch | --robust | --public] [--weak-workloads 40] [--weak-seeds 1]
 """
 
 from __future__ import annotations
@@ -94,6 +99,9 @@ def main() -> int:
     only.add_argument("--weak-fleet", action="store_true", help="only the weak-scaling fleet of four real GPUs")
     only.add_argument("--mixed-arch", action="store_true", help="only mixed encoder/decoder runs: paper vs complete")
     only.add_argument("--robust", action="store_true", help="only the forms on generators of other physics, worst")
+    only.add_argument(
+        "--public", action="store_true", help="only the public measured tables, import -> fit -> @champion"
+    )
     parser.add_argument("--weak-workloads", type=int, default=40, help="workloads of the weak fleet (default 40)")
     parser.add_argument("--weak-seeds", type=int, default=1, help="weak-fleet datasets (default 1)")
     args = parser.parse_args()
@@ -104,6 +112,10 @@ def main() -> int:
     if args.mixed_arch:
         _mixed_arch(args.workloads, args.seeds)
         return 0
+    if args.public:
+        from public_tables import main as public  # benchmarks/ is the script's directory
+
+        return public([])
     if args.robust:
         from form_robustness import main as robust  # benchmarks/ is the script's directory
 

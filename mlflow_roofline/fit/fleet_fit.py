@@ -127,7 +127,8 @@ def unmeasured_refusal(pooled: PooledFit, form: str) -> str:
         )
     if pooled.covariate_form:
         return ""
-    why = "; ".join(problem for name, problems in pooled.insane.items() for problem in problems[:1])
+    # each form named: its first problem alone reads the same for several forms ("A40: energy decreases ...")
+    why = "; ".join(f"{name}: {problems[0]}" for name, problems in pooled.insane.items() if problems)
     what = "no pooled law passed" if not form else "no pooled form of the hardware table's covariates passed"
     return f"{what} the sanity checks ({why or 'none was fitted'})"
 

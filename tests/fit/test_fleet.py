@@ -204,6 +204,8 @@ def test_without_a_sane_pooled_law_measured_gpus_keep_their_laws_and_a_table_gpu
     with pytest.raises(InputError) as refused:
         fleet_frame(fleet.law, rows_on(UNMEASURED), lambda one, part: predict_frame(one, part))
     assert "energy decreases as hidden_size grows" in refused.value.message and "T4" in refused.value.message
+    # each pooled form is named beside its problem, not the same unnamed problem once per form
+    assert all(f"{name}: {fits[0].hardware}: energy decreases" in refused.value.message for name in pooled.forms)
     assert fleet.metrics()["fleet_answers_unmeasured"] == 0.0
 
 

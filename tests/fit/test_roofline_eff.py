@@ -209,3 +209,21 @@ def test_the_registered_roofline_model_serves_from_the_registry(tracking_uri: st
     data = fit.data.loc[rows.index]
     expected = np.exp(fit.law.energy_law.mean({c: data[c].to_numpy() for c in data.columns}))
     np.testing.assert_allclose(served["energy_j"].to_numpy(), expected, rtol=1e-9)
+
+
+def test_a_sanity_problem_along_a_size_every_run_shares_says_the_slope_was_not_measured() -> None:
+    # a public table of one model (BERT-base at every batch size) failed "energy decreases as
+    # hidden_size grows" with nothing saying that no run varied hidden_size
+    _, frame = generate_synthetic_runs(25, seed=5)
+    fit = fit_hardware(frame.drop(columns=["speedup", "eta"]), "Synthetic GPU")
+    paper = fit.energy.forms[PAPER].law
+    i_c, i_m = paper.terms.index("log_C"), paper.terms.index("log_M")
+    coef = list(paper.coef)
+    coef[i_c], coef[i_m] = -1.5, 2.5
+    broken = LinearLaw(paper.formula, paper.terms, coef, paper.cov, paper.resid_var, paper.df_resid)
+    one_width = {**fit.law.ranges, "hidden_size": (768.0, 768.0)}
+    problems = sanity_problems(broken, fit.law.speedup_laws, one_width)
+    along = [p for p in problems if "as hidden_size grows" in p]
+    assert along and all("every run has hidden_size 768: the law's slope along it is not measured" in p for p in along)
+    measured = sanity_problems(broken, fit.law.speedup_laws, fit.law.ranges)
+    assert not any("not measured" in p for p in measured)

@@ -7,7 +7,9 @@ fitted device count, with eta from the law's own speedup laws:
 
 - energy is finite and positive;
 - energy never decreases when num_layers, hidden_size, seq_len or batch_size grows
-  (the others held at the geometric middle of their ranges);
+  (the others held at the geometric middle of their ranges); where every run had one value of the
+  size, the problem says so (the law's slope along it was never measured, and the grid still goes
+  from half that value to :data:`REACH` times it, where a request for another size would);
 - energy grows in proportion to num_steps once fixed costs are amortised: doubling
   the steps at :data:`REACH` times the largest measured step count multiplies energy
   by 2 within :data:`STEP_TOLERANCE` (10 %), at every corner of the size ranges.
@@ -74,10 +76,17 @@ def _monotone_problems(
         sizes[field] = values
         energy = _energy(law, speedup, sizes, strategy, devices)
         if not np.all(np.isfinite(energy) & (energy > 0)):
-            problems.append(f"energy not finite and positive along {field} ({strategy})")
+            problems.append(f"energy not finite and positive along {field} ({strategy}{_unmeasured(ranges, field)})")
         elif np.any(np.diff(energy) < -MONOTONE_TOLERANCE * energy[:-1]):
-            problems.append(f"energy decreases as {field} grows ({strategy})")
+            problems.append(f"energy decreases as {field} grows ({strategy}{_unmeasured(ranges, field)})")
     return problems
+
+
+def _unmeasured(ranges: Mapping[str, Sequence[float]], field: str) -> str:
+    """Why a check along ``field`` can fail though the runs do not contradict it: they held ``field`` fixed,
+    so the law's slope along it is not measured (empty when the runs vary ``field``)."""
+    low, high = float(ranges[field][0]), float(ranges[field][1])
+    return f"; every run has {field} {low:g}: the law's slope along it is not measured" if low == high else ""
 
 
 def _step_problems(
