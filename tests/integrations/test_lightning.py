@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import lightning.pytorch as pl
@@ -14,6 +15,7 @@ from lightning_jobs import OPTIONS, TinyBertModule, data, trainer
 from mlflow import MlflowClient
 
 import mlflow_roofline
+from mlflow_roofline.energy.estimate import EstimateMeter
 from mlflow_roofline.integrations import autolog as autolog_module
 from mlflow_roofline.integrations.lightning import AutologCallback, RooflineCallback
 
@@ -125,3 +127,25 @@ def test_a_fit_that_raises_ends_its_own_run_failed_with_the_reason(tracking_uri:
     run = _only_run()
     assert run.info.status == "FAILED"
     assert run.data.tags["roofline.error"] == "training raised RuntimeError: boom at the fifth batch"
+
+
+def test_under_autolog_a_meter_that_fails_is_one_warning_and_fit_runs_to_its_end(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def gpu_lost(self: EstimateMeter) -> None:
+        raise RuntimeError("NVML: GPU is lost")
+
+    monkeypatch.setattr(EstimateMeter, "begin", gpu_lost)  # the window opens at the 3rd step's batch start
+    mlflow_roofline.autolog(**OPTIONS)
+    job = trainer()
+    with caplog.at_level(logging.WARNING):
+        job.fit(TinyBertModule(), data())
+    assert job.global_step == 10  # trained to its end
+    where, what = "the Lightning callback's on_train_batch_start", "RuntimeError: NVML: GPU is lost"
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_roofline")]
+    assert warnings == [
+        f"mlflow_roofline.autolog: measuring this job failed in {where} ({what}); training continues unmeasured"
+    ]
+    run = _only_run()
+    assert run.info.status == "FAILED" and "energy_j" not in run.data.metrics
+    assert run.data.tags["roofline.error"] == f"measuring failed in {where} ({what}); training went on unmeasured"

@@ -66,3 +66,15 @@ def test_ddp_with_lightnings_mlflow_logger_makes_one_run(tracking_uri: str, tmp_
     run = _only_run()
     _assert_two_rank_ddp(run, ranks)
     assert "train_loss" in run.data.metrics  # Lightning's own logging, in the same run
+
+
+@pytest.mark.slow
+def test_fsdp2_under_lightnings_model_parallel_strategy_is_recorded_as_fsdp(tracking_uri: str, tmp_path: Path) -> None:
+    # Lightning refuses strategy="fsdp" without a GPU; FSDP2 (fully_shard in configure_model) runs on gloo.
+    ranks = _launch("fsdp2", tmp_path)
+    assert [(r["world_size"], r["rank"], r["backend"]) for r in ranks] == [(2, 0, "gloo"), (2, 1, "gloo")]
+    assert all(r["fsdp2_modules"] == 3 for r in ranks)  # two encoder layers and the model, sharded
+    run = _only_run()
+    params, metrics = run.data.params, run.data.metrics
+    assert (params["strategy"], params["num_devices"], params["batch_size"]) == ("fsdp", "2", "8")
+    assert metrics["energy_j"] == pytest.approx(metrics["energy_j_rank_0"] + metrics["energy_j_rank_1"], rel=1e-9)
