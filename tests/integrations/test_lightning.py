@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import lightning.pytorch as pl
 import mlflow
 import pytest
-from integration_jobs import SEQ_LEN
+import torch
+from integration_jobs import SEQ_LEN, tiny_bert
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning_jobs import OPTIONS, TinyBertModule, data, trainer
 from mlflow import MlflowClient
@@ -149,3 +150,32 @@ def test_under_autolog_a_meter_that_fails_is_one_warning_and_fit_runs_to_its_end
     run = _only_run()
     assert run.info.status == "FAILED" and "energy_j" not in run.data.metrics
     assert run.data.tags["roofline.error"] == f"measuring failed in {where} ({what}); training went on unmeasured"
+
+
+def test_autolog_measures_a_pytorch_lightning_trainer_imported_before_it(tracking_uri: str) -> None:
+    import pytorch_lightning  # imported before autolog(): autolog patches its Trainer too
+
+    class OldNameModule(pytorch_lightning.LightningModule):  # the same job under the package's older name
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = tiny_bert()
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            return self.model(**batch).loss
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    mlflow_roofline.autolog(**OPTIONS, experiment="old-name")
+    job = pytorch_lightning.Trainer(
+        accelerator="cpu",
+        max_steps=10,
+        log_every_n_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    job.fit(OldNameModule(), data())
+    assert any(isinstance(c, AutologCallback) for c in job.callbacks)
+    _assert_ours(_only_run(), [4, 6, 8, 10])
