@@ -129,10 +129,11 @@ P_METER = "meter"
 
 # Tags.
 TAG_RUN_TYPE = "roofline.run_type"
-TAG_SOURCE = "roofline.source"  # who measured a train run: train, trainer, accelerate, import:<format>
+TAG_SOURCE = "roofline.source"  # who measured a train run: train, trainer, accelerate, lightning, import:<format>
 SOURCE_TRAIN = "train"  # this project's own train job (mlflow-roofline train, a sweep's child)
 SOURCE_TRAINER = "trainer"  # the Hugging Face Trainer callback
 SOURCE_ACCELERATE = "accelerate"  # the Accelerate loop hook
+SOURCE_LIGHTNING = "lightning"  # the PyTorch Lightning callback
 TAG_ENERGY_SOURCE = "roofline.energy_source"
 TAG_HARDWARE = "roofline.hardware"
 TAG_CONFIG_HASH = "roofline.config_hash"

@@ -22,6 +22,16 @@ again only changes the options the next jobs get):
   planned steps there is no forecast; a budget stop sets Accelerate's trigger
   (``accelerator.check_trigger()`` is True), since a patch cannot break the user's loop.
   The Trainer's own Accelerator is left alone: its callback measures it.
+- ``lightning.pytorch.Trainer.fit`` (``pytorch_lightning.Trainer.fit`` where only that package
+  is installed, or where it was imported before ``autolog``): every ``fit`` gets a
+  :class:`~mlflow_roofline.integrations.lightning.AutologCallback` (none when the user passed
+  a Lightning ``RooflineCallback``). It opens or joins its run at ``on_train_start``, inside
+  ``fit``: by then ``mlflow.pytorch.autolog()`` has opened its run around ``fit`` (whichever
+  of the two patches is outside), and Lightning's ``MLFlowLogger`` gives its run, so one run
+  holds Lightning's metrics and ours. The Trainer's ``__init__`` too: on a rank other than 0
+  (a process Lightning's launcher or torchrun started), under ``mlflow.pytorch.autolog()``,
+  the instance's ``fit`` runs without MLflow's autologging, which would leave an empty run
+  per rank (:mod:`~mlflow_roofline.tracking.autologging`).
 
 Every patch and the callback's hooks run our code through the safety net of
 :mod:`~mlflow_roofline.integrations.safety`: the user's original function runs outside
@@ -29,22 +39,22 @@ our ``try`` (its exceptions and result are the user's), and a failure of ours (t
 the tracking store, the forecast) is one warning; the job then trains on unmeasured, its
 own run ended FAILED with the reason in ``roofline.error``.
 
-Importing this module imports neither transformers nor accelerate; ``autolog`` patches
-each only where it is installed.
+Importing this module imports neither transformers, accelerate nor Lightning; ``autolog``
+patches each only where it is installed.
 """
 
 from __future__ import annotations
 
 import atexit
 import dataclasses
+import importlib
 import logging
 import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.options import TrackOptions, logging_interval
 from mlflow_roofline.integrations.safety import JobGuard, around
 
 logger = logging.getLogger(__name__)
@@ -72,9 +82,13 @@ class _Patch:
     owner: type
     name: str
     original: Callable[..., Any]
+    patched: Callable[..., Any]
 
     def undo(self) -> None:
-        setattr(self.owner, self.name, self.original)
+        """Put the original back, unless another patch (``mlflow.pytorch.autolog``'s) was laid over
+        ours since: removing ours would remove that one too, so ours stays, inert without a config."""
+        if self.owner.__dict__.get(self.name) is self.patched:
+            setattr(self.owner, self.name, self.original)
 
 
 _config: AutologConfig | None = None
@@ -89,12 +103,12 @@ def autolog(
     silent: bool = False,
     **options: Any,
 ) -> None:
-    """Measure every Hugging Face ``Trainer`` job and Accelerate loop this process runs.
+    """Measure every Hugging Face ``Trainer`` job, Accelerate loop and Lightning ``fit`` this process runs.
 
     Args:
         disable: undo the patches (jobs already running keep being measured).
         log_every_n_steps: log energy (and the forecast) every this many optimizer steps;
-            None: the Trainer's own ``logging_steps``, and every
+            None: the Trainer's own ``logging_steps`` (Lightning's ``log_every_n_steps``), and every
             :data:`DEFAULT_LOOP_LOGGING_STEPS` steps in an Accelerate loop.
         forecast: forecast the whole job's energy (J) and time (s) from its first steps.
         budget_kwh: stop a job once its forecast's lower bound exceeds this many kWh.
@@ -112,18 +126,16 @@ def autolog(
         _patches.clear()
         _config = None
         return
-    if log_every_n_steps is not None and (
-        isinstance(log_every_n_steps, bool) or not isinstance(log_every_n_steps, int) or log_every_n_steps < 1
-    ):
-        raise ConfigError("log_every_n_steps", f"must be a positive integer, got {log_every_n_steps!r}")
+    logging_interval(log_every_n_steps)
     merged = {**options, "forecast": forecast, "energy_budget_kwh": budget_kwh}
     TrackOptions(**merged)  # refuse a bad option now, not in the middle of someone's training
     _config = AutologConfig(merged, log_every_n_steps, silent)
     if _patches:
         return  # already patched: idempotent, the new options apply to the next jobs
-    patched = _patch_transformers() + _patch_accelerate()
+    patched = _patch_transformers() + _patch_accelerate() + _patch_lightning()
     if not silent:
-        logger.info("roofline autolog: measuring %s", ", ".join(patched) or "nothing (neither library is installed)")
+        measured = ", ".join(patched) or "nothing (no library it patches is installed)"
+        logger.info("roofline autolog: measuring %s", measured)
 
 
 def enabled() -> bool:
@@ -134,8 +146,9 @@ def enabled() -> bool:
 def _replace(owner: type, name: str, patched: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """Replace ``owner.name`` by ``patched(original)`` (an :func:`~mlflow_roofline.integrations.safety.around`)."""
     original = owner.__dict__[name]
-    setattr(owner, name, patched(original))
-    _patches.append(_Patch(owner, name, original))
+    replacement = patched(original)
+    setattr(owner, name, replacement)
+    _patches.append(_Patch(owner, name, original, replacement))
 
 
 # -- transformers -----------------------------------------------------------------------
@@ -165,6 +178,57 @@ def _after_init(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
 
 def _mark_in_trainer(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
     setattr(trainer.accelerator, IN_TRAINER, True)
+
+
+# -- lightning --------------------------------------------------------------------------
+def _patch_lightning() -> list[str]:
+    """Patch ``fit`` of ``lightning.pytorch.Trainer``, and of ``pytorch_lightning.Trainer`` where only
+    that is installed or it is imported already (importing a second Lightning costs seconds)."""
+    patched: list[str] = []
+    for package in ("lightning.pytorch", "pytorch_lightning"):
+        if patched and package not in sys.modules:
+            continue
+        try:
+            trainer = importlib.import_module(package).Trainer
+        except ImportError:
+            continue
+        _replace(trainer, "fit", _fit_patch(f"{package}.Trainer.fit"))
+        _replace(
+            trainer,
+            "__init__",
+            lambda original: around(original, "Lightning's Trainer.__init__", after=_quiet_other_ranks),
+        )
+        patched.append(f"{package}.Trainer")
+    return patched
+
+
+def _fit_patch(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return lambda original: around(original, what, before=_before_fit)
+
+
+def _before_fit(trainer: Any, *args: Any, **kwargs: Any) -> None:
+    """Add a Lightning :class:`~mlflow_roofline.integrations.lightning.AutologCallback` (none if the user
+    passed one)."""
+    from mlflow_roofline.integrations.lightning import AutologCallback, RooflineCallback
+
+    config = _config
+    if config is None or any(isinstance(c, RooflineCallback) for c in trainer.callbacks):
+        return
+    trainer.callbacks.append(AutologCallback(log_every_n_steps=config.log_every_n_steps, **config.options))
+
+
+def _quiet_other_ranks(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
+    """On a rank other than 0, run this Trainer's ``fit`` without MLflow's autologging (one run per job).
+
+    Set on the instance, so it runs before MLflow's patch of the class's ``fit`` whichever patched last.
+    """
+    if _config is None or "mlflow" not in sys.modules:  # without mlflow imported, its autologging is off
+        return
+    from mlflow_roofline.integrations.lightning import lightning_rank
+    from mlflow_roofline.tracking.autologging import mlflow_autologging_on, without_mlflow_autologging
+
+    if lightning_rank() != 0 and mlflow_autologging_on("pytorch"):
+        trainer.fit = without_mlflow_autologging(trainer.fit)
 
 
 # -- accelerate -------------------------------------------------------------------------

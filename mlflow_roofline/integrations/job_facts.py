@@ -1,6 +1,6 @@
 """What a measured job is, as far as it can be read: the train params of its run.
 
-The adapters (Trainer callback, Accelerate hook) fill a :class:`JobFacts` from the model,
+The adapters (Trainer and Lightning callbacks, Accelerate hook) fill a :class:`JobFacts` from the model,
 the arguments and what ran; :meth:`JobFacts.config` turns it into a
 :class:`~mlflow_roofline.core.config.TrainConfig` once the measured steps are known, or
 names the fields it lacks.
@@ -18,7 +18,9 @@ num_heads     ``num_attention_heads``, ``n_head`` (GPT-2), ``num_heads``, ``n_he
 ffn_size      ``intermediate_size`` (BERT, Llama), ``n_inner`` (GPT-2), ``ffn_dim``, ``d_ff``, ``hidden_dim``
 ============  ===============================================================
 
-GPT-2 leaves ``n_inner`` at ``None`` to mean 4 x ``n_embd``; that rule is applied. A
+GPT-2 leaves ``n_inner`` at ``None`` to mean 4 x ``n_embd``; that rule is applied. A model
+without a ``config`` of its own (a LightningModule) is read through the first of its
+submodules that has one (:func:`configured_module`). A
 field found under none of the names is reported missing (the caller warns and logs
 energy and time without it).
 
@@ -182,6 +184,15 @@ def model_shape(model: object) -> tuple[dict[str, int], list[str]]:
         shape["ffn_size"] = 4 * shape["hidden_size"]  # GPT-2: n_inner=None means 4 * n_embd
     missing = [field for field in SHAPE_ALIASES if field not in shape]
     return shape, missing
+
+
+def configured_module(model: torch.nn.Module) -> torch.nn.Module:
+    """The module whose ``config`` the shape is read from: ``model`` itself when it has a ``config``,
+    else the first of its submodules that has one (a LightningModule's Hugging Face model), else ``model``."""
+    for module in model.modules():
+        if _attribute(module, "config") is not None:
+            return module
+    return model
 
 
 CAUSAL_LM_SUFFIXES: tuple[str, ...] = ("ForCausalLM", "LMHeadModel")

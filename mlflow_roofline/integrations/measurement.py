@@ -1,4 +1,4 @@
-"""The measurement of a user's training loop, shared by the Trainer callback and the Accelerate hook.
+"""The measurement of a user's training loop, shared by the Trainer and Lightning callbacks and the Accelerate hook.
 
 Life of a job, on every process: :meth:`JobMeasurement.begin` builds the meter (and, on
 the main process, opens or joins the MLflow run); :meth:`JobMeasurement.step_end` after
@@ -12,19 +12,20 @@ is measured on. :meth:`JobMeasurement.end` closes the window at the last step
 and logs the run's summary in the train run's schema.
 
 Where the window opens: an adapter whose framework says when a step begins (the Trainer's
-``on_step_begin``; ``step_begins=True``) calls :meth:`JobMeasurement.step_begin`, and the
-window opens there, at the first measured step's beginning, and resumes there after each
-pause: a sync point, or a step after which the framework does its own bookkeeping
-(``step_end(pause=True)``: the Trainer's logging, evaluation, checkpoint, which run after
-every callback's ``on_step_end``). That bookkeeping is no step's energy. Opened at the last
-warm-up step's end, as it was, the window charged the Trainer's logging of that step to
-the first measured step, which the first forecast extrapolated over the whole job (and
-each logging step's to the step after it). Between two steps without a pause the window
-stays open (a cut: two counter reads), so the loading of the next batch is in its step's
-sample, and a coarse counter's update that lands between steps still reaches a sample:
-the samples sum to the window. An adapter without a step-begin signal (the Accelerate
-hook, whose loop is the user's) keeps the window open from one ``step_end`` to the next:
-every sample, the first one included, spans the same part of the loop.
+``on_step_begin``, Lightning's ``on_train_batch_start``; ``step_begins=True``) calls
+:meth:`JobMeasurement.step_begin`, and the window opens there, at the first measured
+step's beginning, and resumes there after each pause: a sync point, or a step after which
+the framework does its own bookkeeping (``step_end(pause=True)``: the Trainer's logging,
+evaluation, checkpoint, which run after every callback's ``on_step_end``). That
+bookkeeping is no step's energy. Opened at the last warm-up step's end, as it was, the
+window charged the Trainer's logging of that step to the first measured step, which the
+first forecast extrapolated over the whole job (and each logging step's to the step after
+it). Between two steps without a pause the window stays open (a cut: two counter reads),
+so the loading of the next batch is in its step's sample, and a coarse counter's update
+that lands between steps still reaches a sample: the samples sum to the window. An adapter
+without a step-begin signal (the Accelerate hook, whose loop is the user's) keeps the
+window open from one ``step_end`` to the next: every sample, the first one included, spans
+the same part of the loop.
 
 The summary:
 
@@ -38,12 +39,14 @@ The summary:
   ``track_energy`` log theirs), per-rank figures, and the power timeline artifact.
 
 Only the main process talks to MLflow, through its :class:`JobRunLog`
-(:class:`~mlflow_roofline.integrations.run_log.RunLog`); importing this module imports
-no MLflow.
+(:class:`~mlflow_roofline.integrations.run_log.RunLog`): the run the adapter names
+(:class:`RunToJoin`), else the active run, else one of its own. Importing this module
+imports no MLflow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import statistics
 from collections.abc import Callable, Mapping
@@ -88,7 +91,15 @@ from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.safety import describe
 from mlflow_roofline.train.device import hardware_name
 
-__all__ = ["ESTIMATE_RESCAN_S", "TIMELINE_ARTIFACT", "JobMeasurement", "JobRunLog", "PriorSource", "timeline_csv"]
+__all__ = [
+    "ESTIMATE_RESCAN_S",
+    "TIMELINE_ARTIFACT",
+    "JobMeasurement",
+    "JobRunLog",
+    "PriorSource",
+    "RunToJoin",
+    "timeline_csv",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +115,15 @@ TIMELINE_ARTIFACT = "roofline/power_timeline.csv"
 
 TimelineRow = tuple[int, float, int, float | None]
 """One sample of the window: global step at its end, seconds, optimizer steps, joules (None: failed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunToJoin:
+    """A run the framework's own MLflow logger opened: the job logs into it (``tracking_uri`` None: MLflow's current
+    store)."""
+
+    run_id: str
+    tracking_uri: str | None = None
 
 
 class JobRunLog(Protocol):
@@ -131,10 +151,13 @@ class PriorSource(Protocol):
 class JobMeasurement:
     """Measures one training job; one instance per process, driven by an adapter."""
 
-    def __init__(self, options: TrackOptions, source: str, step_begins: bool = False) -> None:
+    def __init__(
+        self, options: TrackOptions, source: str, step_begins: bool = False, join: RunToJoin | None = None
+    ) -> None:
         self.options = options
         self.source = source
         self.step_begins = step_begins  # the adapter calls step_begin: the window (re)opens there
+        self.join = join  # the run to log into (main process), else the active run, else an own one
         self.facts: JobFacts | None = None
         self.window: RankWindow | None = None
         self.run: JobRunLog | None = None  # on the main process
@@ -187,7 +210,9 @@ class JobMeasurement:
         from mlflow_roofline.integrations.run_log import RunLog, store_failure
 
         try:
-            self.run = RunLog(self.options.experiment, self.options.run_name)
+            join = self.join
+            run_id, uri = (join.run_id, join.tracking_uri) if join is not None else (None, None)
+            self.run = RunLog(self.options.experiment, self.options.run_name, run_id, uri)
         except Exception as exc:  # the store cannot be used: training is the user's, never ours to stop
             logger.warning("roofline: %s; training goes on, not measured", store_failure(exc))
             return

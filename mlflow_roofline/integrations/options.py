@@ -1,4 +1,4 @@
-"""The options of the Trainer callback and the Accelerate hook, checked once, naming the field."""
+"""The options of the Trainer and Lightning callbacks and the Accelerate hook, checked once, naming the field."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ class TrackOptions:
     def budget_j(self) -> float | None:
         """The energy budget in joules, if any."""
         return None if self.energy_budget_kwh is None else float(self.energy_budget_kwh) * J_PER_KWH
+
+
+def logging_interval(value: object, name: str = "log_every_n_steps") -> int | None:
+    """``value`` checked as the optimizer steps between two logging points (None: the framework's own).
+
+    Raises:
+        ConfigError: not None and not a positive integer, naming ``name``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(name, f"must be a positive integer, got {value!r}")
+    return value

@@ -1,8 +1,10 @@
 """The MLflow side of a job measured inside the user's loop (main process only).
 
-It joins the active run when there is one (the run MLflow's own ``MLflowCallback`` or the
-user opened), else opens its own in ``experiment`` (else ``MLFLOW_EXPERIMENT_ID`` /
-``_NAME``, else ``roofline-bert``, where ``fit`` looks by default). History points are
+It joins the run it is given (a Lightning ``MLFlowLogger``'s, in that logger's store), else
+the active run when there is one (the run MLflow's own ``MLflowCallback``,
+``mlflow.pytorch.autolog()`` or the user opened), else opens its own in ``experiment`` (else
+``MLFLOW_EXPERIMENT_ID`` / ``_NAME``, else ``roofline-bert``, where ``fit`` looks by
+default). History points are
 gathered and written in one store batch every few seconds by a thread of the run's own
 (:class:`~mlflow_roofline.integrations.history_buffer.HistoryBuffer`), so a logging step
 neither waits for the store nor pays a store write; every way the run ends below writes
@@ -68,14 +70,21 @@ SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handler
 class RunLog:
     """One MLflow run this job's measurements go to.
 
+    Args:
+        experiment, run_name: where and how to open a run of its own.
+        run_id: a run to join (None: the active run, else one of its own).
+        tracking_uri: the store of ``run_id`` (None: MLflow's current one).
+
     Raises:
-        Exception: the store cannot open or join the run (see :func:`open_run_log`).
+        Exception: the store cannot open or join the run.
     """
 
-    def __init__(self, experiment: str | None, run_name: str | None) -> None:
+    def __init__(
+        self, experiment: str | None, run_name: str | None, run_id: str | None = None, tracking_uri: str | None = None
+    ) -> None:
         quiet_store_logging()
-        self.client = TrackingClient()
-        active = self.client.active_run_id()
+        self.client = TrackingClient(tracking_uri)
+        active = run_id or self.client.active_run_id()
         self.own = active is None
         if active is not None:
             self.run_id = active
@@ -88,7 +97,7 @@ class RunLog:
         self._watchdog: Watchdog | None = process_watchdog()
         self.watchdog_pid: int = self._watchdog.process.pid
         """The watchdog's process: a child of this one, which a meter of the job's processes leaves out."""
-        self._orphan_hook = orphan_hook_kwargs(self.run_id)
+        self._orphan_hook = orphan_hook_kwargs(self.run_id, self.client.tracking_uri)
         self._watchdog.call(END_ORPHANED_RUN, **self._orphan_hook)
         atexit.register(self._left_open)
         self._previous_sigterm: SignalHandler = None

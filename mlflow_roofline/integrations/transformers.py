@@ -31,7 +31,6 @@ import torch
 from torch.utils.hooks import RemovableHandle
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import SOURCE_TRAINER
 from mlflow_roofline.integrations.job_facts import (
     JobFacts,
@@ -42,7 +41,7 @@ from mlflow_roofline.integrations.job_facts import (
     precision_of,
 )
 from mlflow_roofline.integrations.measurement import JobMeasurement
-from mlflow_roofline.integrations.options import TrackOptions
+from mlflow_roofline.integrations.options import TrackOptions, logging_interval
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.integrations.safety import JobGuard
 
@@ -62,11 +61,7 @@ class RooflineCallback(TrainerCallback):
     """
 
     def __init__(self, log_every_n_steps: int | None = None, **options: Any) -> None:
-        if log_every_n_steps is not None and (
-            isinstance(log_every_n_steps, bool) or not isinstance(log_every_n_steps, int) or log_every_n_steps < 1
-        ):
-            raise ConfigError("log_every_n_steps", f"must be a positive integer, got {log_every_n_steps!r}")
-        self.log_every_n_steps = log_every_n_steps
+        self.log_every_n_steps = logging_interval(log_every_n_steps)
         self.options = TrackOptions(**options)
         self.tracker: JobMeasurement | None = None
         self._spy = WrapperSpy()

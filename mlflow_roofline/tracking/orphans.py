@@ -15,9 +15,9 @@ from mlflow_roofline.tracking.client import TrackingClient
 END_ORPHANED_RUN = "mlflow_roofline.tracking.orphans:end_orphaned_run"
 
 
-def orphan_hook_kwargs(run_id: str) -> dict[str, str]:
-    """The hook's arguments for ``run_id``: the run and the tracking store this process uses."""
-    return {"run_id": run_id, "tracking_uri": TrackingClient().tracking_uri}
+def orphan_hook_kwargs(run_id: str, tracking_uri: str | None = None) -> dict[str, str]:
+    """The hook's arguments for ``run_id``: the run and its tracking store (None: the one this process uses)."""
+    return {"run_id": run_id, "tracking_uri": tracking_uri or TrackingClient().tracking_uri}
 
 
 def end_orphaned_run(run_id: str, tracking_uri: str, reason: str) -> bool:

@@ -59,7 +59,8 @@ def test_autolog_is_idempotent_keeps_a_users_callback_and_disable_undoes_it(trac
     original_prepare = Accelerator.prepare
     mlflow_roofline.autolog(**OPTIONS)
     mlflow_roofline.autolog(**OPTIONS, log_every_n_steps=5)  # again: the options change, the patch stays one
-    assert len(autolog_module._patches) == 4 and autolog_module.enabled()
+    ours = [p for p in autolog_module._patches if p.owner in (Trainer, Accelerator)]
+    assert len(ours) == 4 and autolog_module.enabled()
     (added,) = _roofline_callbacks(_trainer())
     assert added.log_every_n_steps == 5 and added.options.meter == "estimate"
     own = RooflineCallback(meter="estimate")
