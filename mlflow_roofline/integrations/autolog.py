@@ -48,13 +48,15 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import importlib
+import importlib.util
 import logging
 import sys
 import weakref
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-from mlflow_roofline.integrations.options import TrackOptions, logging_interval
+from mlflow_roofline.integrations.options import LIGHTNING_PACKAGES, TrackOptions, logging_interval
 from mlflow_roofline.integrations.safety import JobGuard, around
 
 logger = logging.getLogger(__name__)
@@ -182,24 +184,30 @@ def _mark_in_trainer(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> 
 
 # -- lightning --------------------------------------------------------------------------
 def _patch_lightning() -> list[str]:
-    """Patch ``fit`` of ``lightning.pytorch.Trainer``, and of ``pytorch_lightning.Trainer`` where only
-    that is installed or it is imported already (importing a second Lightning costs seconds)."""
-    patched: list[str] = []
-    for package in ("lightning.pytorch", "pytorch_lightning"):
-        if patched and package not in sys.modules:
+    """Patch ``fit`` (and ``__init__``) of ``lightning.pytorch.Trainer`` and ``pytorch_lightning.Trainer``
+    when each is imported: now for one already imported, else at its import (importing Lightning costs
+    seconds that a Hugging Face job must not pay); the names of those installed."""
+    from mlflow_roofline.tracking.autologging import when_imported
+
+    installed: list[str] = []
+    for package in LIGHTNING_PACKAGES:
+        if importlib.util.find_spec(package.split(".")[0]) is None:
             continue
-        try:
-            trainer = importlib.import_module(package).Trainer
-        except ImportError:
-            continue
-        _replace(trainer, "fit", _fit_patch(f"{package}.Trainer.fit"))
-        _replace(
-            trainer,
-            "__init__",
-            lambda original: around(original, "Lightning's Trainer.__init__", after=_quiet_other_ranks),
-        )
-        patched.append(f"{package}.Trainer")
-    return patched
+        when_imported(package, _patch_lightning_trainer)
+        installed.append(f"{package}.Trainer")
+    return installed
+
+
+def _patch_lightning_trainer(module: ModuleType) -> None:
+    """The post-import hook of a Lightning package: patch its ``Trainer`` while autolog is on."""
+    if _config is None or any(p.owner is module.Trainer for p in _patches):
+        return
+    _replace(module.Trainer, "fit", _fit_patch(f"{module.__name__}.Trainer.fit"))
+    _replace(
+        module.Trainer,
+        "__init__",
+        lambda original: around(original, "Lightning's Trainer.__init__", after=_quiet_other_ranks),
+    )
 
 
 def _fit_patch(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -52,7 +52,7 @@ from mlflow_roofline.integrations.job_facts import (
     tf32_matmuls,
 )
 from mlflow_roofline.integrations.measurement import JobMeasurement, RunToJoin
-from mlflow_roofline.integrations.options import TrackOptions, logging_interval
+from mlflow_roofline.integrations.options import LIGHTNING_PACKAGES, TrackOptions, logging_interval
 from mlflow_roofline.integrations.parallel_probe import probe
 from mlflow_roofline.integrations.safety import JobGuard
 
@@ -62,9 +62,6 @@ try:
 except ImportError:  # only the package's older name is installed
     from pytorch_lightning import Callback, LightningModule, Trainer  # type: ignore[assignment]
     from pytorch_lightning.utilities.rank_zero import rank_zero_only
-
-LIGHTNING_PACKAGES: tuple[str, ...] = ("lightning.pytorch", "pytorch_lightning")
-"""The two names Lightning's trainer package goes by (``lightning`` since 2.0)."""
 
 DEFAULT_LOGGING_STEPS = 50
 """Optimizer steps between logging points when the Trainer logs nothing (Lightning's default interval)."""

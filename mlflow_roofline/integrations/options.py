@@ -12,6 +12,9 @@ from mlflow_roofline.energy.select import METER_NAMES
 DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
 """The law the forecast takes as its prior unless told otherwise: what ``fit`` registers."""
 
+LIGHTNING_PACKAGES: tuple[str, ...] = ("lightning.pytorch", "pytorch_lightning")
+"""The two names Lightning's trainer package goes by (``lightning`` since 2.0)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class TrackOptions:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from types import ModuleType
 from typing import ParamSpec, TypeVar
 
 from mlflow.utils.autologging_utils import autologging_is_disabled, disable_autologging
+from mlflow.utils.import_hooks import register_post_import_hook
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,3 +34,9 @@ def without_mlflow_autologging(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
 
     return quiet
+
+
+def when_imported(module: str, hook: Callable[[ModuleType], None]) -> None:
+    """Call ``hook(module)`` once ``module`` is imported (now, if it is already), through MLflow's post-import
+    hooks (those its own autologging uses); a hook registered again under the same function name replaces it."""
+    register_post_import_hook(hook, module, overwrite=True)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import lightning.pytorch as pl
@@ -179,3 +181,17 @@ def test_autolog_measures_a_pytorch_lightning_trainer_imported_before_it(trackin
     job.fit(OldNameModule(), data())
     assert any(isinstance(c, AutologCallback) for c in job.callbacks)
     _assert_ours(_only_run(), [4, 6, 8, 10])
+
+
+def test_autolog_leaves_lightning_unimported_until_the_job_imports_it() -> None:
+    """A Hugging Face job must not pay Lightning's import (seconds); a Lightning job imported later is patched."""
+    code = (
+        "import sys, mlflow_roofline\n"
+        "mlflow_roofline.autolog(silent=True)\n"
+        "assert 'lightning.pytorch' not in sys.modules and 'pytorch_lightning' not in sys.modules\n"
+        "import lightning.pytorch as pl\n"
+        "print(getattr(pl.Trainer.fit, '__wrapped__', None) is not None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
