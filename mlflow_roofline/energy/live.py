@@ -49,14 +49,23 @@ class LiveEnergy:
             self.meter.begin_window(self.name)
             self._open = True
 
-    def end(self) -> Measurement:
-        """Close the window; its measurement (added to the running total)."""
+    def end(self, count: bool = True) -> Measurement:
+        """Close the window; its measurement, added to the running total unless ``count`` is False
+        (a stretch the job leaves out of its energy, such as the time after its last step: readings
+        taken while it was open may have shown some of it)."""
         with self._lock:
             self._open = False
             measurement = self.meter.end_window(self.name)
-            self._failed = self._failed or not _add(measurement, self._closed_j)
+            if count:
+                self._failed = self._failed or not _add(measurement, self._closed_j)
             self._closed_since_take = True
             return measurement
+
+    def close_meter(self) -> None:
+        """Close the meter (an open window is dropped, its joules uncounted); readings end here."""
+        with self._lock:
+            self._open = False
+            self.meter.close()
 
     def joules(self) -> tuple[float, dict[str, float]] | None:
         """``(unix time s, joules per device)`` measured so far; None when a reading failed.

@@ -85,7 +85,7 @@ class RankWindow:
         if steps > 0:
             self.cut(steps, reopen=False)
         elif self.reads and self.live.is_open:
-            self.live.end()
+            self.live.end(count=False)
 
     def take(self, rank: int, tokens: int, rows: int) -> RankReport:
         """The samples since the last call, as a report to gather."""

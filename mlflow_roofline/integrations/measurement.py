@@ -290,7 +290,7 @@ class JobMeasurement:
         self._finished = True
         try:
             if self.window is not None:
-                self.window.meter.close()
+                self.window.live.close_meter()  # not while the system metrics read the window
         finally:
             if self.run is not None:
                 end_run(self.run)

@@ -5,7 +5,9 @@ Logged: tag ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``,
 ``roofline.command`` and ``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` /
 ``cost`` with the carbon tags, and ``embodied_co2e_g`` / ``water_l`` with their source
 tags or the tags naming a missing figure (every metered device counted as held by the
-command: :mod:`~mlflow_roofline.core.footprint_fields`). The wrapper exits with the
+command: :mod:`~mlflow_roofline.core.footprint_fields`); while the command runs, the
+window's running energy as the system metrics ``system/..._energy_wh``
+(:mod:`~mlflow_roofline.tracking.system_energy`). The wrapper exits with the
 command's exit code (128+N when a signal N killed it); a command that cannot start is refused before any run, with
 the shell's codes: 127 when it (or the interpreter its ``#!`` line names) is not found,
 126 when it is not executable or a directory. The run ends FINISHED on exit code 0,

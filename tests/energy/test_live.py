@@ -100,3 +100,13 @@ def test_readings_from_another_thread_never_exceed_the_close(nvml) -> None:
     reader.join()
     meter.close()
     assert seen == sorted(seen) and max(seen, default=0.0) <= measurement.per_device_j["cuda:0"]
+
+
+def test_closing_the_meter_under_an_open_window_ends_the_readings(nvml) -> None:
+    """A job that stops measuring (a failure) closes its meter with the window open: no reading after."""
+    meter = make_meter("nvml", device="cuda", nvml=nvml)
+    live = LiveEnergy(meter)
+    live.begin()
+    assert live.take()  # open: a reading
+    live.close_meter()
+    assert live.take() == [] and not live.is_open and not meter.is_open
