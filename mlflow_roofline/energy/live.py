@@ -18,7 +18,8 @@ import threading
 import time
 
 from mlflow_roofline.energy.readings import Measurement
-from mlflow_roofline.energy.windows import DEFAULT_WINDOW, MeterWindows
+from mlflow_roofline.energy.base import EnergyMeter
+from mlflow_roofline.energy.windows import DEFAULT_WINDOW
 
 
 class LiveEnergy:
@@ -28,7 +29,7 @@ class LiveEnergy:
     :meth:`joules` returns None from then on, never a stand-in.
     """
 
-    def __init__(self, meter: MeterWindows, name: str = DEFAULT_WINDOW) -> None:
+    def __init__(self, meter: EnergyMeter, name: str = DEFAULT_WINDOW) -> None:
         self.meter = meter
         self.name = name
         self.source = meter.source
