@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
-from mlflow_roofline.energy.readings import Measurement
 from mlflow_roofline.energy.base import EnergyMeter
+from mlflow_roofline.energy.readings import Measurement
 from mlflow_roofline.energy.windows import DEFAULT_WINDOW
 
 
