@@ -214,6 +214,25 @@ TAG_WATER_UNKNOWN = "roofline.water_unknown"
 TAG_WARMUP_ENERGY_ERROR = "roofline.warmup_energy_error"  # why warmup_energy_j is missing
 TAG_ENERGY_NODE_ERROR = "roofline.energy_node_error"  # why energy_cpu_j / _dram_j / _node_j are missing or partial
 TAG_METER_CHECK = "roofline.energy_meter_check"  # which meter cross-checked energy_j, or why none could
+# System metrics (MLflow's System metrics tab, beside MLflow's own system/...): the cumulative energy of
+# the meter's window while it is open, watt-hours, per GPU and for the node's CPU packages and DRAM.
+SYSTEM_METRIC_PREFIX = "system/"  # MLflow's: system/<node id>/<name> when MLFLOW_SYSTEM_METRICS_NODE_ID is set
+M_SYSTEM_CPU_ENERGY_WH = "system/cpu_energy_wh"  # estimate: the process tree; rapl: the CPU packages
+M_SYSTEM_DRAM_ENERGY_WH = "system/dram_energy_wh"  # rapl: the DRAM zones
+TAG_SYSTEM_ENERGY_SOURCE = "roofline.system_energy_source"  # the meter the system/..._energy_wh metrics read
+
+
+def system_gpu_energy_metric(index: int) -> str:
+    """``system/gpu_<index>_energy_wh``: one GPU's cumulative energy, watt-hours (``index``: its CUDA ordinal)."""
+    return f"{SYSTEM_METRIC_PREFIX}gpu_{index}_energy_wh"
+
+
+def system_metric_on_node(name: str, node_id: str | None) -> str:
+    """``name`` (``system/<rest>``) as MLflow names a node's system metric: ``system/<node_id>/<rest>``."""
+    if not node_id:
+        return name
+    return f"{SYSTEM_METRIC_PREFIX}{node_id}/{name.removeprefix(SYSTEM_METRIC_PREFIX)}"
+
 
 TAG_NOTE = "mlflow.note.content"  # MLflow's run description, rendered as Markdown by the UI
 # Experiment tag: MLflow's kind of an experiment, which picks the UI's view of it.

@@ -145,6 +145,25 @@ class MeterWindows(abc.ABC):
         time_s = time.perf_counter() - window.t0
         return self._finish(time_s, window.start, window.error, window.started_at)
 
+    def so_far(self, name: str = DEFAULT_WINDOW) -> Measurement:
+        """What the open window ``name`` has measured until now (joules, seconds), leaving it open.
+
+        One reading, taken and judged as :meth:`end_window` would (failures in ``error``);
+        the system metrics read a window this way while it runs.
+        """
+        if name == DEFAULT_WINDOW:
+            t0, start, error, started_at = self._d_t0, self._d_start, self._d_error, self._d_started_at
+        else:
+            window = self._windows.get(name)
+            t0, start, error, started_at = (
+                (None, None, None, 0.0)
+                if window is None
+                else (window.t0, window.start, window.error, window.started_at)
+            )
+        if t0 is None:
+            raise MeterError(f"{self.source} meter: so_far({name!r}) of a window that is not open")
+        return self._measure(time.perf_counter() - t0, start, error, started_at)
+
     @contextlib.contextmanager
     def window(self, name: str = DEFAULT_WINDOW) -> Iterator[Window]:
         """Measure a block: ``with meter.window() as w: ...``; then ``w.measurement``."""
@@ -168,20 +187,24 @@ class MeterWindows(abc.ABC):
     def _finish(self, time_s: float, start: Snapshot | None, error: str | None, started_at: float) -> Measurement:
         """The measurement of a window that closed ``time_s`` seconds after it opened; ends the session if last."""
         try:
-            if start is None:
-                return self._failed(time_s, f"read failed at window start: {error}", started_at)
-            end, error = self._snapshot()
-            if end is None:
-                return self._failed(time_s, str(error), started_at)
-            if start.at is not None and end.at is not None:  # sampled power: the span the joules cover
-                time_s = end.at - start.at
-            warning = self._window_warning(start, end, time_s) if self._warns else None
-            measurement = window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
-            return self._attribute(measurement, start, end) if self._attributes else measurement
+            return self._measure(time_s, start, error, started_at)
         finally:
             self._open_count -= 1
             if not self._open_count and self._sessions:
                 self._stop_session()
+
+    def _measure(self, time_s: float, start: Snapshot | None, error: str | None, started_at: float) -> Measurement:
+        """The measurement from ``start`` to a reading taken now, ``time_s`` seconds later."""
+        if start is None:
+            return self._failed(time_s, f"read failed at window start: {error}", started_at)
+        end, error = self._snapshot()
+        if end is None:
+            return self._failed(time_s, str(error), started_at)
+        if start.at is not None and end.at is not None:  # sampled power: the span the joules cover
+            time_s = end.at - start.at
+        warning = self._window_warning(start, end, time_s) if self._warns else None
+        measurement = window_measurement(self.source, self.update_period_s, start, end, time_s, started_at, warning)
+        return self._attribute(measurement, start, end) if self._attributes else measurement
 
     def _failed(self, time_s: float, error: str, started_at: float | None = None) -> Measurement:
         return Measurement(None, {}, time_s, self.source, error=error, started_at=started_at)

@@ -22,6 +22,7 @@ import time
 import torch.distributed as dist
 
 from mlflow_roofline.energy.base import EnergyMeter, Measurement
+from mlflow_roofline.energy.live import LiveEnergy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,7 @@ class RankWindow:
     def __init__(self, meter: EnergyMeter, reads: bool) -> None:
         self.meter = meter
         self.reads = reads
+        self.live = LiveEnergy(meter)  # the window's running total over its cuts: the run's system metrics
         self.pending: list[Sample] = []
         self.error: str | None = None
         self.warnings: list[str] = []
@@ -60,7 +62,7 @@ class RankWindow:
     def open(self) -> None:
         """Open the window (the first sample starts now); also resumes it after a paused cut."""
         if self.reads:
-            self.meter.begin()
+            self.live.begin()
         self._t0 = time.perf_counter()
 
     def cut(self, steps: int, reopen: bool = True) -> None:
@@ -72,9 +74,9 @@ class RankWindow:
         now = time.perf_counter()
         energy: float | None = 0.0
         if self.reads:
-            energy = self._joules(self.meter.end())
+            energy = self._joules(self.live.end())
             if reopen:
-                self.meter.begin()
+                self.live.begin()
         self.pending.append(Sample(steps, energy, now - self._t0))
         self._t0 = now
 
@@ -82,8 +84,8 @@ class RankWindow:
         """End the window; a last sample without steps (time after the last step) is dropped."""
         if steps > 0:
             self.cut(steps, reopen=False)
-        elif self.reads and self.meter.is_open:
-            self.meter.end()
+        elif self.reads and self.live.is_open:
+            self.live.end(count=False)
 
     def take(self, rank: int, tokens: int, rows: int) -> RankReport:
         """The samples since the last call, as a report to gather."""

@@ -84,6 +84,7 @@ from mlflow_roofline.core.schema import (
     TAG_STOP_REASON,
 )
 from mlflow_roofline.energy import EnergyMeter, Measurement, make_meter
+from mlflow_roofline.energy.live import LiveEnergy
 from mlflow_roofline.integrations.energy_window import RankReport, RankWindow, Sample, combine, gather
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples, forecast
 from mlflow_roofline.integrations.job_facts import JobFacts
@@ -140,6 +141,8 @@ class JobRunLog(Protocol):
     def finish(self, failed: bool = False, error: BaseException | None = None) -> None: ...
 
     def abandon(self, reason: str) -> None: ...
+
+    def watch_energy(self, readings: LiveEnergy) -> None: ...
 
 
 class PriorSource(Protocol):
@@ -312,7 +315,7 @@ class JobMeasurement:
         self._finished = True
         try:
             if self.window is not None:
-                self.window.meter.close()
+                self.window.live.close_meter()  # not while the system metrics read the window
         finally:
             if self.run is not None:
                 end_run(self.run)
@@ -358,6 +361,8 @@ class JobMeasurement:
         assert self.window is not None
         self._drain()  # what the device still runs from before (the warm-up, the bookkeeping) stays out
         self.window.open()
+        if not self._opened and self.run is not None and self.window.reads:
+            self.run.watch_energy(self.window.live)  # this process's devices, in the System metrics tab
         self._opened = True
 
     def _drain(self) -> None:

@@ -55,6 +55,7 @@ from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ownership import same_param
 from mlflow_roofline.tracking.store_errors import quiet_store_logging, store_error_line
+from mlflow_roofline.tracking.system_energy import EnergyReadings, SystemEnergy
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class RunLog:
         self._ended = False
         self._broken = False
         self.history = HistoryBuffer(self.client, self.run_id, self._break)
+        self.system_energy: SystemEnergy | None = None
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
         self._watchdog: Watchdog | None = process_watchdog()
         self.watchdog_pid: int = self._watchdog.process.pid
@@ -109,6 +111,14 @@ class RunLog:
         if self._broken:
             return
         self.history.add(step, metrics, {k: str(v)[:MAX_TAG_CHARS] for k, v in (tags or {}).items()})
+
+    def watch_energy(self, readings: EnergyReadings) -> None:
+        """Log ``readings`` (the energy window's running total) as the run's ``system/..._energy_wh``
+        from now until the run is finished or abandoned (:mod:`~mlflow_roofline.tracking.system_energy`)."""
+        if self._broken or self.system_energy is not None:
+            return
+        self.system_energy = SystemEnergy(self.run_id, readings, self.client)
+        self.system_energy.start()
 
     def log_params(self, params: Mapping[str, str]) -> None:
         """Log the params the run does not hold yet; tag those it holds with another value.
@@ -150,6 +160,7 @@ class RunLog:
         ``failed``: the loop raised ``error`` (None: unknown); the run ends KILLED after a
         ``KeyboardInterrupt``, FAILED otherwise, with the reason in ``roofline.error``.
         """
+        self._stop_watching()
         self.history.close()
         if self.own and not self._broken:
             status, reason = _outcome(error) if failed else _FINISHED
@@ -163,6 +174,7 @@ class RunLog:
         """Measuring failed (our code, not the training): write what was gathered; end the job's own
         run FAILED with ``reason`` in ``roofline.error``; a run it joined, its owner's to end, gets
         ``reason`` in ``roofline.energy_error``."""
+        self._stop_watching()
         self.history.close()
         if not self._broken:
             try:
@@ -173,6 +185,11 @@ class RunLog:
             except Exception as exc:
                 self._break(exc)
         self._let_go()
+
+    def _stop_watching(self) -> None:
+        """Stop the system energy metrics (their last reading logged)."""
+        if self.system_energy is not None:
+            self.system_energy.stop()
 
     def _end(self, status: RunStatus, reason: str | None) -> None:
         """End the run (once) with ``status``, ``reason`` in ``roofline.error``."""
@@ -202,6 +219,7 @@ class RunLog:
     def _left_open(self) -> None:
         """At exit, a run training never ended: KILLED after Ctrl-C, else FAILED, with the reason."""
         try:
+            self._stop_watching()
             self.history.close()  # what was measured before the loop raised
             still_open = self.own or self.client.active_run_id() == self.run_id
             if still_open and not self._broken and self.client.get_run(self.run_id).info.status == "RUNNING":
@@ -226,6 +244,8 @@ class RunLog:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         """End the run KILLED, then let SIGTERM do what it did before (by default: end the process)."""
         previous = self._previous_sigterm
+        if self.system_energy is not None:  # no join here: the interrupted thread may hold the window's lock
+            self.system_energy.cancel()
         try:
             self.history.close()  # what was measured before the signal
             if not self._broken:

@@ -5,7 +5,9 @@ Logged: tag ``roofline.run_type=measure``, metrics ``energy_j``, ``time_s``,
 ``roofline.command`` and ``roofline.exit_code``, and ``energy_kwh`` / ``co2e_g`` /
 ``cost`` with the carbon tags, and ``embodied_co2e_g`` / ``water_l`` with their source
 tags or the tags naming a missing figure (every metered device counted as held by the
-command: :mod:`~mlflow_roofline.core.footprint_fields`). The wrapper exits with the
+command: :mod:`~mlflow_roofline.core.footprint_fields`); while the command runs, the
+window's running energy as the system metrics ``system/..._energy_wh``
+(:mod:`~mlflow_roofline.tracking.system_energy`). The wrapper exits with the
 command's exit code (128+N when a signal N killed it); a command that cannot start is refused before any run, with
 the shell's codes: 127 when it (or the interpreter its ``#!`` line names) is not found,
 126 when it is not executable or a directory. The run ends FINISHED on exit code 0,
@@ -34,6 +36,7 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.footprint_fields import footprint_fields
 from mlflow_roofline.core.schema import TAG_ERROR, TAG_EXIT_CODE
 from mlflow_roofline.energy.base import EnergyMeter
+from mlflow_roofline.energy.live import LiveEnergy
 from mlflow_roofline.energy.readings import Measurement
 from mlflow_roofline.energy.select import make_meter
 from mlflow_roofline.measure.command_process import CommandExit, CommandResult, command_exit, run_command
@@ -44,6 +47,7 @@ from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.energy_logging import log_measurement
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.tracking.system_energy import SystemEnergy
 
 Echo = Callable[[str], None]
 """Where the wrapper's own lines go (stderr: the command owns stdout)."""
@@ -150,8 +154,11 @@ def _measure(
     measurement: Measurement | None = None
     # If this process is killed outright, the watchdog stops the command and ends the run KILLED.
     watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
+    live = LiveEnergy(meter)  # its running total: the run's system/..._energy_wh while the command runs
+    system_energy = SystemEnergy(run_id, live, client)
     try:
-        meter.begin()
+        live.begin()
+        system_energy.start()
         try:
             result = run_command(command, watchdog)
         except OSError as exc:  # changed since it was checked (permissions, interpreter)
@@ -160,7 +167,8 @@ def _measure(
             echo(f"Error: {failure}")
             return failure.exit_code
         finally:
-            measurement = meter.end()
+            measurement = live.end()
+            system_energy.stop()
         outcome = command_exit(result.returncode, result.interrupted_by)
         if outcome.error is not None:
             client.set_tag(run_id, TAG_ERROR, outcome.error)

@@ -37,8 +37,10 @@ from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals
 from mlflow_roofline.tracking import system_metrics_monitor as sysm
 from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.system_energy import system_energy
 from mlflow_roofline.train.job_failure import TrainingFailed
 from mlflow_roofline.train.job_io import JobSpec
+from mlflow_roofline.train.live_energy import LiveFiles
 from mlflow_roofline.train.run import check_meter, parse_config, read_result
 from mlflow_roofline.train.run_logging import log_result, log_setup, record_failure
 from mlflow_roofline.train.warm import WarmJob, WarmServer
@@ -75,11 +77,16 @@ def run_child_warm(
             settings = resolved_carbon(carbon or {})
             checked = parse_config(config.to_params())  # train's own checks: devices, precision
             check_meter(meter, checked.device)
-            JobSpec(checked.to_params(), meter=meter, seed=seed).write(job_dir)
+            JobSpec(checked.to_params(), meter=meter, seed=seed, live_interval_s=sysm.sampling_interval_s()).write(
+                job_dir
+            )
             job = WarmJob(server, checked.num_devices, job_dir)
             client.log(run_id, tags=process_tags(job.pid))
             log_setup(client, run_id, checked, meter, hardware)
-            with sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)):
+            with (
+                sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)),
+                system_energy(run_id, LiveFiles(job_dir), client),
+            ):
                 launched = job.wait(timeout_s)
             if launched is None:
                 job.stop()

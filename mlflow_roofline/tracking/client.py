@@ -231,6 +231,11 @@ class TrackingClient:
             for m in self._client.get_metric_history(run_id, key)
         ]
 
+    def latest_metrics(self, run_id: str) -> list[MetricPoint]:
+        """Each metric's latest point (its value at its largest step), as the run's data holds them."""
+        data = self._client.get_run(run_id).data
+        return [MetricPoint(m.key, float(m.value), int(m.step), int(m.timestamp)) for m in data._metric_objs]
+
     # -- writing -----------------------------------------------------------------------
     def log(
         self,

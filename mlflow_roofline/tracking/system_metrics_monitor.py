@@ -21,6 +21,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mlflow_roofline.core.errors import ConfigError
+
 if TYPE_CHECKING:  # the monitor's module needs psutil, which is optional
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
@@ -32,6 +34,26 @@ DEFAULT_SAMPLING_INTERVAL_S = 2.0
 MLflow's own ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` overrides it.
 """
 ENV_SWITCH = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"  # MLflow's own switch, read when no option is given
+INTERVAL_ENV = "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL"  # MLflow's own sampling interval, seconds
+NODE_ID_ENV = "MLFLOW_SYSTEM_METRICS_NODE_ID"  # MLflow's own node id: system/<node id>/<name>
+
+
+def sampling_interval_s() -> float:
+    """Seconds between two samples: MLflow's ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``, else 2 s.
+
+    Raises:
+        ConfigError: the variable is not a number of seconds > 0.
+    """
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SAMPLING_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(INTERVAL_ENV, f"must be a number of seconds > 0, got {raw!r}")
+    return value
 
 
 def system_metrics_wanted(option: bool | None) -> bool:

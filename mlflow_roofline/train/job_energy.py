@@ -15,11 +15,14 @@ result, and what it would have measured is absent, never zero.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.energy import EnergyMeter, Measurement, MeterError, make_meter
+from mlflow_roofline.energy.live import LiveEnergy
 from mlflow_roofline.energy.select import METER_DEVICE_KIND
 from mlflow_roofline.energy.timeline import downsample, sum_aligned
+from mlflow_roofline.train.live_energy import LivePublisher
 
 JOB, WARMUP, TRAIN = "job", "warmup", "train"
 TIMELINE_INTERVAL_S = 0.1
@@ -70,6 +73,8 @@ class JobMeters:
     ) -> None:
         self.main = make_meter(meter, device=device, gpu_indices=gpu_indices, **options)
         self.reads = self.main.scope != "node" or local_rank == 0
+        self.train_window = LiveEnergy(self.main, TRAIN)  # the train window's running total, for the system metrics
+        self.publisher: LivePublisher | None = None
         self.check: EnergyMeter | None = None
         self.node: EnergyMeter | None = None
         self.extra = RankWindows()
@@ -105,16 +110,33 @@ class JobMeters:
             return []
         return [m for m in (self.main, self.check, self.node) if m is not None]
 
+    def publish_to(self, path: Path, interval_s: float) -> None:
+        """Append the train window's running energy to ``path`` (see :mod:`~mlflow_roofline.train.live_energy`)."""
+        if self.reads:
+            self.publisher = LivePublisher(self.train_window, path, interval_s)
+
+    def step_done(self) -> None:
+        """A training step ended: publish the train window's running energy when due."""
+        if self.publisher is not None:
+            self.publisher.publish()
+
     def begin(self, name: str) -> None:
         """Open window ``name`` on every meter this rank reads."""
         for meter in self._meters():
-            meter.begin_window(name)
+            if meter is self.main and name == TRAIN:
+                self.train_window.begin()
+            else:
+                meter.begin_window(name)
+        if name == TRAIN and self.publisher is not None:
+            self.publisher.publish(force=True)
 
     def end(self, name: str) -> Measurement | None:
         """Close window ``name`` everywhere; the main meter's measurement (None if this rank reads none)."""
         if not self.reads:
             return None
-        main = self.main.end_window(name)
+        main = self.train_window.end() if name == TRAIN else self.main.end_window(name)
+        if name == TRAIN and self.publisher is not None:
+            self.publisher.publish(force=True)
         check = self.check.end_window(name) if self.check is not None else None
         node = self.node.end_window(name) if self.node is not None else None
         if name == WARMUP:
@@ -143,7 +165,9 @@ class JobMeters:
         return self.extra
 
     def close(self) -> None:
-        """Close every meter (open windows are dropped)."""
+        """Close every meter (open windows are dropped) and the published file."""
+        if self.publisher is not None:
+            self.publisher.close()
         for meter in (self.main, self.check, self.node):
             if meter is not None:
                 meter.close()

@@ -22,11 +22,13 @@ ERROR_FILE = "error-rank{rank}.txt"
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """What to run: the train params (resolved device), the meter to read, the seed."""
+    """What to run: the train params (resolved device), the meter to read, the seed, and every how many
+    seconds the ranks publish the train window's running energy (None: never; see ``train.live_energy``)."""
 
     params: dict[str, str]
     meter: str = "auto"
     seed: int = 0  # workload.DEFAULT_SEED
+    live_interval_s: float | None = None
 
     @property
     def config(self) -> TrainConfig:

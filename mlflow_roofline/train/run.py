@@ -39,10 +39,12 @@ from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.tracking.system_metrics_monitor import sampling_interval_s
 from mlflow_roofline.train.device import DEVICE_KINDS, hardware_name, resolve_device
 from mlflow_roofline.train.job_failure import TrainingFailed, job_error
 from mlflow_roofline.train.job_io import JobResult, JobSpec
 from mlflow_roofline.train.launch import Job, LaunchResult
+from mlflow_roofline.train.live_energy import LiveFiles
 
 JOB_MODULE = "mlflow_roofline.train.worker"
 
@@ -101,13 +103,14 @@ def _train(
     with Watchdog() as watchdog, tempfile.TemporaryDirectory(prefix="roofline-job-") as tmp:
         watchdog.remove(tmp)
         job_dir = Path(tmp)
-        JobSpec(config.to_params(), meter=meter, seed=seed).write(job_dir)
+        JobSpec(config.to_params(), meter=meter, seed=seed, live_interval_s=sampling_interval_s()).write(job_dir)
         job = Job(config.num_devices, JOB_MODULE, [str(job_dir)])
         watchdog.stop_group(job.process.pid)
         try:
             # MLflow's import is heavy: imported here, it overlaps the job's start
             from mlflow_roofline.tracking import system_metrics_monitor as sysm  # MLflow's System metrics tab
             from mlflow_roofline.tracking.client import TrackingClient
+            from mlflow_roofline.tracking.system_energy import system_energy  # the meter's, beside MLflow's
             from mlflow_roofline.train import run_logging as train_tracking
 
             params = {**config.to_params(), P_METER: meter}
@@ -115,6 +118,7 @@ def _train(
             with (
                 train_tracking.train_run(client, experiment, config.run_name, params) as run_id,
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)),
+                system_energy(run_id, LiveFiles(job_dir), client),
             ):
                 watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(client, run_id, config, meter, hardware_name(config.device))

@@ -32,6 +32,7 @@ from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES
 from mlflow_roofline.train.flop_count import count_step_flops
 from mlflow_roofline.train.job_energy import JOB, TRAIN, WARMUP, JobMeters, combine
 from mlflow_roofline.train.job_io import ERROR_FILE, JobResult, JobSpec, RankEnergy
+from mlflow_roofline.train.live_energy import LIVE_FILE
 from mlflow_roofline.train.parallel import strategy
 from mlflow_roofline.train.parallel.dist import DistEnv, setup, teardown
 from mlflow_roofline.train.workload import Trainer, batches, build_model, build_optimizer
@@ -61,19 +62,23 @@ class StepTimer:
         return [end - start for start, end in zip(self._times, self._times[1:])]
 
 
-def run_job(spec: JobSpec) -> JobResult | None:
-    """Train and measure one configuration in this process; rank 0 returns the result."""
+def run_job(spec: JobSpec, job_dir: Path | None = None) -> JobResult | None:
+    """Train and measure one configuration in this process; rank 0 returns the result.
+
+    With ``job_dir`` and ``spec.live_interval_s``, each rank that reads a meter publishes its
+    train window's running energy there (:mod:`~mlflow_roofline.train.live_energy`).
+    """
     config = spec.config
     env = setup(config.device, config.num_devices)
     try:
-        result = _train_and_measure(config, spec, env)
+        result = _train_and_measure(config, spec, env, job_dir)
         env.barrier()  # nobody leaves the group while another rank still talks to it
         return result
     finally:
         teardown(env)
 
 
-def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobResult | None:
+def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv, job_dir: Path | None) -> JobResult | None:
     flops_per_step = count_step_flops(config) if env.is_main else 0
     parallel = strategy(config.strategy)
     model = parallel.wrap(build_model(config, env.device, spec.seed), env)
@@ -82,6 +87,8 @@ def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobR
     gpus = [env.device.index] if env.device.type == "cuda" else None
     meters = JobMeters(spec.meter, env.device.type, gpus, env.local_rank)
     reads_meter = meters.reads  # one reader per node for node-wide meters
+    if job_dir is not None and spec.live_interval_s:
+        meters.publish_to(job_dir / LIVE_FILE.format(rank=env.rank), spec.live_interval_s)
     try:
         meters.begin(JOB)  # spans both windows: one power timeline for the whole job
         if config.warmup_steps:
@@ -101,6 +108,7 @@ def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv) -> JobR
         for input_ids, labels in window:
             losses.append(trainer.step(input_ids, labels))
             timer.mark()
+            meters.step_done()
         env.barrier()  # every rank done, the device drained
         time_s = time.perf_counter() - t0
         measurement = meters.end(TRAIN)
@@ -167,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     job_dir = Path(args[0])
     rank = int(os.environ.get("RANK", "0"))
     try:
-        result = run_job(JobSpec.read(job_dir))
+        result = run_job(JobSpec.read(job_dir), job_dir)
         if result is not None:
             result.write(job_dir)
     except BaseException:

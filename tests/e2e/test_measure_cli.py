@@ -65,6 +65,11 @@ def test_measure_logs_a_finished_run_and_forwards_output(tracking_uri: str) -> N
     assert metrics["time_s"] >= 0.3
     assert metrics["avg_power_w"] == pytest.approx(metrics["energy_j"] / metrics["time_s"])
     assert run.info.run_id in proc.stderr
+    # The System metrics tab: from the window's opening to its close, which is energy_j (one joule figure).
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "system/cpu_energy_wh")
+    assert len(history) >= 2 and [p.value for p in history] == sorted(p.value for p in history)
+    assert history[-1].value == pytest.approx(metrics["energy_j"] / 3600, rel=1e-9)
+    assert tags["roofline.system_energy_source"] == "estimate"
 
 
 @pytest.mark.slow

@@ -49,6 +49,7 @@ def test_a_trainer_reporting_to_mlflow_makes_one_run_with_hfs_loss_and_our_energ
     assert run.info.status == "FINISHED"
     assert "loss" in metrics and params["learning_rate"] == "5e-05"  # HF's MLflowCallback
     assert metrics["energy_j"] > 0 and tags["roofline.source"] == "trainer"  # ours, in the same run
+    assert metrics["system/cpu_energy_wh"] == pytest.approx(metrics["energy_j"] / 3600, rel=1e-9)  # System tab
     assert (params["num_layers"], params["hidden_size"], params["seq_len"]) == ("2", "32", str(SEQ_LEN))
     forecast = MlflowClient().get_metric_history(run.info.run_id, "energy_forecast_j")
     assert [m.step for m in forecast] == [6, 8, 10]

@@ -99,6 +99,12 @@ def test_bert_job_is_a_train_run_with_energy_history_and_forecast(tracking_uri: 
     )
     assert len(timeline) == 22 and timeline["steps"].sum() == 22
     assert timeline["energy_j"].sum() == pytest.approx(metrics["energy_j"], rel=1e-5)
+    # The System metrics tab: the window's running energy, its last point the window's energy
+    # (the same samples' joules summed in another order: rel=1e-9).
+    system = [v for _, v in _history(run.info.run_id, "system/cpu_energy_wh")]
+    assert len(system) >= 2 and system == sorted(system)
+    assert system[-1] == pytest.approx(metrics["energy_j"] / 3600, rel=1e-9)
+    assert tags["roofline.system_energy_source"] == "estimate"
 
 
 class Bookkeeping(TrainerCallback):

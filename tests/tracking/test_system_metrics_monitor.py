@@ -1,4 +1,5 @@
-"""MLflow's system metrics on train runs: on by default, off on request, short runs still get a point."""
+"""MLflow's system metrics on train runs: on by default, off on request, short runs still get a point;
+the meter's running energy beside them either way."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_samples_are_logged_per_interval_and_a_short_block_still_gets_one(tracki
 
 
 @pytest.mark.slow
-def test_train_runs_log_system_metrics_unless_turned_off(tracking_uri: str) -> None:
+def test_train_runs_log_system_metrics_unless_turned_off(tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.2")
     client = MlflowClient()
     main(["train", *TINY, "--experiment", "sysm"])
     main(["train", *TINY, "--experiment", "sysm", "--no-system-metrics"])
@@ -85,5 +87,20 @@ def test_train_runs_log_system_metrics_unless_turned_off(tracking_uri: str) -> N
     assert {"system/cpu_utilization_percentage", "system/system_memory_usage_percentage"} <= system_keys(
         client, first.info.run_id
     )
-    assert system_keys(client, second.info.run_id) == set()
-    assert "energy_j" in first.data.metrics and "energy_j" in second.data.metrics
+    assert system_keys(client, second.info.run_id) == {"system/cpu_energy_wh"}  # the meter's, not MLflow's
+    for run in (first, second):
+        assert_energy_history(client, run.info.run_id, run.data.metrics["energy_j"])
+
+
+def assert_energy_history(client: MlflowClient, run_id: str, energy_j: float) -> None:
+    """The meter's running energy of the train window: from its opening to its close, which is ``energy_j``.
+
+    The last point is the window's own measurement (the rank's joules per device, summed here in
+    watt-hours): equal to ``energy_j / 3600`` but for the order of a float sum, hence rel=1e-9.
+    """
+    history = client.get_metric_history(run_id, "system/cpu_energy_wh")
+    values = [p.value for p in history]
+    assert len(history) >= 2 and values == sorted(values)  # a point at the opening, one at the close
+    assert sorted(p.step for p in history) == list(range(history[0].step, history[0].step + len(history)))
+    assert values[-1] == pytest.approx(energy_j / 3600, rel=1e-9)
+    assert client.get_run(run_id).data.tags["roofline.system_energy_source"] == "estimate"
