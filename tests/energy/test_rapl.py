@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes.fake_rapl import MAX_UJ, zone
+from support.sweeps import wait_until
 
 from mlflow_roofline.energy import MeterError, make_meter
 from mlflow_roofline.energy.rapl import RaplMeter
@@ -67,6 +68,11 @@ def test_wraparound_adds_the_counter_range(powercap) -> None:
     assert m.per_device_j["package-0"] == pytest.approx(5000 / 1e6)
 
 
+def _zone(meter: RaplMeter, key: str) -> Any:
+    """The meter's zone ``key`` (its last read, to know the background check saw a value)."""
+    return next(z for z in meter._zones if z.key == key)
+
+
 def test_background_reads_catch_every_wrap_of_a_long_window(powercap) -> None:
     p0 = powercap["package-0"]
     set_uj(p0, 900_000)
@@ -74,7 +80,9 @@ def test_background_reads_catch_every_wrap_of_a_long_window(powercap) -> None:
         meter.begin()
         for value in (100_000, 900_000, 100_000):  # +200k (wrap), +800k, +200k (wrap)
             set_uj(p0, value)
-            time.sleep(0.25)  # many check periods: the sampler sees each value
+            # the background check has read it (a wait on the event, not on the clock: a loaded host
+            # may not schedule the sampler thread for a while)
+            wait_until(lambda v=value: _zone(meter, "package-0").last_uj == v, "the wrap check to read the counter")
         m = meter.end()
     # Two reads alone would see one wrap: 100k - 900k + 1M = 200k. The checks saw 1.2M.
     assert m.per_device_j["package-0"] == pytest.approx(1.2)
