@@ -47,7 +47,7 @@ def _predict_option(entry: JobColumn) -> Callable[[Command], Command]:
         help_text += " " + entry.auto_text
         default = f"{job_table.AUTO}, by {entry.default_by[0]}"
     else:
-        default = str(entry.default).lower()
+        default = entry.served_default or str(entry.default).lower()
     return click.option(entry.option, type=kind, default=None, help=f"{help_text}  [default: {default}]")
 
 

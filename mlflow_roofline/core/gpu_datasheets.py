@@ -70,6 +70,9 @@ PRECISION_COLUMNS: Mapping[str, str] = {
     "fp8": "fp8_tensor_flops",
 }
 """The column holding the peak FLOP/s at each precision of the job table (dense tensor rates but fp32's)."""
+TABLE_PRECISION = "fp16"
+"""The precision whose peak every row gives (``fp16_tensor_flops`` is required): where a law takes a GPU's
+covariates when no other precision is known (a law fitted before ``precision`` entered it took them all here)."""
 OPTIONAL_NUMBER_COLUMNS: tuple[str, ...] = (
     "tf32_tensor_flops",
     "bf16_tensor_flops",
@@ -187,7 +190,13 @@ class HardwareSpec:
         """Whether the row gives a peak FLOP/s at ``precision`` (a mode the device has)."""
         return getattr(self, PRECISION_COLUMNS.get(precision, "-"), None) is not None
 
-    def peak_flops(self, precision: str = "fp16") -> float:
+    def same_peak(self, precision: str, other: str) -> bool:
+        """Whether the row's peak FLOP/s is the same at both precisions (both given, equal to 1e-9 relative)."""
+        if not (self.supports(precision) and self.supports(other)):
+            return False
+        return math.isclose(self.peak_flops(precision), self.peak_flops(other), rel_tol=1e-9)
+
+    def peak_flops(self, precision: str = TABLE_PRECISION) -> float:
         """Peak FLOP/s at ``precision`` (:data:`PRECISION_COLUMNS`: the FP32 rate for ``fp32``, else the dense
         tensor rate of that precision).
 
@@ -202,7 +211,7 @@ class HardwareSpec:
             )
         return float(peak)
 
-    def covariates(self, precision: str = "fp16") -> dict[str, float]:
+    def covariates(self, precision: str = TABLE_PRECISION) -> dict[str, float]:
         """What a law pooled over hardware knows of this GPU, natural logs: ``log_jpf`` (board watts per
         peak FLOP/s: J/FLOP at peak), ``log_ridge`` (peak FLOP/s per byte/s of bandwidth: the roofline's
         ridge point, FLOP/byte), ``log_peak`` (peak FLOP/s) and, where the row gives it, ``log_link``

@@ -51,6 +51,8 @@ class JobColumn:
             logged before they existed keeps its hashes.
         request: the served model takes it as an input column.
         symbol: the paper's letter (``L``, ``d``), for help texts.
+        served_default: what the served model answers a request without the column at, where that is
+            not ``default`` (``precision``: the precision the law was fitted at); empty: ``default``.
     """
 
     name: str
@@ -64,6 +66,7 @@ class JobColumn:
     paper: bool = True
     request: bool = True
     symbol: str = ""
+    served_default: str = ""
 
     @property
     def option(self) -> str:
@@ -122,6 +125,7 @@ JOB_COLUMNS: tuple[JobColumn, ...] = (
         "compute precision of the matmuls",
         "fp32",
         ("fp32", "tf32", "bf16", "fp16", "fp8"),
+        served_default="the precision the law was fitted at",
     ),
     JobColumn("arch", "text", "kind", "model kind", "encoder", ("encoder", "decoder"), paper=False),
     JobColumn(

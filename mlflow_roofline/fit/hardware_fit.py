@@ -115,8 +115,9 @@ from mlflow_roofline.fit.runs.measured_speedup import (
     measure_speedup,
 )
 from mlflow_roofline.fit.runs.noise import RepeatSpread, repeat_spread
+from mlflow_roofline.fit.runs.precisions import run_precisions
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of, n_only_laws_of
-from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 
 ESTIMATE = "estimate"
 
@@ -272,6 +273,7 @@ def fit_hardware(
         ranges=ranges,
         n_runs=len(used),
         cv_mape=energy.forms[energy.chosen].cv_mape,
+        precisions=precisions_of(run_precisions(used)),
     )
     return HardwareFit(hardware, sources, used, data, speedup, energy, law, dropped, noise=repeat_spread(used))
 

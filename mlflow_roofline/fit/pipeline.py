@@ -50,6 +50,7 @@ from mlflow_roofline.fit.forms.cv import CV_FOLDS
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import fit_pooled
 from mlflow_roofline.fit.registration import RegistryLedger, check_alias, check_model_name
+from mlflow_roofline.fit.runs.precisions import drop_unsupported_precisions
 from mlflow_roofline.fit.runs.run_data import RunData, load_train_runs
 from mlflow_roofline.tracking.client import TrackingClient
 
@@ -144,12 +145,14 @@ def run_fit(
         if energy not in FIT_ENERGY_METRICS:
             raise ConfigError("energy", f"must be one of {', '.join(FIT_ENERGY_METRICS)}, got {energy!r}")
         client = client or TrackingClient()
+        table = load_hardware_table(hardware_table)
         run_data = load_train_runs(client, experiments, hardware, FIT_ENERGY_METRICS[energy])
+        run_data = drop_unsupported_precisions(run_data, table)
         timings = {"pull": time.perf_counter() - clock}
         echo(run_data.summary())
         clock = time.perf_counter()
         fits, skipped = _fit_every_hardware(run_data, allow_estimate, missing_baseline, seed, echo)
-        pooled = fit_pooled(fits, load_hardware_table(hardware_table), seed) if len(fits) >= 2 else None
+        pooled = fit_pooled(fits, table, seed) if len(fits) >= 2 else None
         fleet = fit_fleet(fits, pooled) if pooled is not None else None
         ledger = RegistryLedger(client, model_name) if register else None
         if ledger is not None:

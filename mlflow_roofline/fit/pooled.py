@@ -10,7 +10,8 @@ with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
   law, each hardware shifting its level;
 - ``hardware_offset``     ``log_E - log_jpf ~ log_C + log_M + log_eta + strategy``: one law
   in which energy scales with the hardware's joules per FLOP at peak
-  (``log_jpf = log(board_power_w / peak FLOP/s)``, from the hardware table), no free
+  (``log_jpf = log(board_power_w / peak FLOP/s)``, from the hardware table at the run's
+  ``precision``: an A100 run at fp32 has 16 times the J/FLOP of one at bf16), no free
   parameter per hardware;
 - ``hardware_covariates`` (three hardware or more) ``+ log_ridge``, the log of the
   roofline ridge point ``peak FLOP/s / (bytes/s)``, so that a more memory-bound
@@ -23,7 +24,11 @@ with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
   construction, so they can pass the num_steps sanity check where the plain forms (whose size
   exponents also carry the steps) cannot.
 
-The covariate forms (:data:`COVARIATE_FORMS`) predict a GPU no run measured, given its table row; their
+Every run's covariates are its GPU's at the run's own precision (:func:`run_covariates`); the law keeps
+each GPU's at the precision most of its runs have (:func:`hardware_covariates`), and the precisions of
+its runs (:attr:`~law.fitted.FittedLaw.precisions`). The covariate forms (:data:`COVARIATE_FORMS`)
+predict a GPU no run measured, given its table row, and a measured GPU at a precision whose peak
+differs from its runs' (:mod:`serve.precision_routing`); their
 leave-one-hardware-out MAPE (every hardware held out in turn, fitted on the others) is
 ``loho_mape``. When a pooled form (not ``hardware_slopes``) wins, :attr:`PooledFit.law`
 is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
@@ -65,7 +70,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from mlflow_roofline.core.gpu_datasheets import HardwareTable
+from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, HardwareTable
 from mlflow_roofline.core.schema import (
     HARDWARE_COLUMN,
     M_CV_MAPE_POOLED_PREFIX,
@@ -93,7 +98,8 @@ from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
 from mlflow_roofline.fit.report import plots
-from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.fit.runs.precisions import run_precisions
+from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 from mlflow_roofline.law.linear import LinearLaw
 
 __all__ = [
@@ -319,16 +325,50 @@ PER_STEP_TERMS = "I(log_C - log_steps) + I(log_M - log_steps) + log_eta"
 """The per-step forms' size terms: FLOPs and traffic per optimizer step (as ``paper_per_step``)."""
 
 
-def pooled_data(fits: Sequence[HardwareFit], covariates: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """Every hardware's law features in one frame, ``hardware`` a categorical (the first fit's is the reference)."""
-    data = pd.concat([f.data.assign(hardware=f.hardware) for f in fits], ignore_index=True)
+def hardware_covariates(fits: Sequence[HardwareFit], table: HardwareTable) -> dict[str, dict[str, float]]:
+    """Per hardware the table knows, its covariates at the precision most of its runs have (its law's first)."""
+    return {
+        f.hardware: s.covariates(f.law.precisions[0] if f.law.precisions else TABLE_PRECISION)
+        for f in fits
+        if (s := table.lookup(f.hardware)) is not None
+    }
+
+
+def run_covariates(fits: Sequence[HardwareFit], table: HardwareTable) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (hardware, precision) the pooled runs hold, the table's covariates at that precision (known hardware).
+
+    Raises:
+        ConfigError: naming ``precision`` where a GPU's row has no peak at a run's precision (the fit job
+            has left such runs out: :mod:`fit.runs.precisions`).
+    """
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for fit in fits:
+        spec = table.lookup(fit.hardware)
+        if spec is not None:
+            for precision in dict.fromkeys(run_precisions(fit.frame)):
+                out[(fit.hardware, str(precision))] = spec.covariates(str(precision))
+    return out
+
+
+def pooled_data(
+    fits: Sequence[HardwareFit],
+    covariates: dict[str, dict[str, float]],
+    by_precision: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
+    """Every hardware's law features in one frame, ``hardware`` a categorical (the first fit's is the reference),
+    and where every hardware has covariates, each run's: at its own precision where ``by_precision`` gives
+    them (:func:`run_covariates`), else its hardware's."""
+    data = pd.concat(
+        [f.data.assign(hardware=f.hardware, precision=run_precisions(f.frame)) for f in fits], ignore_index=True
+    )
     data["strategy"] = pd.Categorical(data["strategy"].astype(str), categories=present_strategies(data["strategy"]))
     data[HARDWARE_COLUMN] = pd.Categorical(data[HARDWARE_COLUMN].astype(str), categories=[f.hardware for f in fits])
     if len(covariates) == len(fits):
+        keys = list(zip(data[HARDWARE_COLUMN].astype(str), data["precision"].astype(str)))
         for name in ("log_jpf", "log_ridge"):
-            data[name] = (
-                data[HARDWARE_COLUMN].astype(str).map({hw: c[name] for hw, c in covariates.items()}).astype(float)
-            )
+            data[name] = [
+                float(by_precision[key][name]) if by_precision is not None else covariates[key[0]][name] for key in keys
+            ]
         data[RESPONSE_PER_JPF] = data["log_E"] - data[OFFSET]
     return data
 
@@ -405,9 +445,9 @@ def fit_pooled(
 ) -> PooledFit:
     """The pooled forms over ``fits`` (two hardware or more, most runs first), checked, scored and chosen;
     ``workload_aware=False`` leaves the pooled comm-time speedup laws out (N-only laws alone)."""
-    covariates = {f.hardware: s.covariates() for f in fits if (s := table.lookup(f.hardware)) is not None}
+    covariates = hardware_covariates(fits, table)
     missing = [f.hardware for f in fits if f.hardware not in covariates]
-    data = pooled_data(fits, covariates)
+    data = pooled_data(fits, covariates, run_covariates(fits, table))
     forms, loho = _scored_forms(data, not missing, seed)
     forms, extrapolation, notes = pooled_extrapolation(forms, data)
     insane = pooled_sanity(forms, fits, covariates)
@@ -457,4 +497,5 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -
         covariate_form=covariate_form,
         covariate_law=pooled.forms[covariate_form].law if covariate_form else None,
         loho_mape=pooled.loho[covariate_form][0] if covariate_form else None,
+        precisions=precisions_of(p for f in fits for p in run_precisions(f.frame)),
     )

@@ -11,13 +11,15 @@ energy laws; ``log_t1`` (seconds the same job takes on one device) for the time 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+from collections.abc import Iterable
 
 import numpy as np
 
 from mlflow_roofline.core.errors import LawFileError
-from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS
+from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS, PRECISIONS
 from mlflow_roofline.law import roofline_efficiency  # noqa: F401 # the roofline families register on import
 from mlflow_roofline.law.coefficients import LAW_FAMILIES, JsonObject, LawCoefficients
 from mlflow_roofline.law.comm_time import ParallelJob
@@ -38,6 +40,12 @@ def energy_law_from_dict(data: JsonObject) -> EnergyLaw:
     """
     family = LAW_FAMILIES.get(str(data.get("kind")), LinearLaw)
     return family.from_dict(data)
+
+
+def precisions_of(values: Iterable[object]) -> list[str]:
+    """The precisions of fitted runs (job-table levels), the most runs first (ties: the job table's order)."""
+    counts = collections.Counter(str(v) for v in values)
+    return sorted(counts, key=lambda p: (-counts[p], PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +81,9 @@ class FittedLaw:
             strategy, for a GPU no run measured: their ``s_per_element`` is at the
             interconnect ``reference["link_bytes_per_s"]`` and scales to the GPU's own
             (:mod:`fit.pooled_speedup`). Empty where the N-only law predicted better.
+        precisions: the ``precision`` of the runs fitted, the most runs first: the first is what a
+            request without ``precision`` is answered at (:mod:`serve.precision_routing`). Empty for
+            a law written before ``precision`` entered the law: it ignores the column, as it did.
     """
 
     hardware: str
@@ -92,6 +103,7 @@ class FittedLaw:
     loho_mape: float | None = None
     n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
     unmeasured_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
+    precisions: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def known_hardware(self) -> list[str]:
@@ -172,4 +184,5 @@ class FittedLaw:
             unmeasured_speedup_laws={
                 k: SpeedupLaw.from_dict(v) for k, v in (data.get("unmeasured_speedup_laws") or {}).items()
             },
+            precisions=[str(p) for p in data.get("precisions") or []],
         )

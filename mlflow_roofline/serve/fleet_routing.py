@@ -11,6 +11,11 @@ in any mode (predict, recommend, pareto), by one :class:`~law.fitted.FittedLaw`:
 - any other name: refused by name, listing the measured GPUs and saying that the table's GPUs
   are answered too.
 
+A measured GPU that its own law answers, asked at a precision whose peak in the hardware table
+differs from its runs' (:mod:`serve.precision_routing`), is answered by the pooled law's covariate
+form at that peak (``law`` ``pooled``, ``extrapolated_hardware`` true), or refused naming
+``precision`` where the fleet has none: its own law has no hardware term.
+
 The answers are put back in the request's row order (pareto mode: ``row`` names the request's
 row), with the column ``law``: the GPU's name where its own law answered, else ``pooled``.
 A refusal inside one GPU's rows names the row of the whole request.
@@ -27,8 +32,9 @@ import pandas as pd
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.law.fleet import FleetLaw
+from mlflow_roofline.law.fleet import POOLED, FleetLaw
 from mlflow_roofline.serve.errors import InputError, invalid, show
+from mlflow_roofline.serve.precision_routing import PRECISION, answered_precision, given_precision, off_fitted, why_off
 
 LAW_COLUMN = "law"
 ROW_COLUMN = "row"
@@ -92,14 +98,43 @@ def _in_request_rows(exc: InputError, rows: np.ndarray) -> InputError:
     return InputError(message, error_code=exc.error_code)
 
 
-def _answer_part(fleet: FleetLaw, frame: pd.DataFrame, name: str, rows: np.ndarray, answer: Answer) -> pd.DataFrame:
-    """The rows ``rows`` (all on GPU ``name``) answered by their law, indexed by request row, labelled ``law``."""
+def precision_parts(
+    fleet: FleetLaw, name: str, rows: np.ndarray, given: np.ndarray
+) -> list[tuple[np.ndarray, FittedLaw, str]]:
+    """The rows ``rows`` of GPU ``name`` (``given``: their requested precision) by the law that answers them,
+    with the label of the column ``law``: a GPU its own law answers, at a precision off its runs'
+    (:mod:`serve.precision_routing`), goes to the pooled law, whose covariate form takes the table's peak.
+
+    Raises:
+        InputError: naming ``precision`` for a precision the GPU's row has no peak for, or an off one
+            where the fleet has no covariate form; naming ``hardware`` for a GPU it does not answer.
+    """
     law = law_of(fleet, name, rows)
+    if name not in fleet.hardware_laws or law is not fleet.hardware_laws[name]:
+        return [(rows, law, fleet.label(name))]
+    fitted = law.precisions
+    off = off_fitted(fitted, name, answered_precision(fitted, name, given, rows))
+    if not off.any():
+        return [(rows, law, name)]
+    if fleet.pooled is None or not fleet.answers_unmeasured:
+        asked = str(answered_precision(fitted, name, given[off])[0])
+        raise invalid(
+            PRECISION,
+            f"{asked} on {name!r}: its runs were at {', '.join(fitted)}, {why_off(fitted, name, asked)}, and "
+            f"this model has no pooled covariate form to carry the peak ({fleet.unmeasured_refusal})",
+            rows[off],
+        )
+    parts = [(rows[~off], law, name)] if (~off).any() else []
+    return [*parts, (rows[off], fleet.pooled, POOLED)]
+
+
+def _answer_part(frame: pd.DataFrame, rows: np.ndarray, law: FittedLaw, label: str, answer: Answer) -> pd.DataFrame:
+    """The rows ``rows`` answered by ``law``, indexed by request row, labelled ``label`` in the column ``law``."""
     try:
         part = answer(law, frame.iloc[rows].reset_index(drop=True))
     except InputError as exc:
         raise _in_request_rows(exc, rows) from None
-    part[LAW_COLUMN] = fleet.label(name)
+    part[LAW_COLUMN] = label
     if ROW_COLUMN in part.columns:  # pareto: several output rows per request row
         part[ROW_COLUMN] = rows[part[ROW_COLUMN].to_numpy(dtype=int)].astype(np.int64)
         return part
@@ -115,9 +150,13 @@ def fleet_frame(fleet: FleetLaw, frame: pd.DataFrame, answer: Answer) -> pd.Data
             what the answering law refuses (its row that of the request).
     """
     hardware = _hardware_column(frame, fleet)
+    given = given_precision(frame)
     parts = [
-        _answer_part(fleet, frame, str(name), np.flatnonzero(hardware == name), answer)
+        _answer_part(frame, rows, law, label, answer)
         for name in dict.fromkeys(hardware)
+        for rows, law, label in precision_parts(
+            fleet, str(name), np.flatnonzero(hardware == name), given[hardware == name]
+        )
     ]
     if not parts:
         return answer(fleet.answering(fleet.known_hardware[0]), frame).assign(**{LAW_COLUMN: ""})

@@ -27,6 +27,9 @@ where communication hides behind compute). A name neither the law nor the
 table knows is refused with the list of the hardware the model knows. Recommend and pareto
 mode (:func:`law_for_search`) search one hardware per request, a GPU of the table included.
 The fleet model of a multi-GPU fit routes rows to such laws first (:mod:`serve.fleet_routing`).
+Each row's covariates are its GPU's at the row's ``precision`` (:func:`covariates_at`); a measured
+GPU asked at a precision whose peak differs from its runs' is answered like a GPU no run measured,
+its time scaled by the roofline from its own (:mod:`serve.precision_routing`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.gpu_datasheets import load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
@@ -48,10 +51,11 @@ from mlflow_roofline.serve.errors import invalid, show
 COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
 
 
-def _covariates_of(name: str) -> dict[str, float] | None:
-    """The covariates of a GPU the hardware table knows (None when it does not)."""
+def covariates_at(name: str, precision: str = TABLE_PRECISION) -> dict[str, float] | None:
+    """The covariates of a GPU the hardware table knows at ``precision`` (None when the table does not know it;
+    the precision is one its row gives: :func:`serve.precision_routing.answered_precision`)."""
     spec = load_hardware_table().lookup(name)
-    return spec.covariates() if spec is not None else None
+    return spec.covariates(precision) if spec is not None else None
 
 
 def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | None, dict[str, dict[str, float]]]:
@@ -76,7 +80,7 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
         raise invalid(HARDWARE_COLUMN, f"must be a hardware name, got {show(values[not_text[0]])}", not_text)
     extra: dict[str, dict[str, float]] = {}
     for name in sorted(set(values) - set(known)):
-        covariates = _covariates_of(name) if law.covariate_law is not None else None
+        covariates = covariates_at(name) if law.covariate_law is not None else None
         if covariates is None:
             rows = np.flatnonzero(values == name)
             table = " (or a GPU of the hardware table)" if law.covariate_law is not None else ""
@@ -92,19 +96,21 @@ def pooled_energy(
     job: Mapping[str, np.ndarray],
     hardware: str,
     covariates: Mapping[str, float],
+    covariate_form: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and interval of log E (log joules) of rows all on ``hardware``, from the pooled law.
 
     ``job`` is the rows' law features (:func:`~mlflow_roofline.serve.predict.job_features`).
-    A measured hardware uses the chosen pooled form; an unmeasured one the covariate form,
-    its interval widened by ``log(1 + loho_mape/100)`` on each side.
+    A measured hardware uses the chosen pooled form; an unmeasured one, or a measured one at a
+    precision off its runs' (``covariate_form``, :mod:`serve.precision_routing`), the covariate
+    form, its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
     n_rows = len(job["strategy"])
     features = {**job, HARDWARE_COLUMN: np.full(n_rows, hardware, dtype=object)}
     for name in COVARIATE_NAMES:
         if name in covariates:
             features[name] = np.full(n_rows, covariates[name])
-    if hardware in law.hardware_laws:
+    if hardware in law.hardware_laws and not covariate_form:
         return law.energy_law.predict(features)
     assert law.covariate_law is not None
     mean, lower, upper = law.covariate_law.predict(features)
@@ -144,13 +150,18 @@ def log_seconds_per_flop(covariates: Mapping[str, float], intensity: np.ndarray)
 
 
 def unmeasured_time_shift(
-    law: FittedLaw, covariates: Mapping[str, float], sizes: Mapping[str, np.ndarray]
+    law: FittedLaw,
+    covariates: Mapping[str, float],
+    sizes: Mapping[str, np.ndarray],
+    start: Mapping[str, float] | None = None,
 ) -> np.ndarray:
     """Per row, log of (roofline time on this GPU / on the reference hardware), see the module docstring.
 
-    Zero where the law lacks the reference's ``log_peak`` or ``log_ridge`` (a law without covariates).
+    ``start``: the covariates the time law's own runs had (default: the reference hardware's; a measured
+    GPU asked at another precision: its own at its runs' precision). Zero where ``start`` lacks
+    ``log_peak`` or ``log_ridge`` (a law without covariates).
     """
-    reference = law.covariates.get(reference_hardware(law), {})
+    reference = law.covariates.get(reference_hardware(law), {}) if start is None else start
     size = {k: np.asarray(sizes[k], dtype=float) for k in ("num_layers", "hidden_size", "seq_len", "batch_size")}
     steps = np.ones(len(size["num_layers"]))
     intensity = proxy_flops(**size, num_steps=steps) / proxy_mem_traffic(**size, num_steps=steps)

@@ -3,7 +3,8 @@
 The job table's kind columns (:mod:`mlflow_roofline.core.job_table`: ``precision``, ``arch``,
 ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``) may each be absent, or empty in
 some rows; there the job is read with the table's defaults, those of every run logged before
-the column existed (docs/schema.md): fp32, an encoder with V = 30,522 (a decoder: 50,257),
+the column existed (docs/schema.md): fp32 (which the law then replaces by the precision it was
+fitted at, :mod:`serve.precision_routing`), an encoder with V = 30,522 (a decoder: 50,257),
 every weight trained (rank 0; LoRA without a rank: 8), no checkpointing. A value of the wrong
 type is refused naming the field; the levels and the rules between columns (a rank under LoRA
 and none without it, a rank no wider than the model) are the rule table's

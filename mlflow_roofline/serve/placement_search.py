@@ -37,6 +37,7 @@ from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import law_for_search
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE, check_params
+from mlflow_roofline.serve.precision_routing import PRECISION, check_one_hardware
 from mlflow_roofline.serve.predict import (
     PREDICT_OUTPUT_COLUMNS,
     check_finite,
@@ -105,10 +106,9 @@ def evaluate_candidates(
     cands: Candidates,
     first_row: int,
     hardware: str | None = None,
-    unmeasured: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law;
-    ``unmeasured``: the covariates of a GPU no run measured, by name).
+    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law),
+    at the row's precision (``sizes["precision"]``, :mod:`serve.precision_routing`).
 
     Returns:
         ``valid`` (rows x candidates, booleans) and the predict outputs of every
@@ -131,12 +131,13 @@ def evaluate_candidates(
             none_valid + first_row,
         )
     speedup = np.tile(cands.speedup, n_rows)
+    request_rows = np.repeat(np.arange(n_rows) + first_row, n_cand)
     if hardware is None:
         out = evaluate_jobs(law, grid_sizes, strategy, n, speedup)
     else:
         on = np.full(len(n), hardware, dtype=object)
-        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, unmeasured or {})
-    check_finite(out, np.repeat(np.arange(n_rows) + first_row, n_cand))
+        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, request_rows)
+    check_finite(out, request_rows)
     return valid, {k: v.reshape(n_rows, n_cand) for k, v in out.items()}
 
 
@@ -170,12 +171,14 @@ def search(
             or a ``max_devices`` no candidate fits.
     """
     sizes = validate_sizes(frame)
-    own, unmeasured = law_for_search(frame, law)  # a pooled law: the named hardware's (its strategies, speedups)
+    own, _ = law_for_search(frame, law)  # a pooled law: the named hardware's (its strategies, speedups)
     hardware = None if own is law else str(frame[HARDWARE_COLUMN].iloc[0])
+    if hardware is None:
+        check_one_hardware(law, sizes[PRECISION])
     cands = candidates(own, max_devices)
 
     def chunk_rows(chunk: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
-        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware, unmeasured)
+        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware)
         return rows_fn(cands, valid, grid, first_row)
 
     return by_chunks(sizes, len(cands), chunk_rows)

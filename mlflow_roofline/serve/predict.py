@@ -40,6 +40,7 @@ from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.footprint_columns import footprint_columns
 from mlflow_roofline.serve.frames import frame_of
 from mlflow_roofline.serve.hardware_routing import (
+    covariates_at,
     pooled_energy,
     reference_hardware,
     resolve_hardware,
@@ -47,6 +48,7 @@ from mlflow_roofline.serve.hardware_routing import (
     unmeasured_time_shift,
 )
 from mlflow_roofline.serve.job_kind import KIND_COLUMNS
+from mlflow_roofline.serve.precision_routing import PRECISION, check_one_hardware, precision_groups
 from mlflow_roofline.serve.validate import validate_jobs
 
 ETA_TOLERANCE = 0.10
@@ -285,11 +287,12 @@ def predict_frame(law: FittedLaw, frame: pd.DataFrame, carbon: CarbonSettings | 
         InputError: INVALID_PARAMETER_VALUE naming the field and row of bad input.
     """
     jobs = validate_jobs(frame, law)
-    hardware, unmeasured = resolve_hardware(frame, law)
+    hardware, _ = resolve_hardware(frame, law)
     if hardware is None or not law.hardware_laws:
+        check_one_hardware(law, jobs.sizes[PRECISION])
         out = evaluate_jobs(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup)
     else:
-        out = evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware, unmeasured)
+        out = evaluate_pooled(law, jobs.sizes, jobs.strategy, jobs.num_devices, jobs.speedup, hardware)
     check_finite(out)
     columns = {c: out[c] for c in PREDICT_OUTPUT_COLUMNS}
     columns.update(emission_columns(out, carbon))
@@ -305,29 +308,56 @@ def evaluate_pooled(
     n: np.ndarray,
     speedup: np.ndarray,
     hardware: np.ndarray,
-    unmeasured: Mapping[str, Mapping[str, float]],
+    rows_in_request: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Each hardware's rows: its own law for time and speedup, the pooled law for energy.
 
     The one evaluation of a pooled law's rows: predict mode on the rows as asked, recommend
     and pareto mode on every candidate placement, so one row gets one energy in every mode.
-    See :mod:`serve.hardware_routing`.
+    Each hardware's rows are split by precision (``sizes["precision"]``, :mod:`serve.precision_routing`):
+    a measured GPU at its runs' precision (or one of the same peak) as fitted, any other precision and a
+    GPU no run measured through the covariate form at the table's peak of that precision. See
+    :mod:`serve.hardware_routing`. ``rows_in_request``: each row's row in the request (for errors).
+
+    Raises:
+        InputError: naming ``precision`` for a precision the GPU's row has no peak for, or one off a
+            measured GPU's runs where the law has no covariate form.
     """
     out: dict[str, np.ndarray] = {}
+    given = sizes.get(PRECISION, np.full(len(hardware), None, dtype=object))
+    request_rows = np.arange(len(hardware)) if rows_in_request is None else rows_in_request
     for name in dict.fromkeys(hardware):
         rows = np.flatnonzero(hardware == name)
-        own = law.hardware_laws.get(name) or law.hardware_laws[reference_hardware(law)]
-        part_sizes = {k: v[rows] for k, v in sizes.items()}
-        covariates = law.covariates.get(name) or unmeasured.get(name, {})
-        pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates)
-        if name in law.hardware_laws:
-            part = evaluate_jobs(own, part_sizes, strategy[rows], n[rows], speedup[rows], pooled)
-        else:
-            shift = functools.partial(unmeasured_time_shift, law, covariates)
-            moved = dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
-            part = evaluate_jobs(moved, part_sizes, strategy[rows], n[rows], speedup[rows], pooled, shift)
-            part["extrapolated_hardware"] = np.ones(len(rows), dtype=bool)
-            part["time_scaled_from"] = np.full(len(rows), reference_hardware(law), dtype=object)
-        for key, values in part.items():
-            out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[rows] = values
+        for group, precision in precision_groups(law, str(name), given[rows], request_rows[rows]):
+            at = rows[group]
+            part_sizes = {k: v[at] for k, v in sizes.items()}
+            part = _evaluate_on(law, str(name), precision, part_sizes, strategy[at], n[at], speedup[at])
+            for key, values in part.items():
+                out.setdefault(key, np.empty(len(hardware), dtype=values.dtype))[at] = values
     return out
+
+
+def _evaluate_on(
+    law: FittedLaw,
+    name: str,
+    precision: str | None,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Rows all on hardware ``name`` of a pooled law, at ``precision`` (None: a measured GPU as fitted)."""
+    measured = name in law.hardware_laws
+    own = law.hardware_laws[name] if measured else law.hardware_laws[reference_hardware(law)]
+    if precision is None:
+        pooled = functools.partial(pooled_energy, law, hardware=name, covariates=law.covariates.get(name) or {})
+        return evaluate_jobs(own, sizes, strategy, n, speedup, pooled)
+    covariates = covariates_at(name, precision) or {}
+    pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates, covariate_form=True)
+    start = law.covariates.get(name, {}) if measured else None
+    shift = functools.partial(unmeasured_time_shift, law, covariates, start=start)
+    moved = own if measured else dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
+    part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift)
+    part["extrapolated_hardware"] = np.ones(len(n), dtype=bool)
+    part["time_scaled_from"] = np.full(len(n), name if measured else reference_hardware(law), dtype=object)
+    return part

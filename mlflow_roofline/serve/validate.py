@@ -24,6 +24,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 from mlflow_roofline.serve.frames import column_arrays, object_column
 from mlflow_roofline.serve.job_kind import job_kind
+from mlflow_roofline.serve.precision_routing import PRECISION, given_precision
 
 SIZE_COLUMNS: tuple[str, ...] = SIZE_NAMES
 """Integer model inputs that describe the job (every one must be >= 1)."""
@@ -44,7 +45,9 @@ class Jobs:
     Attributes:
         sizes: the :data:`SIZE_COLUMNS` as float64 arrays (exact integers), and the job's kind
             (:func:`serve.job_kind.job_kind`: ``arch``, ``vocab_size``, ``peft``, ``lora_rank``,
-            ``grad_checkpointing``, defaults filled in): every column of the job the law reads.
+            ``grad_checkpointing``, defaults filled in): every column of the job the law reads;
+            ``precision`` as the request gave it, None where it did not (the law's own then:
+            :mod:`serve.precision_routing`).
         strategy: strategy names (object array).
         num_devices: N as float64 (exact integers).
         speedup: a measured S(N) per row, NaN where the law's speedup is to be used.
@@ -177,7 +180,7 @@ def validate_sizes(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     require(frame, SIZE_COLUMNS)
     sizes = {**integer_columns(frame, SIZE_COLUMNS), **job_kind(frame)}
     check_rules(sizes)
-    return sizes
+    return {**sizes, PRECISION: given_precision(frame)}
 
 
 def validate_jobs(frame: pd.DataFrame, law: FittedLaw) -> Jobs:
@@ -187,5 +190,6 @@ def validate_jobs(frame: pd.DataFrame, law: FittedLaw) -> Jobs:
     strategy = object_column(frame, "strategy")
     check_rules({**columns, "strategy": strategy})
     check_fitted_strategies(strategy, law)
+    columns[PRECISION] = given_precision(frame)
     n = columns.pop("num_devices")
     return Jobs(sizes=columns, strategy=strategy, num_devices=n, speedup=measured_speedup(frame, strategy))

@@ -138,9 +138,11 @@ def run_plan(strategies: Sequence[str], device_counts: Sequence[int], repeats: i
     return plan + [(s, n) for s in strategies if s != "single" for n in device_counts]
 
 
-def gpu_config(workload: Mapping[str, Any], num_steps: int, strategy: str, num_devices: int) -> TrainConfig | None:
-    """The simulated GPU run (fp16, 3 warm-up steps) of ``workload`` (its int sizes by param name,
-    typed ``Any`` so that they spread into ``TrainConfig``), or
+def gpu_config(
+    workload: Mapping[str, Any], num_steps: int, strategy: str, num_devices: int, precision: str = "fp16"
+) -> TrainConfig | None:
+    """The simulated GPU run (``precision``, fp16 by default; 3 warm-up steps) of ``workload`` (its int sizes
+    by param name, typed ``Any`` so that they spread into ``TrainConfig``), or
     None where the config rules forbid it (say tp with N not dividing the heads)."""
     config = TrainConfig(
         **workload,
@@ -149,7 +151,7 @@ def gpu_config(workload: Mapping[str, Any], num_steps: int, strategy: str, num_d
         strategy=strategy,
         num_devices=num_devices,
         device="cuda",
-        precision="fp16",
+        precision=precision,
     )
     try:
         config.validate()

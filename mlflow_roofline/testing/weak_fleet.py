@@ -3,7 +3,8 @@
 Where :mod:`testing.roofline_generator` simulates a device in the law's own proxies, this
 generator counts the work of each step from the real shape of the model and spends it on
 a GPU whose figures are its row of the hardware table (:mod:`core.gpu_datasheets`: peak
-FP16 tensor FLOP/s, memory bandwidth in bytes/s, board power in W, interconnect bytes/s).
+FLOP/s at the runs' precision, FP16 tensor by default; memory bandwidth in bytes/s, board
+power in W, interconnect bytes/s).
 Nothing in it has the form of the energy law: the law sees only the proxies (``log_C``,
 ``log_M``), the generator never uses them.
 
@@ -52,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.gpu_datasheets import HardwareTable, load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, HardwareTable, load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, M_AVG_POWER_W, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.testing.roofline_generator import finish_runs, gpu_config, run_plan
@@ -156,7 +157,7 @@ class FleetGpu:
 
     Attributes:
         name: the table's name.
-        peak_flops: FP16 tensor FLOP/s (dense).
+        peak_flops: FLOP/s (dense) at ``precision``: the table's peak there (the FP16 tensor rate by default).
         mem_bandwidth: bytes/s.
         board_power_w: watts, the cap of the drawn power.
         link_bandwidth: interconnect bytes/s, both directions summed.
@@ -188,6 +189,7 @@ class FleetGpu:
     idle_fraction: float = 0.2
     dynamic_fraction: float = 1.2
     memory_fraction: float = 0.4
+    precision: str = TABLE_PRECISION
 
     @property
     def width_half(self) -> float:
@@ -199,11 +201,13 @@ class FleetGpu:
         return self.mfu_max * width / (width + self.width_half) * tokens / (tokens + self.token_half)
 
 
-def fleet_gpu(name: str, table: HardwareTable | None = None) -> FleetGpu:
-    """The :class:`FleetGpu` of the hardware table's row ``name`` (the shipped table by default).
+def fleet_gpu(name: str, table: HardwareTable | None = None, precision: str = TABLE_PRECISION) -> FleetGpu:
+    """The :class:`FleetGpu` of the hardware table's row ``name`` (the shipped table by default), computing
+    at ``precision`` (its peak FLOP/s the row's at that precision).
 
     Raises:
         ValueError: the table has no such row, or the row lacks the interconnect bandwidth.
+        ConfigError: naming ``precision`` where the row has no peak at it.
     """
     spec = (table or load_hardware_table(env={})).lookup(name)
     if spec is None or spec.interconnect_bytes_per_s is None:
@@ -211,11 +215,12 @@ def fleet_gpu(name: str, table: HardwareTable | None = None) -> FleetGpu:
     pcie = "pcie" in spec.interconnect.lower()
     return FleetGpu(
         name=spec.name,
-        peak_flops=spec.fp16_tensor_flops,
+        peak_flops=spec.peak_flops(precision),
         mem_bandwidth=spec.mem_bandwidth_bytes_per_s,
         board_power_w=spec.board_power_w,
         link_bandwidth=spec.interconnect_bytes_per_s,
         hop_latency_s=20e-6 if pcie else 10e-6,
+        precision=precision,
     )
 
 
@@ -343,20 +348,25 @@ def generate_weak_fleet_runs(
     energy_source: str = "nvml",
     table: HardwareTable | None = None,
     seed: int = 0,
+    precisions: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Runs of the same ``n_workloads`` encoder workloads on each GPU of ``gpus`` (see the module docstring).
 
     ``gpus`` are hardware-table names (``table``, else the shipped one). Combinations the
-    config rules forbid (tp with N not dividing the heads) are skipped.
+    config rules forbid (tp with N not dividing the heads) are skipped. ``precisions``: the precision
+    each GPU's runs compute at, by name (fp16 where not given), at the table's peak FLOP/s there; the
+    runs' param ``precision`` says it.
     """
     rng = np.random.default_rng(seed)
     workloads = draw_shapes(rng, n_workloads)
     rows: list[dict[str, object]] = []
-    for gpu in (fleet_gpu(name, table) for name in gpus):
+    at = precisions or {}
+    for gpu in (fleet_gpu(name, table, at.get(name, TABLE_PRECISION)) for name in gpus):
         for w_index, (shape, per_device) in enumerate(workloads):
             for strategy, devices in run_plan(strategies, device_counts, repeats):
                 weak = devices if strategy in DATA_PARALLEL_STRATEGIES else 1
-                config = gpu_config(shape.train_sizes(per_device * weak), int(rng.choice(steps)), strategy, devices)
+                sizes = shape.train_sizes(per_device * weak)
+                config = gpu_config(sizes, int(rng.choice(steps)), strategy, devices, gpu.precision)
                 if config is not None:
                     row = _run_row(gpu, shape, config, rng)
                     rows.append({**row, "workload_index": w_index, "energy_source": energy_source})

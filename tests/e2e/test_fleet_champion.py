@@ -52,9 +52,14 @@ def _fitted_store(root: Path, template: Path, frame: pd.DataFrame) -> Iterator[F
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Iterator[FitOutcome]:
-    """Three GPUs fitted, the fleet model registered @champion, this module's store current."""
+    """Three GPUs fitted, the fleet model registered @champion, this module's store current. Two more V100
+    runs say bf16, which the V100's row has no peak for: the fit leaves them out, counted."""
     warnings.simplefilter("ignore")
     frame = generate_weak_fleet_runs(8, seed=0, gpus=MEASURED, strategies=("single", "ddp"), device_counts=(2, 4))
+    impossible = (
+        frame[frame["hardware"] == "V100 SXM2"].head(2).assign(precision="bf16", config_hash="", workload_hash="")
+    )
+    frame = pd.concat([frame, impossible], ignore_index=True)
     yield from _fitted_store(tmp_path_factory.mktemp("fleet-store"), store_template, frame)
 
 
@@ -86,6 +91,14 @@ def test_champion_answers_every_measured_gpu_and_a_table_gpu_in_process(fleet: F
     assert out["law"].tolist() == [*expected, "pooled"]
     best = model.predict(pd.DataFrame([{**JOB, "hardware": name} for name in names]), params={"mode": "recommend"})
     assert len(best) == len(names) and best["law"].tolist() == out["law"].tolist()
+
+
+def test_runs_at_a_precision_their_gpu_has_no_peak_for_are_left_out_and_counted(fleet: FitOutcome) -> None:
+    reason = "with precision bf16 that V100 SXM2 has no peak for in the hardware table"
+    assert fleet.run_data.dropped == {reason: 2} and f"dropped 2: 2 {reason}" in fleet.run_data.summary()
+    for fit in fleet.fits:  # each hardware's fit run counts the pull's drops
+        assert mlflow.MlflowClient().get_run(fit.run_id).data.metrics["n_runs_dropped_pull"] == 2.0
+    assert all(law.precisions == ["fp16"] for law in fleet.fleet.law.hardware_laws.values())  # type: ignore[union-attr]
 
 
 def test_route_metrics_say_which_law_answers_each_gpu_with_both_errors(fleet: FitOutcome) -> None:
@@ -124,6 +137,27 @@ def test_predict_hardware_reaches_every_gpu_through_the_cli(
     assert code == 0 and f"hardware: {UNMEASURED}" in out, err
     code, _, err = _cli(capsys, "--hardware", "Abacus", "--strategy", "ddp", "--num-devices", "2")
     assert code == 2 and "unknown hardware 'Abacus'" in err and "T4" in err
+
+
+def test_predict_precision_moves_the_answer_where_the_tables_peak_differs(
+    fleet: FitOutcome, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = mlflow.pyfunc.load_model(CHAMPION)
+    placed = ("--strategy", "ddp", "--num-devices", "2", "--json")
+    energy: dict[str, float] = {}
+    for name, precision in ((UNMEASURED, "bf16"), (UNMEASURED, "fp32"), ("A100 SXM4 80GB", "fp32")):
+        code, out, err = _cli(capsys, "--hardware", name, *placed, "--precision", precision)
+        assert code == 0, err
+        answer = json.loads(out)
+        expected = model.predict(pd.DataFrame([{**PLACED, "hardware": name, "precision": precision}]))
+        assert answer["energy_j"] == pytest.approx(expected["energy_j"].iloc[0], rel=1e-12)
+        assert answer["law"] == "pooled" and answer["extrapolated_hardware"]
+        energy[f"{name} {precision}"] = answer["energy_j"]
+    code, out, err = _cli(capsys, "--hardware", UNMEASURED, *placed)  # the law's fp16: the H100's bf16 peak
+    assert code == 0 and json.loads(out)["energy_j"] == pytest.approx(energy[f"{UNMEASURED} bf16"], rel=1e-12)
+    assert energy[f"{UNMEASURED} fp32"] > 5 * energy[f"{UNMEASURED} bf16"]  # 67 TFLOP/s, not 989
+    code, _, err = _cli(capsys, "--hardware", "T4", *placed, "--precision", "bf16")
+    assert code == 2 and "precision (row 0): hardware 'T4' (T4) has no bf16 peak" in err
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,24 @@ def test_hardware_errors_are_400_with_the_known_hardware(served) -> None:
     assert "unknown hardware 'Abacus'" in message and "Sim Base" in message and "Sim Fast" in message
 
 
+def test_precision_moves_the_answer_over_http_where_the_tables_peak_differs(served) -> None:
+    server, model = served
+    asked = [("Sim Base", None), ("Sim Base", "fp16"), ("Sim Base", "fp32"), ("NVIDIA L4", None)]
+    asked += [("NVIDIA L4", "bf16"), ("NVIDIA L4", "fp32")]
+    rows = [{**JOB, "hardware": name, **({"precision": p} if p else {})} for name, p in asked]
+    response = server.invocations({"dataframe_records": rows})
+    assert response.status_code == 200, response.text
+    out = pd.DataFrame(response.json()["predictions"])
+    pd.testing.assert_frame_equal(out, model.predict(pd.DataFrame(rows)), check_dtype=False, rtol=1e-12)
+    energy = out["energy_j"].to_numpy()
+    assert energy[1] == pytest.approx(energy[0], rel=1e-12) and energy[4] == pytest.approx(energy[3], rel=1e-12)
+    assert energy[2] > 2 * energy[0] and energy[5] > 1.5 * energy[4]  # fp32: an eighth / a quarter of the peak
+    assert out["law"].tolist()[:3] == ["Sim Base", "Sim Base", "pooled"]  # fitted at fp16; fp32 by the covariates
+    refused = server.invocations({"dataframe_records": [{**JOB, "hardware": "Sim Base", "precision": "bf16"}]})
+    assert refused.status_code == 400
+    assert refused.json()["message"].startswith("precision (row 0): hardware 'Sim Base' (Sim Base) has no bf16 peak")
+
+
 def test_recommend_routes_each_row_to_its_gpus_law(served) -> None:
     server, model = served
     rows = [{**JOB, "hardware": "Sim Fast"}, {**JOB, "hardware": "Sim Base"}, {**JOB, "hardware": "NVIDIA L4"}]
