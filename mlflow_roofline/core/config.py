@@ -301,7 +301,7 @@ class TrainConfig:
             name += f"-{self.arch}"
         if "vocab_size" in differs:
             name += f"-V{self.vocab_size}"
-        if "peft" in differs or "lora_rank" in differs:
+        if "peft" in differs:  # a rank off its default comes with LoRA (the rules refuse a rank without it)
             name += f"-{self.peft}{self.lora_rank if self.peft != 'none' else ''}"
         if self.grad_checkpointing:
             name += "-ckpt"
