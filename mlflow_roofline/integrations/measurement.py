@@ -187,7 +187,8 @@ class JobMeasurement:
         from mlflow_roofline.integrations.run_log import RunLog, store_failure
 
         try:
-            self.run = RunLog(self.options.experiment, self.options.run_name)
+            name = self.options.run_name or (self.facts.run_name(self.source) if self.facts else None)
+            self.run = RunLog(self.options.experiment, name)
         except Exception as exc:  # the store cannot be used: training is the user's, never ours to stop
             logger.warning("roofline: %s; training goes on, not measured", store_failure(exc))
             return
