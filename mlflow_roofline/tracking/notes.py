@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from mlflow_roofline.core.schema import MAX_TAG_CHARS, TAG_NOTE
+from mlflow_roofline.core.schema import MAX_NOTE_CHARS, TAG_NOTE
 from mlflow_roofline.tracking.client import TrackingClient
 
 CUT_LINE = "\n\n*(description cut to fit MLflow's tag limit; the run's artifacts hold everything)*\n"
 
 
-def fit_note(markdown: str, limit: int = MAX_TAG_CHARS) -> str:
+def fit_note(markdown: str, limit: int = MAX_NOTE_CHARS) -> str:
     """``markdown`` cut at a line boundary to at most ``limit`` characters, saying so when cut."""
     if len(markdown) <= limit:
         return markdown
