@@ -5,7 +5,9 @@
 #   2. fit one law on both kinds (their energy is the labelled CPU estimate): forms in the
 #      complete proxies (vocabulary head, optimizer bytes, arch as a categorical) compete
 #      with the paper's; register the model as roofline-energy@champion,
-#   3. serve it with `mlflow models serve`, send one query, print the answer, stop it.
+#   3. serve it with `mlflow models serve`, send one query, print the answer; ask the same job as a
+#      decoder (the answer says whether and why it differs) and for a recommendation up to 4
+#      devices (ties and extrapolations said), then print the experiment's Model training link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///mlflow.db}"
