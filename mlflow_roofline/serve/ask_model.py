@@ -130,13 +130,13 @@ def kind_line(arch: str, energy_j: float, encoder_j: float, meta: Mapping[str, o
     form = meta.get("form", "?")
     if math.isclose(energy_j, encoder_j, rel_tol=1e-9):
         return (
-            f"arch    the {arch}'s answer equals an encoder's of the same sizes: the registered form `{form}` has "
+            f"arch: the {arch}'s answer equals an encoder's of the same sizes: the registered form `{form}` has "
             "no term for the architecture (the vocabulary head, the optimizer's bytes); the fit run's description "
             "says whether the forms with those terms predicted the measured runs better"
         )
     return (
-        f"arch    {energy_j / encoder_j:.3g}x the energy of an encoder of the same sizes: the registered form "
-        f"`{form}` counts what the {arch} adds (its vocabulary head, its optimizer's bytes)"
+        f"arch: {energy_j / encoder_j:.3g}x the energy of an encoder of the same sizes: the registered form "
+        f"`{form}` counts what differs between them (the vocabulary head, the optimizer's bytes, the kind)"
     )
 
 
@@ -260,6 +260,7 @@ class _Choice:
     seconds: float
     extrapolated: bool
     tied: list[str] = dataclasses.field(default_factory=list)
+    shown_because: str = ""  # why this one of tied choices is shown
 
     @property
     def placement(self) -> str:
@@ -292,12 +293,15 @@ def _choices(record: Record) -> list[_Choice]:
             merged.append(choice)
             continue
         same.labels.append(label)
-        if same.placement != choice.placement:  # a tie: show the faster, name the other
-            slower, faster = (choice, same) if same.seconds <= choice.seconds else (same, choice)
+        if same.placement != choice.placement:  # a tie: show the measured one, else the faster; name the other
+            slower, faster = sorted((same, choice), key=lambda c: (c.extrapolated, c.seconds))[::-1]
             tied = sorted({slower.placement, *same.tied} - {faster.placement})
             for name in ("strategy", "num_devices", "joules", "lower", "upper", "seconds", "extrapolated"):
                 setattr(same, name, getattr(faster, name))
             same.tied = tied
+            same.shown_because = (
+                "the faster" if faster.extrapolated == slower.extrapolated else "within the measured ranges"
+            )
     return merged
 
 
@@ -323,7 +327,7 @@ def format_recommendation(record: Record) -> str:
         if c.tied:
             notes.append(
                 f"tie: {', '.join(c.tied)} and {c.placement} use the same energy within each other's 95% interval "
-                f"(the law cannot tell them apart); {c.placement}, the faster, is shown"
+                f"(the law cannot tell them apart); {c.placement} is shown ({c.shown_because})"
             )
     if any(c.extrapolated for c in choices):
         notes.append("* extrapolated: beyond the device counts or sizes the law was fitted on; measure it to trust it")
