@@ -24,11 +24,12 @@ install: $(STAMP)
 # uv reads no pip.conf: the folders of local wheels pip is told about (PIP_FIND_LINKS: this
 # machine's CPU torch) are passed on. (Comments here, not in the recipe: make echoes a recipe's lines.)
 $(STAMP): setup.cfg pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python \
+	@echo "== installing the pinned dependencies into $(VENV) (once; again when setup.cfg or constraints.txt change)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet -c constraints.txt uv
+	@$(BIN)/uv pip install --quiet --python $(BIN)/python \
 		$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)) -c constraints.txt -e '.[test,cluster,lint]'
-	touch $(STAMP)
+	@touch $(STAMP)
 
 # Style, types and the import contracts (.importlinter); CI fails on a violation (`make test` runs them too).
 lint: install
@@ -62,8 +63,9 @@ test: install
 test-fast: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not slow" $(PYTEST_PARALLEL)
 
+# The demo says what it does itself: make does not echo its recipe.
 demo: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash -c 'for b in benchmarks/*.py; do echo "== $$b"; python $$b || exit 1; done'

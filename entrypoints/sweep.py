@@ -1,8 +1,11 @@
 """MLproject entry point `sweep`: passes its arguments to `mlflow-roofline sweep`."""
 
+import os
 import sys
 
 from mlflow_roofline.cli import main
+from mlflow_roofline.core.invocation import ENV_INVOCATION, MLPROJECT
 
 if __name__ == "__main__":
+    os.environ[ENV_INVOCATION] = MLPROJECT  # messages name options as `-P name=value`
     main(["sweep", *sys.argv[1:]])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import logging
 import os
 import sys
 
@@ -51,10 +52,28 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
+MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
+QUIET_MLFLOW_LEVEL = "WARNING"
+"""MLflow's own log level unless ``--verbose``: its INFO lines (a system-metrics monitor started and
+stopped for every run) drown what the command says."""
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mlflow-roofline")
-def cli() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Show MLflow's own INFO lines too.")
+def cli(verbose: bool) -> None:
     """Measure, model and predict the energy of transformer fine-tuning with MLflow."""
+    quiet_mlflow(verbose)
+
+
+def quiet_mlflow(verbose: bool) -> None:
+    """MLflow's logging at WARNING for this process and the ones it starts, unless ``verbose`` or the user
+    set ``MLFLOW_LOGGING_LEVEL``."""
+    if verbose:
+        os.environ[MLFLOW_LEVEL_ENV] = "INFO"
+    else:
+        os.environ.setdefault(MLFLOW_LEVEL_ENV, QUIET_MLFLOW_LEVEL)
+    logging.getLogger("mlflow").setLevel(os.environ[MLFLOW_LEVEL_ENV].upper())  # if MLflow is imported already
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,9 @@
 #   2. fit one law on both kinds (their energy is the labelled CPU estimate): forms in the
 #      complete proxies (vocabulary head, optimizer bytes, arch as a categorical) compete
 #      with the paper's; register the model as roofline-energy@champion,
-#   3. serve it with `mlflow models serve`, send one query, print the answer, stop it.
+#   3. serve it with `mlflow models serve`, send one query, print the answer; ask the same job as a
+#      decoder (the answer says whether and why it differs) and for a recommendation up to 4
+#      devices (ties and extrapolations said), then print the experiment's Model training link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///mlflow.db}"
@@ -38,16 +40,12 @@ query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 
 echo "POST /invocations $query"
 curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
 echo
-# The same job as a GPT-2-style decoder (V = 1000, as decoder-smoke trains). Its answer differs
-# from the encoder's only where the registered form has the complete proxies or an arch term;
-# the fit's report says whether the paper's proxies alone did as well on these runs.
-query='{"dataframe_records": [{"num_layers": 2, "hidden_size": 64, "num_heads": 2, "ffn_size": 256,
-  "seq_len": 32, "batch_size": 8, "num_steps": 20, "strategy": "ddp", "num_devices": 2,
-  "arch": "decoder", "vocab_size": 1000}]}'
-echo "POST /invocations $query"
-curl -sf "http://127.0.0.1:$port/invocations" -H 'Content-Type: application/json' -d "$query"
-echo
-echo "== recommendation for the same workload (mlflow-roofline predict --recommend)"
+echo "== the same job as a GPT-2-style decoder (V = 1000, as decoder-smoke trains), and why it differs or not"
 mlflow-roofline predict --model "models:/roofline-energy@champion" --num-layers 2 --hidden-size 64 \
-  --num-heads 2 --ffn-size 256 --seq-len 32 --batch-size 8 --num-steps 20 --recommend --max-devices 2
-echo "== done: browse the runs with  mlflow ui --backend-store-uri $MLFLOW_TRACKING_URI"
+  --num-heads 2 --ffn-size 256 --seq-len 32 --batch-size 8 --num-steps 20 --strategy ddp --num-devices 2 \
+  --arch decoder --vocab-size 1000
+echo "== recommendation for the encoder job, up to 4 devices (the sweep measured 1, 2 and 3)"
+mlflow-roofline predict --model "models:/roofline-energy@champion" --num-layers 2 --hidden-size 64 \
+  --num-heads 2 --ffn-size 256 --seq-len 32 --batch-size 8 --num-steps 20 --recommend --max-devices 4
+echo "== done; every run, the fit's plots and the model in the MLflow UI:"
+python -c 'import sys; from mlflow_roofline.tracking.client import TrackingClient; from mlflow_roofline.tracking.ui_links import experiment_line; c = TrackingClient(); print(experiment_line(c.tracking_uri, c.experiment_by_name(sys.argv[1]).experiment_id))' "$experiment"

@@ -173,12 +173,12 @@ TAG_ENERGY_BUDGET_KWH = "roofline.energy_budget_kwh"  # the budget the job was h
 TAG_STOP_REASON = "roofline.stop_reason"  # why it stopped the job before its planned end
 # Fit run and registered model versions.
 TAG_FORM = "roofline.form"  # the energy-law form registered
-TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version: the fit run that made it
+TAG_FIT_RUN_ID = "roofline.fit_run_id"  # model version (or a launcher run elsewhere): the fit run that made it
 TAG_CV_MAPE = "roofline.cv_mape"  # model version: its cv_mape, in percent
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own nesting tag
 # Sweep runs and the train runs a sweep starts.
 TAG_SWEEP_RUN_ID = "roofline.sweep_run_id"  # train run: its sweep; launcher run: the sweep it opened
-TAG_LAUNCHER_RUN_ID = "roofline.launcher_run_id"  # sweep run: the `mlflow run` run that started it
+TAG_LAUNCHER_RUN_ID = "roofline.launcher_run_id"  # sweep or fit run: the `mlflow run` run that started it
 TAG_SPEC = "roofline.spec"  # sweep run: where its spec was read from
 TAG_SPEC_HASH = "roofline.spec_hash"  # sweep run: hash of the checked spec
 TAG_CLAIM = "roofline.claim"  # train run of a sweep that lost the claim of its config: why it never ran
@@ -241,6 +241,8 @@ EXPERIMENT_KIND_MODEL_TRAINING = "custom_model_development"  # the UI's "Model t
 
 MAX_TAG_CHARS = 5000
 """Longest tag value this package writes (MLflow refuses or truncates past 8000 characters)."""
+MAX_NOTE_CHARS = 8000
+"""Longest run description (the tag ``mlflow.note.content``): MLflow's limit on a tag value."""
 
 DEFAULT_EXPERIMENT = "roofline-bert"
 DEFAULT_MODEL_NAME = "roofline-energy"

@@ -36,9 +36,11 @@ from mlflow_roofline.core.schema import (
     M_N_RUNS_FOUND,
     TAG_BASELINE,
     TAG_ENERGY_SOURCE,
+    TAG_FIT_RUN_ID,
     TAG_FLEET_UNMEASURED_REFUSAL,
     TAG_FORM,
     TAG_HARDWARE,
+    TAG_LAUNCHER_RUN_ID,
     TAG_RUN_TYPE,
 )
 from mlflow_roofline.fit.fleet_fit import FleetFit
@@ -51,6 +53,7 @@ from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import FleetLaw
 from mlflow_roofline.serve.pyfunc_model import log_law_model
 from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.project_run import name_project_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +62,9 @@ class RunStart:
 
     experiment_id: str
     run_id: str | None = None
-    """The project run to join (``MLFLOW_RUN_ID``); None opens a run named ``fit``."""
+    """The project run to join (``MLFLOW_RUN_ID``); None opens a run named ``run_name``."""
     run_name: str = "fit"
+    """``fit-<experiment>``; the project run is given it too, unless the user named it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +131,7 @@ def _fit_run(
     The run id is appended to ``opened`` (the job's journal of runs, for :func:`fit.failure.record_failure`).
     """
     if start is not None and start.run_id:
-        run_id = start.run_id
-        client.join_run(run_id)
+        run_id = _join_project_run(client, start)
     elif start is not None:
         run_id = client.open_run(start.experiment_id, run_name=start.run_name, context_tags=True)
     else:
@@ -140,6 +143,21 @@ def _fit_run(
         client.end_run(run_id, "FAILED")
         raise
     client.end_run(run_id, "FINISHED")
+
+
+def _join_project_run(client: TrackingClient, start: RunStart) -> str:
+    """The ``mlflow run`` project run named ``start.run_name``: the fit run when it is in the experiment of the
+    train runs, else it is linked to a new fit run there (the fit lands beside the runs it learned from)."""
+    assert start.run_id is not None
+    name_project_run(client, start.run_id, start.run_name)
+    if client.get_run(start.run_id).info.experiment_id == start.experiment_id:
+        client.join_run(start.run_id)
+        return start.run_id
+    run_id = client.open_run(
+        start.experiment_id, run_name=start.run_name, tags={TAG_LAUNCHER_RUN_ID: start.run_id}, context_tags=True
+    )
+    client.set_tag(start.run_id, TAG_FIT_RUN_ID, run_id)
+    return run_id
 
 
 def _log_model(client: TrackingClient, run_id: str, law: FittedLaw | FleetLaw) -> str:

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
+from mlflow_roofline.core.invocation import option
 from mlflow_roofline.core.schema import (
     BASELINE_KINDS,
     BASELINE_MEASURED,
@@ -116,6 +117,7 @@ from mlflow_roofline.fit.runs.measured_speedup import (
 )
 from mlflow_roofline.fit.runs.noise import RepeatSpread, repeat_spread
 from mlflow_roofline.fit.runs.precisions import run_precisions
+from mlflow_roofline.fit.runs.trust import repeat_note, sign_notes, superlinear_note
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of, n_only_laws_of
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 
@@ -169,6 +171,11 @@ class HardwareFit:
         """Human-readable summary of this hardware's fit (:func:`hardware_report`)."""
         return hardware_report(self)
 
+    @property
+    def distrust(self) -> list[str]:
+        """What this fit does not trust, one sentence each (:mod:`fit.runs.trust`)."""
+        return distrust_notes(self)
+
 
 def select_energy_sources(
     frame: pd.DataFrame, hardware: str, allow_estimate: bool
@@ -184,10 +191,12 @@ def select_energy_sources(
     if is_estimate.all():
         raise RooflineError(
             f"allow_estimate: all {len(frame)} runs on {hardware!r} carry estimated energy "
-            f"({TAG_ENERGY_SOURCE}=estimate, not measured); pass --allow-estimate true to fit on them"
+            f"({TAG_ENERGY_SOURCE}=estimate, not measured); pass {option('allow_estimate', 'true')} to fit on them"
         )
     return frame[~is_estimate], {
-        "with estimated energy (not mixed with measured; --allow-estimate mixes them)": int(is_estimate.sum())
+        f"with estimated energy (not mixed with measured; {option('allow_estimate', 'true')} mixes them)": int(
+            is_estimate.sum()
+        )
     }
 
 
@@ -474,6 +483,21 @@ def baseline_line(frame: pd.DataFrame) -> str:
     return f"single-device baselines of parallel runs: {parts}"
 
 
+def distrust_notes(fit: HardwareFit) -> list[str]:
+    """Superlinear speedups, disagreeing repeats and exponents of the wrong sign (:mod:`fit.runs.trust`):
+    the paper's form's and, where it differs, the registered form's energy exponents."""
+    exponents = {}
+    for name in dict.fromkeys([PAPER, fit.energy.chosen]):
+        law = fit.energy.forms[name].law
+        for term, symbol in (("log_C", "alpha_C"), ("log_M", "alpha_M")):
+            if term in law.terms:
+                exponents[f"{symbol} of `{name}`"] = law.coefficient(term)
+    time_law = fit.energy.time.law
+    betas = (time_law.coefficient("log_C"), time_law.coefficient("log_M"))
+    found = [superlinear_note(fit.frame), repeat_note(fit.noise), *sign_notes(exponents, betas)]
+    return [note for note in found if note]
+
+
 def hardware_report(fit: HardwareFit) -> str:
     """Human-readable summary of one hardware's fit."""
     m = fit.metrics()
@@ -492,4 +516,5 @@ def hardware_report(fit: HardwareFit) -> str:
     lines.append(fit.noise.describe())
     lines += _law_lines(fit, m)
     lines += [f"note: {n}" for n in fit.energy.notes]
+    lines += [f"not trusted: {n}" for n in fit.distrust]
     return "\n".join(lines)

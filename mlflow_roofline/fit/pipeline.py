@@ -53,6 +53,7 @@ from mlflow_roofline.fit.registration import RegistryLedger, check_alias, check_
 from mlflow_roofline.fit.runs.precisions import drop_unsupported_precisions
 from mlflow_roofline.fit.runs.run_data import RunData, load_train_runs
 from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.ui_links import experiment_line
 
 __all__ = ["FitOutcome", "run_fit"]
 
@@ -164,7 +165,7 @@ def run_fit(
         clock = time.perf_counter()
         fitted = FitOutcome(run_data=run_data, fits=tuple(fits), skipped=skipped, pooled=pooled, fleet=fleet)
         params = _params(experiments, allow_estimate, missing_baseline, model_name, alias, register, seed, energy)
-        start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run)
+        start = RunStart(experiment_id=run_data.experiment_ids[0], run_id=env_run, run_name=f"fit-{experiments[0]}")
         logged = log_and_register(client, fitted, start, params, ledger, alias)
         outcome = dataclasses.replace(logged, timings_s={**timings, "log": time.perf_counter() - clock})
     except FitLoggingFailed as exc:
@@ -172,6 +173,7 @@ def run_fit(
     except Exception as exc:
         raise record_failure(client, exc, [], env_run) from exc
     _echo_outcome(outcome, model_name, echo)
+    echo(experiment_line(client.tracking_uri, run_data.experiment_ids[0]))
     return outcome
 
 

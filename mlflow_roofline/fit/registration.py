@@ -64,6 +64,15 @@ def check_alias(alias: str, field: str = "alias") -> None:
         raise ConfigError(field, f"{alias!r} is reserved by the registry ('latest' and v<digits> name versions)")
 
 
+MODEL_DESCRIPTION = (
+    "Energy laws fitted by mlflow-roofline on measured fine-tuning runs. Each version predicts a job's energy (J, "
+    "with a 95 % interval), time, speedup and the placement to choose; `@champion` is the one to serve "
+    "(`mlflow models serve -m models:/<name>@champion`). A version's source run is its fit run: its description, "
+    "plots and the train runs it learned from (its Datasets panel)."
+)
+"""The registered model's description, set when the fit creates it."""
+
+
 class RegisteredLaw(Protocol):
     """What registration reads of a law: its runs and its grouped-CV MAPE (%)."""
 
@@ -124,11 +133,13 @@ class RegistryLedger:
         self.previous_aliases: dict[str, str | None] = {}
 
     def _ensure_model(self) -> None:
+        """Note whether registering creates the model (rollback then deletes it), and describe it."""
         if self.created_model or self.versions:
             return
         if not self.client.registered_model_exists(self.model_name):
             self.client.create_registered_model(self.model_name)
             self.created_model = True
+            self.client.describe_registered_model(self.model_name, MODEL_DESCRIPTION)
 
     def alias_owners(self, aliases: Sequence[str]) -> dict[str, str | None]:
         """Each alias -> the hardware (``roofline.hardware``) of the version it points at now; None when unset."""

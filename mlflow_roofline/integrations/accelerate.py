@@ -40,6 +40,7 @@ from mlflow_roofline.integrations.job_facts import (
     batch_shape,
     device_of,
     model_kind,
+    model_label,
     model_shape,
     precision_of,
     tf32_matmuls,
@@ -104,6 +105,7 @@ class AccelerateHook:
             parallel=parallel,
             kind=kind,
             kind_unknown=kind_unknown,
+            model=model_label(inner),
         )
         self.tracker.begin(facts)
         self._hook = inner.register_forward_pre_hook(self._batch_hook, with_kwargs=True)

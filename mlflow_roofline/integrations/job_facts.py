@@ -78,6 +78,13 @@ class JobFacts:
     job_rows: int = 0
     kind: dict[str, int | str | bool] = dataclasses.field(default_factory=dict)  # arch, vocab_size, ... as read
     kind_unknown: list[str] = dataclasses.field(default_factory=list)  # "<param> (why)" for those not read
+    model: str = ""  # what the model is called (model_label)
+
+    def run_name(self, job: str) -> str:
+        """The name of a run this job opens: the model, the job (``trainer``, ``accelerate``) and the
+        placement, e.g. ``bert-base-uncased-trainer-ddp-x2``."""
+        placement = f"{self.parallel.strategy}-x{self.parallel.num_devices}" if self.parallel.strategy else ""
+        return "-".join(part for part in (self.model or "model", job, placement) if part)
 
     @property
     def batch_size(self) -> int | None:
@@ -170,6 +177,13 @@ def device_of(model: torch.nn.Module | None) -> str | None:
         return next(model.parameters()).device.type
     except (StopIteration, AttributeError):
         return None
+
+
+def model_label(model: object) -> str:
+    """What the model is called: the last part of its config's ``name_or_path`` (``bert-base-uncased``),
+    else its class (``BertForSequenceClassification``)."""
+    path = str(getattr(getattr(model, "config", None), "name_or_path", "") or "").rstrip("/")
+    return path.rsplit("/", 1)[-1] if path else type(model).__name__
 
 
 def model_shape(model: object) -> tuple[dict[str, int], list[str]]:

@@ -215,7 +215,8 @@ class JobMeasurement:
         try:
             join = self.join
             run_id, uri = (join.run_id, join.tracking_uri) if join is not None else (None, None)
-            self.run = RunLog(self.options.experiment, self.options.run_name, run_id, uri)
+            name = self.options.run_name or (self.facts.run_name(self.source) if self.facts else None)
+            self.run = RunLog(self.options.experiment, name, run_id, uri)
         except Exception as exc:  # the store cannot be used: training is the user's, never ours to stop
             logger.warning("roofline: %s; training goes on, not measured", store_failure(exc))
             return

@@ -37,6 +37,7 @@ from mlflow_roofline.integrations.job_facts import (
     batch_shape,
     device_of,
     model_kind,
+    model_label,
     model_shape,
     precision_of,
 )
@@ -92,6 +93,7 @@ class RooflineCallback(TrainerCallback):
             parallel=probe([model]),
             kind=kind,
             kind_unknown=kind_unknown,
+            model=model_label(model),
         )
         self._model = model
         self.tracker = JobMeasurement(self.options, SOURCE_TRAINER, step_begins=True)

@@ -30,6 +30,7 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_KWH,
     M_TIME_S,
     M_WATER_L,
+    SIZE_NAMES,
 )
 from mlflow_roofline.serve.footprint_columns import EMBODIED_UNKNOWN_COLUMN, WATER_UNKNOWN_COLUMN
 from mlflow_roofline.serve.params import DEFAULT_MAX_DEVICES, DEFAULT_OBJECTIVE
@@ -116,7 +117,27 @@ def ask_model(model_uri: str, query: JobQuery, as_json: bool = False) -> str:
     if as_json:
         clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in records]
         return json.dumps(clean if mode == "pareto" else clean[0])
-    return _answer_text(model_uri, model.metadata, mode, query, records)
+    text = _answer_text(model_uri, model.metadata, mode, query, records)
+    if mode == "predict" and query.job.get("arch", "encoder") != "encoder":
+        plain = dataclasses.replace(query, job={k: v for k, v in query.job.items() if k in SIZE_NAMES})
+        encoder = float(model.predict(plain.frame(mode), plain.params(mode))[M_ENERGY_J].iloc[0])
+        text += "\n" + kind_line(str(query.job["arch"]), float(records[0][M_ENERGY_J]), encoder, model.metadata)
+    return text
+
+
+def kind_line(arch: str, energy_j: float, encoder_j: float, meta: Mapping[str, object]) -> str:
+    """Why a job of another architecture gets the answer it gets, against the same sizes as an encoder."""
+    form = meta.get("form", "?")
+    if math.isclose(energy_j, encoder_j, rel_tol=1e-9):
+        return (
+            f"arch: the {arch}'s answer equals an encoder's of the same sizes: the registered form `{form}` has "
+            "no term for the architecture (the vocabulary head, the optimizer's bytes); the fit run's description "
+            "says whether the forms with those terms predicted the measured runs better"
+        )
+    return (
+        f"arch: {energy_j / encoder_j:.3g}x the energy of an encoder of the same sizes: the registered form "
+        f"`{form}` counts what differs between them (the vocabulary head, the optimizer's bytes, the kind)"
+    )
 
 
 def _answer_text(
@@ -226,46 +247,96 @@ def _grams(grams: float) -> str:
     return f"{grams:.3g} g CO2e"
 
 
-def format_recommendation(record: Record) -> str:
-    """A recommend-mode output record as a table of the three choices side by side."""
-    header = ("", "strategy", "devices", "energy", "time")
-    lines = [
-        (
-            f"best ({record['objective']})",
-            record["strategy"],
-            record["num_devices"],
-            record[M_ENERGY_J],
-            record[M_TIME_S],
-        ),
-        (
-            "energy-optimal",
-            record["energy_optimal_strategy"],
-            record["energy_optimal_num_devices"],
-            record["energy_optimal_energy_j"],
-            record["energy_optimal_time_s"],
-        ),
-        (
-            "time-optimal",
-            record["time_optimal_strategy"],
-            record["time_optimal_num_devices"],
-            record["time_optimal_energy_j"],
-            record["time_optimal_time_s"],
-        ),
+@dataclasses.dataclass
+class _Choice:
+    """One placement the recommendation names, under the labels of every choice it stands for."""
+
+    labels: list[str]
+    strategy: str
+    num_devices: int
+    joules: float
+    lower: float
+    upper: float
+    seconds: float
+    extrapolated: bool
+    tied: list[str] = dataclasses.field(default_factory=list)
+    shown_because: str = ""  # why this one of tied choices is shown
+
+    @property
+    def placement(self) -> str:
+        return f"{self.strategy} x{self.num_devices}"
+
+    def ties(self, other: _Choice) -> bool:
+        """Each energy within the other's 95 % interval: the law cannot tell them apart."""
+        return self.lower <= other.joules <= self.upper and other.lower <= self.joules <= other.upper
+
+
+def _choices(record: Record) -> list[_Choice]:
+    """The best, energy-optimal and time-optimal choices; one placement named twice, or two that tie, are one."""
+    named = [(f"best ({record['objective']})", "")] + [
+        (f"{p.replace('_', '-')}", f"{p}_") for p in ("energy_optimal", "time_optimal")
     ]
-    cells = [header] + [(name, s, str(n), _energy(e), _seconds(t)) for name, s, n, e, t in lines]
+    merged: list[_Choice] = []
+    for label, prefix in named:
+        choice = _Choice(
+            [label],
+            str(record[f"{prefix}strategy"]),
+            int(record[f"{prefix}num_devices"]),
+            float(record[f"{prefix}{M_ENERGY_J}"]),
+            float(record[f"{prefix}energy_j_lower"]),
+            float(record[f"{prefix}energy_j_upper"]),
+            float(record[f"{prefix}{M_TIME_S}"]),
+            bool(record[f"{prefix}extrapolated"]),
+        )
+        same = next((m for m in merged if m.placement == choice.placement or m.ties(choice)), None)
+        if same is None:
+            merged.append(choice)
+            continue
+        same.labels.append(label)
+        if same.placement != choice.placement:  # a tie: show the measured one, else the faster; name the other
+            slower, faster = sorted((same, choice), key=lambda c: (c.extrapolated, c.seconds))[::-1]
+            tied = sorted({slower.placement, *same.tied} - {faster.placement})
+            for name in ("strategy", "num_devices", "joules", "lower", "upper", "seconds", "extrapolated"):
+                setattr(same, name, getattr(faster, name))
+            same.tied = tied
+            same.shown_because = (
+                "the faster" if faster.extrapolated == slower.extrapolated else "within the measured ranges"
+            )
+    return merged
+
+
+def format_recommendation(record: Record) -> str:
+    """A recommend-mode output record: the choices side by side, ties as one line, extrapolations marked."""
+    choices = _choices(record)
+    header = ("", "strategy", "devices", "energy", "95% interval", "time")
+    cells = [header] + [
+        (
+            " = ".join(c.labels),
+            c.strategy,
+            str(c.num_devices) + (" *" if c.extrapolated else ""),
+            _energy(c.joules),
+            f"{_energy(c.lower)} .. {_energy(c.upper)}",
+            _seconds(c.seconds),
+        )
+        for c in choices
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
-    notes = [
-        f"{record['candidates']} valid configurations evaluated; "
-        f"best: 95% interval {_energy(record['energy_j_lower'])} .. {_energy(record['energy_j_upper'])}"
-        + (", extrapolated" if record["extrapolated"] else "")
-    ]
-    e_opt, t_opt = record["energy_optimal_energy_j"], record["time_optimal_energy_j"]
-    if (record["energy_optimal_strategy"], record["energy_optimal_num_devices"]) != (
-        record["time_optimal_strategy"],
-        record["time_optimal_num_devices"],
-    ):
-        notes.append(f"faster is not greener here: the fastest choice uses {t_opt / e_opt:.2f}x the energy")
+    notes = [f"{record['candidates']} valid configurations evaluated"]
+    for c in choices:
+        if c.tied:
+            notes.append(
+                f"tie: {', '.join(c.tied)} and {c.placement} use the same energy within each other's 95% interval "
+                f"(the law cannot tell them apart); {c.placement} is shown ({c.shown_because})"
+            )
+    if any(c.extrapolated for c in choices):
+        notes.append("* extrapolated: beyond the device counts or sizes the law was fitted on; measure it to trust it")
+    by_label = {label: c for c in choices for label in c.labels}
+    green, fast = by_label["energy-optimal"], by_label["time-optimal"]
+    if green is not fast:
+        notes.append(
+            f"faster is not greener here: the fastest choice uses {fast.joules / green.joules:.2f}x the energy"
+        )
     notes += [f"best: {name} {value}" for name, value in _emission_lines(record)]
     return table + "\n" + "\n".join(notes)
 

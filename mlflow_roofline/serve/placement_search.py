@@ -185,6 +185,8 @@ def search(
 
 
 # -- recommend mode ------------------------------------------------------------------
+CHOICE_COLUMNS: tuple[str, ...] = (M_ENERGY_J, M_TIME_S, "energy_j_lower", "energy_j_upper", "extrapolated")
+"""What the answer tells of the energy-optimal and the time-optimal choice besides its placement."""
 RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
     ("strategy", "num_devices")
     + PREDICT_OUTPUT_COLUMNS
@@ -192,7 +194,7 @@ RECOMMEND_OUTPUT_COLUMNS: tuple[str, ...] = (
     + tuple(
         f"{prefix}_{what}"
         for prefix in ("energy_optimal", "time_optimal")
-        for what in ("strategy", "num_devices", M_ENERGY_J, M_TIME_S)
+        for what in ("strategy", "num_devices", *CHOICE_COLUMNS)
     )
 )
 
@@ -230,7 +232,9 @@ def recommend_frame(
         One row per input row: the chosen ``strategy``, ``num_devices`` and its
         :data:`PREDICT_OUTPUT_COLUMNS`, the ``objective``, the number of ``candidates``
         evaluated, and the energy-optimal and time-optimal choices side by side
-        (``energy_optimal_*``, ``time_optimal_*``: strategy, num_devices, energy_j, time_s).
+        (``energy_optimal_*``, ``time_optimal_*``: strategy, num_devices, energy_j, time_s, the energy's
+        95 % interval ``energy_j_lower``/``_upper`` and ``extrapolated``: outside the measured ranges,
+        device counts and sizes included).
         With ``carbon`` known, the chosen row's ``co2e_g`` (interval) and ``cost`` follow.
 
     Raises:
@@ -267,8 +271,8 @@ def _recommend_rows(
     for prefix, choice in (("energy_optimal", pick_e), ("time_optimal", pick_t)):
         result[f"{prefix}_strategy"] = cands.strategy[choice]
         result[f"{prefix}_num_devices"] = cands.num_devices[choice].astype(np.int64)
-        result[f"{prefix}_energy_j"] = grid[M_ENERGY_J][rows, choice]
-        result[f"{prefix}_time_s"] = grid[M_TIME_S][rows, choice]
+        for what in CHOICE_COLUMNS:
+            result[f"{prefix}_{what}"] = grid[what][rows, choice]
     return pd.DataFrame(result)
 
 

@@ -194,6 +194,8 @@ def model_signature() -> ModelSignature:
         "candidates": DataType.long,
         "energy_optimal_num_devices": DataType.long,
         "time_optimal_num_devices": DataType.long,
+        "energy_optimal_extrapolated": DataType.boolean,
+        "time_optimal_extrapolated": DataType.boolean,
         "row": DataType.long,
     }
     output_types.update(dict.fromkeys(TEXT_COLUMNS, DataType.string))

@@ -29,6 +29,7 @@ from mlflow_roofline.sweep.remote.executors import ExecutorSettings, check_track
 from mlflow_roofline.sweep.spec import CarbonKeys, SweepSpec, load_spec, resolved_carbon, shipped_specs
 from mlflow_roofline.tracking.client import TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import find_experiment, get_or_create_experiment
+from mlflow_roofline.tracking.ui_links import experiment_line
 from mlflow_roofline.train.device import DEVICE_KINDS, hardware_name, resolve_device
 
 if TYPE_CHECKING:  # the runner imports torch: only where a sweep runs
@@ -105,6 +106,7 @@ def run_from_cli(
             remote.close()
     if result.exit_code < 128:
         _echo_outcome(result, plan, echo, warn)
+        echo(experiment_line(client.tracking_uri, experiment_id))
     return result.exit_code
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
+from mlflow_roofline.core.invocation import option
 from mlflow_roofline.core.schema import (
     M_CONFIGS_ALREADY_DONE,
     M_CONFIGS_DONE_ELSEWHERE,
@@ -41,12 +42,16 @@ from mlflow_roofline.sweep.spec import SweepSpec
 from mlflow_roofline.sweep.status import Outcome
 from mlflow_roofline.system.liveness import liveness, process_tags
 from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.project_run import name_project_run
 
 
 def open_parent(
     client: TrackingClient, spec: SweepSpec, experiment_id: str, plan: Plan, echo: Callable[[str], None]
 ) -> str:
-    """The sweep run: the launcher's run when it is in ``experiment_id``, else a new one linked to it."""
+    """The sweep run: the launcher's run when it is in ``experiment_id``, else a new one linked to it.
+
+    Both are named ``sweep-<spec>`` (the launcher's run unless the user named it).
+    """
     tags = {
         TAG_RUN_TYPE: "sweep",
         TAG_SPEC: spec.source,
@@ -55,21 +60,23 @@ def open_parent(
         **process_tags(os.getpid()),
     }
     launcher = os.environ.get("MLFLOW_RUN_ID")
+    name = f"sweep-{spec.name}"
     if launcher:
+        name_project_run(client, launcher, name)
         run = client.get_run(launcher)
         if run.info.experiment_id == experiment_id:
             client.log(launcher, tags=tags)
             return launcher
-    parent_id = client.open_run(experiment_id, run_name=f"sweep-{spec.name}", tags=tags)
+    parent_id = client.open_run(experiment_id, run_name=name, tags=tags)
     if launcher:
         # `mlflow run` put its run in another experiment: nest the train runs where the spec
         # says (the fit reads them there) and link the two runs both ways.
         client.set_tag(launcher, TAG_SWEEP_RUN_ID, parent_id)
         client.set_tag(parent_id, TAG_LAUNCHER_RUN_ID, launcher)
-        name = client.experiment(experiment_id).name  # the spec's, or --experiment's
+        where = client.experiment(experiment_id).name  # the spec's, or --experiment's
         echo(
-            f"Note: the project run {launcher} is not in experiment {name!r}; "
-            f"the sweep's runs go to {name!r} under sweep run {parent_id}."
+            f"Note: the project run {launcher} is not in experiment {where!r}; "
+            f"the sweep's runs go to {where!r} under sweep run {parent_id}."
         )
     return parent_id
 
@@ -100,6 +107,17 @@ def log_plan(client: TrackingClient, parent_id: str, spec: SweepSpec, plan: Plan
 # -- what a running sweep shows --------------------------------------------------------
 TALLIES: tuple[str, ...] = ("finished", "failed", "done_elsewhere", "failed_elsewhere", "left_alone")
 """How a configuration the sweep meant to run can end (left alone: running on another host)."""
+
+
+def skipped_line(counts: dict[str, int]) -> str:
+    """What the sweep skips and why, in one line ("" when it skips nothing)."""
+    reasons = {
+        "already done": counts["already_done"],
+        f"failed earlier ({option('retry_failed', 'true')} reruns them)": counts["failed_earlier"],
+        "impossible (--dry-run says why)": counts["skipped_invalid"],
+    }
+    found = [f"{n} {why}" for why, n in reasons.items() if n]
+    return f"skipping {sum(reasons.values())} configuration(s): {', '.join(found)}" if found else ""
 
 
 class Progress:
@@ -134,6 +152,9 @@ class Progress:
         self.on_log = on_log
         self.bar = tqdm(total=pending, unit="config", disable=not show, dynamic_ncols=True, file=sys.stderr)
         self.write: Callable[[str], None] = self.bar.write if show else echo
+        line = skipped_line(counts)
+        if line:
+            self.write(line)
         self._show()
 
     def starting(self, label: str) -> None:

@@ -25,6 +25,9 @@ import requests
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.system.processes import stop_group
 from mlflow_roofline.testing.scoring_server import LOOPBACK, free_port
+from mlflow_roofline.tracking.ui_links import MODEL_TRAINING, experiment_url, run_url
+
+__all__ = ["MODEL_TRAINING", "chromium_page", "experiment_url", "mlflow_ui", "run_url"]
 
 if TYPE_CHECKING:  # playwright is optional and heavy: only the browser tests install and start it
     from playwright.sync_api import Page
@@ -34,19 +37,6 @@ CHROMIUM_ARGS: tuple[str, ...] = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 )  # fmt: skip
-MODEL_TRAINING = "workflowType=machine_learning"
-"""URL query that opens an experiment in the UI's Model training view (MLflow 3.x)."""
-
-
-def experiment_url(base: str, experiment_id: str) -> str:
-    """The runs table of an experiment, in the Model training view."""
-    return f"{base}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING}"
-
-
-def run_url(base: str, experiment_id: str, run_id: str, artifact: str | None = None) -> str:
-    """A run's page (its Overview, or the artifact view of ``artifact``), in the Model training view."""
-    tail = f"/artifacts/{artifact}" if artifact else ""
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}{tail}?{MODEL_TRAINING}"
 
 
 @contextlib.contextmanager

@@ -14,7 +14,9 @@ Batches follow the store's limits (100 params, 100 tags and 1000 entities in all
 from __future__ import annotations
 
 import contextlib
+import io
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -145,6 +147,10 @@ class TrackingClient:
     def join_run(self, run_id: str, run_name: str | None = None) -> None:
         """Mark an existing run RUNNING again (a resumed or launcher-created run), renaming it if asked."""
         self._client.update_run(run_id, status="RUNNING", name=run_name)
+
+    def rename_run(self, run_id: str, name: str) -> None:
+        """Give the run the name the UI shows (``mlflow.runName``)."""
+        self._client.update_run(run_id, name=name)
 
     def end_run(self, run_id: str, status: RunStatus = "FINISHED") -> None:
         """End the run with ``status`` and the current time."""
@@ -321,9 +327,18 @@ class TrackingClient:
     def delete_registered_model(self, name: str) -> None:
         self._client.delete_registered_model(name)
 
+    def describe_registered_model(self, name: str, description: str) -> None:
+        """The registered model's description (the registry page shows it above the versions)."""
+        self._client.update_registered_model(name, description=description)
+
     def register_model(self, model_uri: str, name: str, tags: Mapping[str, str] | None = None) -> str:
-        """Register ``model_uri`` as a new version of ``name``; returns the version (a string)."""
-        version = mlflow.register_model(model_uri, name, tags=dict(tags or {}))
+        """Register ``model_uri`` as a new version of ``name`` (creating the model if missing); returns the version.
+
+        MLflow's own lines about it (``Registered model ... already exists``, ``Created version ...``)
+        are not printed: the caller says what it registered.
+        """
+        with contextlib.redirect_stderr(io.StringIO()):
+            version = mlflow.register_model(model_uri, name, tags=dict(tags or {}))
         return str(version.version)
 
     def describe_model_version(self, name: str, version: str, description: str) -> None:
@@ -395,6 +410,20 @@ class TrackingClient:
                 evaluator_config={evaluator: dict(config)} if config else None,
             )
         return {k: float(v) for k, v in result.metrics.items()}
+
+    def log_dataset(
+        self, run_id: str, table: pd.DataFrame, name: str, context: str, targets: str | None = None
+    ) -> None:
+        """Record ``table`` as a dataset input of the run (``mlflow.log_input``: the run's Datasets panel shows its
+        name, digest, schema and row count; the rows themselves are not stored). ``context``: ``training``, ...;
+        ``targets``: the column the run learned to predict."""
+        from mlflow.data.pandas_dataset import from_pandas  # heavy: only the fit pays for it
+
+        with warnings.catch_warnings():  # its hint about integer columns is for model signatures, not a record
+            warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer")
+            dataset = from_pandas(table, name=name, targets=targets)
+        with self.active(run_id):
+            mlflow.log_input(dataset, context=context)
 
     # -- tables (the fit's measured-vs-predicted table) --
     def log_table(self, run_id: str, table: pd.DataFrame, artifact_file: str) -> None:

@@ -55,8 +55,10 @@ from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
+from mlflow_roofline.tracking.notes import set_description
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.tracking.store_errors import patiently
+from mlflow_roofline.train.description import train_description
 from mlflow_roofline.train.job_energy import JobExtras
 from mlflow_roofline.train.job_io import JobResult
 
@@ -112,7 +114,8 @@ def record_failure(client: TrackingClient, run_id: str, message: str, detail: st
 
 
 def log_setup(client: TrackingClient, run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
-    """Params, tags and proxies: what is known before training.
+    """Params and tags: what is known before training (the proxies are logged after the measurement, by
+    :func:`log_result`, so that the run's page lists energy and time first).
 
     A param the run already holds (``mlflow run`` logs the entry point's parameters) is
     left as it is when it says the same (``"4.0"`` for 4); ``device=auto`` stays, the
@@ -130,7 +133,7 @@ def log_setup(client: TrackingClient, run_id: str, config: TrainConfig, meter: s
         elif not same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
     tags = {**train_tags(config, hardware), TAG_DEVICE: config.device, TAG_SOURCE: SOURCE_TRAIN}
-    client.log(run_id, params=params, metrics=proxy_metrics(config), tags=tags)
+    client.log(run_id, params=params, tags=tags)  # the proxies follow the measurement (log_result)
 
 
 def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
@@ -146,7 +149,8 @@ def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
 def log_result(
     client: TrackingClient, run_id: str, config: TrainConfig, result: JobResult, carbon: CarbonSettings | None = None
 ) -> None:
-    """The measured metrics (docs/schema.md), per-rank figures, the loss history, energy and carbon tags.
+    """The measured metrics (docs/schema.md), energy and time first, per-rank figures, the proxies, the loss
+    history, energy and carbon tags, and the run's description (one paragraph).
 
     ``energy_j`` and ``avg_power_w`` are logged only when every reading succeeded;
     otherwise ``roofline.energy_error`` says why (energy is never a stand-in zero). With
@@ -181,10 +185,15 @@ def log_result(
     now = now_ms()
     history = [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]
     history += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
-    client.log(run_id, metrics={**metrics, **extra_metrics}, tags={**tags, **extra_tags})
+    # energy and time first: MLflow's run page lists a run's metrics in the order they were first logged
+    first = {k: metrics[k] for k in (M_ENERGY_J, M_TIME_S) if k in metrics}
+    ordered = {**first, **metrics, **extra_metrics, **proxy_metrics(config)}
+    client.log(run_id, metrics=ordered, tags={**tags, **extra_tags})
     client.log_history(run_id, history)
     if result.extras.power_timeline:
         log_power_plot(client, run_id, result.extras, result.energy_source)
+    paragraph = train_description(config, result.energy_j, result.time_s, result.energy_source, result.energy_error)
+    set_description(client, run_id, paragraph)
 
 
 def extras_fields(extras: JobExtras) -> tuple[dict[str, float], dict[str, str]]:

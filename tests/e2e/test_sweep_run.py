@@ -37,9 +37,10 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     # The project's entry points run in the repository: an experiment the sweep created there would keep
     # its artifacts under the checkout's ./mlruns, so the spec's experiment is made here, artifacts in tmp_path.
     MlflowClient().create_experiment("e2e", artifact_location=(tmp_path / "artifacts").as_uri())
-    # 1) as a user types it first: the project run lands in "Default", the sweep's runs in the spec's experiment
+    # 1) the project run in another experiment (the user chose "Default"), the sweep's runs in the spec's experiment
     first = subprocess.run(
-        ["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local", "-P", f"spec={spec}"],
+        ["mlflow", "run", str(REPO_ROOT), "-e", "sweep", "--env-manager", "local", "--experiment-id", "0"]
+        + ["-P", f"spec={spec}"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -66,7 +67,7 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
     launcher_id = parent.data.tags["roofline.launcher_run_id"]
     launcher = client.get_run(launcher_id)
     assert launcher.data.tags["roofline.sweep_run_id"] == parent.info.run_id
-    assert launcher.info.status == "FINISHED"
+    assert launcher.info.status == "FINISHED" and launcher.info.run_name == parent.info.run_name == "sweep-tiny"
 
     # 2) again, in the spec's experiment: the project run is the parent and nothing reruns
     again = subprocess.run(

@@ -181,7 +181,7 @@ def _run_set_up() -> bool:
     client = MlflowClient()
     experiment = client.get_experiment_by_name("roofline-bert")
     runs = client.search_runs([experiment.experiment_id]) if experiment else []
-    return bool(runs) and M_PROXY_PARAMS in runs[0].data.metrics
+    return bool(runs) and TAG_DEVICE in runs[0].data.tags
 
 
 @pytest.mark.slow

@@ -54,11 +54,12 @@ ENERGY = 'col-id="metrics.`energy_j`"'
 
 
 class Store:
-    """The filled store: its URI and directory, the sweep's parent and children, the fit run."""
+    """The filled store: its URI and directory, the sweep's parent and children, the fit run, and the UI
+    links the sweep and the fit printed."""
 
-    def __init__(self, uri: str, root: Path) -> None:
+    def __init__(self, uri: str, root: Path, printed: dict[str, str]) -> None:
         client = MlflowClient(uri)
-        self.uri, self.root = uri, root
+        self.uri, self.root, self.printed = uri, root, printed
         self.sweep_experiment = client.get_experiment_by_name("roofline-bert")
         (self.parent,) = client.search_runs([self.sweep_experiment.experiment_id], f"tags.`{TAG_RUN_TYPE}` = 'sweep'")
         self.children = client.search_runs(
@@ -85,8 +86,21 @@ def store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Sto
         assert sweep.returncode == 0, sweep.stdout + sweep.stderr
         synthetic = get_or_create_experiment(TrackingClient(), "roofline-synthetic")
         log_synthetic_runs(MlflowClient(), synthetic, 10, seed=5)
-        run_fit(["roofline-synthetic"], model_name="", alias="", register=False, echo=lambda _: None)
-    return Store(uri, root)
+        fit_lines: list[str] = []
+        run_fit(["roofline-synthetic"], model_name="", alias="", register=False, echo=fit_lines.append)
+    printed = {"sweep": printed_url(sweep.stdout.splitlines()), "fit": printed_url(fit_lines)}
+    return Store(uri, root, printed)
+
+
+def printed_url(lines: list[str]) -> str:
+    """The Model training link a command printed (its last line)."""
+    (url,) = re.findall(r"http://\S+", lines[-1])
+    return url
+
+
+def at(ui: str, printed: str) -> str:
+    """A printed link on the test's server (the command printed `mlflow ui`'s default address)."""
+    return ui + printed[printed.index("/#/") :]
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +261,49 @@ def test_a_plot_artifact_renders_as_an_image(page: Any, ui: str, store: Store, s
     page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
     assert image.evaluate("img => img.naturalWidth") > 300
     screenshot(page, shots, "fit_artifact")
+
+
+def test_the_printed_link_opens_the_named_runs_in_the_model_training_view(page: Any, ui: str, store: Store) -> None:
+    assert store.printed["sweep"].endswith(
+        f"/#/experiments/{store.sweep_experiment.experiment_id}/runs?workflowType=machine_learning"
+    )
+    page.goto(at(ui, store.printed["sweep"]))
+    page.locator(f'[role="gridcell"][{RUN_NAME}]', has_text="sweep-tiny").first.wait_for()
+    close_assistant(page)
+    assert page.get_by_role("link", name="Models").first.is_visible()  # the Model training sidebar
+    expand_parent(page, store)
+    shown = names_in_row_order(page)  # in the order an earlier sort left (the UI keeps it)
+    assert sorted(shown) == sorted(["sweep-tiny", *(c.info.run_name for c in store.children)])
+    children = [name for name in shown if name != "sweep-tiny"]
+    assert all(re.match(r"^L\d-d\d+-h\d-ff\d+-S\d+-B\d+-\w+-x\d$", name) for name in children)
+
+
+def test_the_fit_run_shows_its_dataset_and_a_description_naming_every_plot(
+    page: Any, ui: str, store: Store, shots: Path
+) -> None:
+    page.goto(at(ui, store.printed["fit"]))
+    cell = page.locator(f'[role="gridcell"][{RUN_NAME}]', has_text="fit-roofline-synthetic").first
+    cell.wait_for()
+    close_assistant(page)
+    cell.locator("a").first.click()  # the run's page, as a user gets there
+    page.get_by_text("Energy law for").first.wait_for()
+    close_assistant(page)
+    page.get_by_text("train-runs on ").first.wait_for()  # the Datasets panel: the train runs it learned from
+    show_more = page.get_by_text("Show more")
+    if show_more.count():
+        show_more.first.click()
+    plots = [a.path for a in MlflowClient(store.uri).list_artifacts(store.fit.info.run_id, "plots")]
+    body = page.inner_text("body")
+    assert len(plots) >= 4 and all(path in body for path in plots)
+    screenshot(page, shots, "fit_dataset")
+
+
+def test_a_train_runs_page_leads_with_its_paragraph_and_its_energy(page: Any, ui: str, store: Store) -> None:
+    child = store.children[0]
+    page.goto(run_url(ui, store.sweep_experiment.experiment_id, child.info.run_id))
+    page.get_by_text(f"{child.data.params['strategy']} x{child.data.params['num_devices']}: a ").first.wait_for()
+    close_assistant(page)
+    page.get_by_text("Model metrics (").first.wait_for()
+    lines = [line.strip() for line in page.inner_text("body").splitlines() if line.strip()]
+    first = lines.index(next(line for line in lines if line.startswith("Model metrics (")))
+    assert lines[first + 1] == M_ENERGY_J and lines[first + 3] == "time_s"  # name, value, name, value

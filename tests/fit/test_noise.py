@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import warnings
 
+import pandas as pd
+
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.fit.runs.noise import repeat_spread
 from mlflow_roofline.testing.roofline_generator import RooflineHardware, generate_roofline_runs
@@ -32,3 +34,11 @@ def test_no_repeats_no_noise_floor_and_no_noise_no_spread() -> None:
     once = repeat_spread(generate_roofline_runs(6, hardware=[quiet], repeats=1, seed=2))
     assert once.n_configs == 0 and math.isnan(once.median_rel_std_pct)
     assert "noise floor unknown" in once.describe()
+
+
+def test_a_decoder_is_no_repeat_of_the_encoder_of_the_same_sizes() -> None:
+    quiet = RooflineHardware(time_noise_sd=0.0, energy_noise_sd=0.0)
+    once = generate_roofline_runs(4, hardware=[quiet], repeats=1, steps=(20,), seed=3)
+    decoders = once.assign(arch="decoder", energy_j=once["energy_j"] * 3.0)
+    encoders = once.assign(arch="encoder")
+    assert repeat_spread(pd.concat([encoders, decoders], ignore_index=True)).n_configs == 0

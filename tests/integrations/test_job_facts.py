@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import BertConfig, GPT2Config, LlamaConfig
 
-from mlflow_roofline.integrations.job_facts import model_shape, precision_of
+from mlflow_roofline.integrations.job_facts import JobFacts, model_label, model_shape, precision_of
+from mlflow_roofline.integrations.parallel_probe import ParallelRun
 
 
 class _Model:
@@ -36,3 +37,18 @@ def test_precision_of_reads_every_level_of_the_job_table() -> None:
     assert precision_of(fp32, "bf16", tf32=True) == "bf16"
     assert precision_of(fp32, "int4") is None  # no level of the schema: left unread, said in the run
     assert precision_of(None, None) is None
+
+
+def test_a_jobs_run_is_named_from_the_model_and_the_job() -> None:
+    from transformers import BertForSequenceClassification
+
+    model = BertForSequenceClassification(
+        BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    )
+    assert model_label(model) == "BertForSequenceClassification"  # built from a config: no name_or_path
+    model.config.name_or_path = "google-bert/bert-base-uncased/"
+    assert model_label(model) == "bert-base-uncased"
+    facts = JobFacts({}, None, None, None, None, ParallelRun("ddp", 2, 0, 0), model="bert-base-uncased")
+    assert facts.run_name("trainer") == "bert-base-uncased-trainer-ddp-x2"
+    unknown = JobFacts({}, None, None, None, None, ParallelRun(None, 1, 0, 0))
+    assert unknown.run_name("accelerate") == "model-accelerate"

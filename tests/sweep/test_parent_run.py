@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from mlflow_roofline.core.schema import TAG_RUN_TYPE
 from mlflow_roofline.tracking.client import TrackingClient
 
@@ -33,3 +35,17 @@ def test_a_running_sweep_run_whose_process_is_gone_is_marked_killed(tracking_uri
     assert client.get_run(dead).data.tags[TAG_ERROR] == f"its process is gone; marked KILLED by sweep run {current}"
     assert client.get_run(alive).info.status == "RUNNING"
     assert client.get_run(current).info.status == "RUNNING"  # the sweep asking is never its own victim
+
+
+def test_what_is_skipped_is_said_with_its_reason_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow_roofline.core.invocation import ENV_INVOCATION, MLPROJECT
+    from mlflow_roofline.sweep.parent_run import skipped_line
+
+    monkeypatch.delenv(ENV_INVOCATION, raising=False)
+    assert skipped_line({"already_done": 0, "failed_earlier": 0, "skipped_invalid": 0}) == ""
+    line = skipped_line({"already_done": 3, "failed_earlier": 1, "skipped_invalid": 0})
+    assert line == "skipping 4 configuration(s): 3 already done, 1 failed earlier (--retry-failed true reruns them)"
+    monkeypatch.setenv(ENV_INVOCATION, MLPROJECT)
+    assert "1 impossible (--dry-run says why)" in skipped_line(
+        {"already_done": 0, "failed_earlier": 0, "skipped_invalid": 1}
+    )

@@ -9,7 +9,7 @@ The full text report stays the artifact ``fit_report.txt``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from scipy import stats
 
@@ -46,48 +46,59 @@ PAPER_FIGURES: dict[str, float] = {
 PAPER_SETUP = "410 BERT configurations, 8x RTX 2080 Ti"
 
 PLOTS: dict[str, str] = {
-    "plots/measured_vs_predicted.png": "measured against predicted energy, one panel per law (log-log); points on "
-    "the diagonal are exact, a panel that fans out misses a factor",
-    "plots/residuals.png": "log residuals against fitted log energy per law; a trend or a strategy off zero is "
-    "structure the law misses",
-    "plots/speedup_vs_n.png": "measured speedup S = t1/tN against N per strategy, with the fitted speedup law "
-    "and ideal scaling S = N",
-    "plots/energy_vs_n.png": "energy per sample relative to the same workload on one device, against N, with "
-    "what the law implies (eta^alpha_eta times the strategy factor); above 1 costs energy",
+    "plots/measured_vs_predicted.png": "measured against predicted energy per law (log-log; the diagonal is exact)",
+    "plots/residuals.png": "log residuals against fitted log energy per law (a trend is structure the law misses)",
+    "plots/speedup_vs_n.png": "measured speedup t1/tN against N per strategy, the fitted speedup law, ideal S = N",
+    "plots/energy_vs_n.png": "energy per sample relative to one device against N, with what the law implies",
+    "plots/extrapolation.png": "the larger models held out by the size-extrapolation check: measured against "
+    "predicted from the smaller ones",
 }
+"""Every plot a fit run may log, with what it shows (the description names those logged)."""
 TABLE_ARTIFACT = "measured_vs_predicted.json"
 
 
-def fit_markdown(fit: HardwareFit, metrics: Mapping[str, float], n_found: int) -> str:
-    """The description of one hardware's fit run.
+def fit_markdown(
+    fit: HardwareFit, metrics: Mapping[str, float], n_found: int, plots: Sequence[str] = tuple(PLOTS)[:4]
+) -> str:
+    """The description of one hardware's fit run: what it does not trust first, then the law, the plots,
+    the comparisons and errors; sized to fit MLflow's tag limit.
 
     Args:
         fit: the hardware's fits.
         metrics: the run's metrics (``fit.metrics()`` and any logged since, such as ``extrap_mape*``).
         n_found: finished train runs the fit pulled.
+        plots: the plot artifacts logged (keys of :data:`PLOTS`).
     """
     chosen = fit.energy.forms[fit.energy.chosen]
     parts = [
         f"## Energy law for `{fit.hardware}`",
         f"{len(fit.frame)} of {n_found} finished train runs ({fit.energy_source} energy), "
         f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
-        baseline_sentence(metrics),
+    ]
+    if fit.distrust:
+        parts.append("### Not to be trusted\n\n" + "\n".join(f"- {note}." for note in fit.distrust))
+    parts += [
         "**E = " + chosen.describe() + "**",
         "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
         "Ψ: strategy factor (`single` = 1); E in joules. Statsmodels: `" + chosen.formula + "`",
         coefficient_table(chosen.law),
-        comparison(metrics),
+        plot_list(plots),
+        comparison(fit, metrics),
         cross_validation(fit, metrics),
     ]
     if fit.energy.notes:
         parts.append("### Notes\n\n" + "\n".join(f"- {note}" for note in fit.energy.notes))
-    plots = "\n".join(f"- `{name}`: {what}." for name, what in PLOTS.items())
-    parts.append(
-        f"### Plots (Artifacts tab)\n\n{plots}\n- `{TABLE_ARTIFACT}`: every run's measured and predicted "
-        "energy, as a table the artifact view can filter.\n\nFull text: `fit_report.txt`; "
-        "coefficients with HC3 errors: `coefficients.csv`; statsmodels summaries: `summaries/`."
-    )
+    parts.append(baseline_sentence(metrics))
     return "\n\n".join(parts) + "\n"
+
+
+def plot_list(plots: Sequence[str]) -> str:
+    """The plots logged, each with what it shows, and the run's other files."""
+    named = "\n".join(f"- `{path}`: {PLOTS.get(path, 'a diagnostic plot')}." for path in plots)
+    return (
+        f"### Plots (Artifacts tab)\n\n{named}\n- `{TABLE_ARTIFACT}`: every run's measured and predicted energy, "
+        "by run name. Full text: `fit_report.txt`; coefficients: `coefficients.csv`; summaries: `summaries/`."
+    )
 
 
 def baseline_sentence(metrics: Mapping[str, float]) -> str:
@@ -112,10 +123,14 @@ def coefficient_table(law: LawCoefficients, level: float = 0.95) -> str:
     return md_table(["coefficient", "estimate", f"{level:.0%} interval"], rows, "lrr")
 
 
-def comparison(metrics: Mapping[str, float]) -> str:
-    """This fit against the baseline law (no efficiency term) and against the paper's figures."""
+def comparison(fit: HardwareFit, metrics: Mapping[str, float]) -> str:
+    """This fit against the baseline law (no efficiency term) and against the paper's figures.
+
+    The exponents are the registered form's where it has the paper's term (one value per
+    coefficient in the whole description), else the paper's form's, said so.
+    """
     rows = [
-        ["adjusted R², efficiency-aware law", _r2(metrics[M_ADJ_R2]), _r2(PAPER_FIGURES[M_ADJ_R2])],
+        ["adjusted R², efficiency-aware law (paper's form)", _r2(metrics[M_ADJ_R2]), _r2(PAPER_FIGURES[M_ADJ_R2])],
         [
             "adjusted R², baseline law (no η term)",
             _r2(metrics[M_ADJ_R2_BASELINE]),
@@ -126,11 +141,16 @@ def comparison(metrics: Mapping[str, float]) -> str:
             _pct_change(metrics[M_RMSE_REDUCTION]),
             _pct_change(PAPER_FIGURES[M_RMSE_REDUCTION]),
         ],
-        ["α<sub>C</sub>", num(metrics[M_ALPHA_C]), f"≈ {PAPER_FIGURES[M_ALPHA_C]:.2f}"],
-        ["α<sub>η</sub>", num(metrics[M_ALPHA_ETA]), f"≈ {PAPER_FIGURES[M_ALPHA_ETA]:.2f}"],
     ]
+    registered = fit.energy.forms[fit.energy.chosen].law
+    for term, metric, symbol in (("log_C", M_ALPHA_C, "α<sub>C</sub>"), ("log_eta", M_ALPHA_ETA, "α<sub>η</sub>")):
+        if term in registered.terms:
+            rows.append([symbol, num(registered.coefficient(term)), f"≈ {PAPER_FIGURES[metric]:.2f}"])
+        else:
+            label = f"{symbol} (paper's form; not in the registered one)"
+            rows.append([label, num(metrics[metric]), f"≈ {PAPER_FIGURES[metric]:.2f}"])
     return "### Against the baseline and the paper\n\n" + md_table(
-        ["", "this fit (paper's form)", f"paper ({PAPER_SETUP})"], rows, "lrr"
+        ["", "this fit", f"paper ({PAPER_SETUP})"], rows, "lrr"
     )
 
 

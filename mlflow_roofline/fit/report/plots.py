@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axis import Axis
 from matplotlib.figure import Figure
-from matplotlib.ticker import FormatStrFormatter, NullLocator
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator
 
 from mlflow_roofline.core.schema import M_ENERGY_J, present_strategies
 from mlflow_roofline.law.speedup import SpeedupLaw
@@ -37,6 +37,11 @@ MINOR_TICK_DECADES = 2.0
 on it; below, the minor ticks are kept, and labelled where the span is under one decade). Eight a
 decade are a grey band on a wide axis, and matplotlib builds each tick as artists of its own: on a
 five-decade log-log panel they were 60 % of the figure's drawing time."""
+
+
+def _device_ticks() -> MaxNLocator:
+    """Ticks of a device-count axis: whole devices only (no 1.5 GPUs)."""
+    return MaxNLocator(integer=True)
 
 
 def _layout(fig: Figure, panels: int = 1) -> None:
@@ -124,6 +129,7 @@ def speedup_vs_n(frame: pd.DataFrame, laws: Mapping[str, SpeedupLaw]) -> Figure:
             ax.plot(grid, law(grid), color=COLORS[strategy], lw=1.6, label=f"{strategy}: {law.form}({params})")
     ax.axhline(1.0, color="grey", lw=0.5)
     ax.set(xlabel="devices N", ylabel="speedup S = t1 / tN (per sample)", title="speedup vs N")
+    ax.xaxis.set_major_locator(_device_ticks())
     ax.legend(fontsize=7)
     _layout(fig)
     fig.set_dpi(DPI)
@@ -159,6 +165,7 @@ def energy_vs_n(
             ax.plot(grid, implied, color=COLORS[strategy], lw=1.6, label=f"{strategy}: law")
     ax.axhline(1.0, color="black", lw=0.8, label="same energy as one device")
     ax.set(yscale="log", xlabel="devices N", ylabel="energy per sample / single-device", title="energy vs N")
+    ax.xaxis.set_major_locator(_device_ticks())
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.legend(fontsize=7)

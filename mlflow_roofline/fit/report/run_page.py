@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.schema import M_ALPHA_ETA, M_ENERGY_J
+from mlflow_roofline.core.schema import M_ALPHA_ETA, M_ENERGY_J, M_TIME_S, PARAM_NAMES
 from mlflow_roofline.fit.forms import catalog
 from mlflow_roofline.fit.forms.ols import summaries
 from mlflow_roofline.fit.hardware_fit import HardwareFit
@@ -30,7 +30,10 @@ from mlflow_roofline.fit.speedup_fit import laws_of
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.notes import set_description
 
+TRAIN_RUNS_DATASET = "train-runs"
+"""The name of the fit run's dataset input (``train-runs on <hardware>``): the train runs it learned from."""
 TABLE_COLUMNS = (
+    "run_name",
     "run_id",
     "strategy",
     "num_devices",
@@ -89,15 +92,24 @@ def log_figures(client: TrackingClient, run_id: str, fit: HardwareFit) -> list[s
     return list(figures)
 
 
+def train_runs_table(fit: HardwareFit) -> pd.DataFrame:
+    """The train runs the fit learned from: name, id, experiment, params, measured energy (J) and time (s)."""
+    columns = ["run_name", "run_id", "experiment_id", *PARAM_NAMES, M_ENERGY_J, M_TIME_S]
+    return fit.frame[[c for c in columns if c in fit.frame]].reset_index(drop=True)
+
+
 def log_run_page(client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData) -> None:
-    """The files, the plots, the measured-vs-predicted table and the Markdown description of the fit run ``run_id``."""
+    """The files, the plots, the measured-vs-predicted table, the train runs as the run's dataset input and
+    the Markdown description of the fit run ``run_id``."""
+    name = f"{TRAIN_RUNS_DATASET} on {fit.hardware}"
+    client.log_dataset(run_id, train_runs_table(fit), name, context="training", targets=M_ENERGY_J)
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)
         client.log_artifacts(run_id, tmp)
-    log_figures(client, run_id, fit)
+    plots_logged = log_figures(client, run_id, fit)
     client.log_table(run_id, measured_vs_predicted_table(fit), TABLE_ARTIFACT)
     metrics = {**fit.metrics(), **client.get_run(run_id).data.metrics}
-    set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found))
+    set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found, plots_logged))
 
 
 def _write_tables(fit: HardwareFit, directory: Path, run_data: RunData) -> None:

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.schema import M_ENERGY_J, PARAM_NAMES
+from mlflow_roofline.core.schema import KIND_PARAM_NAMES, M_ENERGY_J, PARAM_NAMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +41,9 @@ class RepeatSpread:
 
 
 def repeat_spread(frame: pd.DataFrame, energy: str = M_ENERGY_J) -> RepeatSpread:
-    """The spread of ``energy`` (joules) across runs of one configuration (same hardware and every param)."""
-    keys = ["hardware", *[name for name in PARAM_NAMES if name in frame.columns]]
+    """The spread of ``energy`` (joules) across runs of one configuration (same hardware and every param, the
+    kind's too: a decoder is no repeat of the encoder of the same sizes)."""
+    keys = ["hardware", *[name for name in (*PARAM_NAMES, *KIND_PARAM_NAMES) if name in frame.columns]]
     grouped = frame.groupby(keys, dropna=False, observed=True)[energy]
     counts = grouped.count()
     rel = (grouped.std(ddof=1) / grouped.mean())[counts >= 2]

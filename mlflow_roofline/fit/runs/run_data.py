@@ -50,6 +50,7 @@ from mlflow_roofline.tracking.client import PAGE_SIZE, Run, TrackingClient, Trac
 
 FRAME_COLUMNS: tuple[str, ...] = (
     "run_id",
+    "run_name",
     "experiment_id",
     "hardware",
     "energy_source",
@@ -162,6 +163,7 @@ def runs_to_frame(runs: Sequence[Run], energy_metric: str = M_ENERGY_J) -> RunDa
         tags = run.data.tags
         row: _Row = {
             "run_id": run.info.run_id,
+            "run_name": run.info.run_name or "",
             "experiment_id": run.info.experiment_id,
             "hardware": tags.get(TAG_HARDWARE),
             "energy_source": tags.get(TAG_ENERGY_SOURCE),
