@@ -9,9 +9,9 @@ Logs N synthetic train runs (mlflow_roofline.testing.synthetic, exact run schema
       fit run with its artifacts, the pyfunc model, registration and alias.
 
 and prints both and the ratio (b)/(a) (target: at most 1.5, goal 1.2), with the phases of (b):
-pull, laws and cross-validation, and the logging split into the figures (drawn and logged),
-the baseline tags of the train runs, the pyfunc models, and the rest (params, metrics, files,
-table, description, registration). The logging's parts are timed by wrapping the functions
+pull, laws and cross-validation, and the logging split into the figures (drawn and logged,
+in a thread beside the rest), the baseline tags of the train runs, the pyfunc models, and the
+rest (params, metrics, files, table, description, registration). The logging's parts are timed by wrapping the functions
 that do them (:data:`TIMED`). (a) and (b) alternate
 ``--repeat`` times and the minimum of each is compared (a shared machine only ever
 slows a run down). ``--keep DIR`` keeps the store, and a later run on it reuses the runs.
@@ -36,6 +36,8 @@ TIMED: dict[str, tuple[str, str]] = {
     "models": ("mlflow_roofline.fit.fit_runs", "_log_model"),
 }
 """The logging's parts: phase -> (module, function) whose wall seconds are summed per fit."""
+BESIDE = ("figures",)
+"""The parts that run in a thread beside the others (their seconds overlap the logging's)."""
 RATIO_TARGET, RATIO_GOAL = 1.5, 1.2
 
 
@@ -139,12 +141,13 @@ def main() -> int:
     )
     print(f"(a) bare mlflow.search_runs            {best['search']:8.2f} s  [{show(samples['search'])}]")
     print(f"(b) whole fit incl. logging + registry {best['fit']:8.2f} s  [{show(samples['fit'])}]")
-    rest = fastest["log"] - sum(fastest[p] for p in TIMED)
+    rest = fastest["log"] - sum(fastest[p] for p in TIMED if p not in BESIDE)
     print(
         f"    fastest (b): pull {fastest['pull']:.2f} s, laws + CV {fastest['fit']:.2f} s, "
         f"logging + model + registry {fastest['log']:.2f} s"
     )
-    print("      the logging: " + ", ".join(f"{p} {fastest[p]:.2f} s" for p in TIMED) + f", the rest {rest:.2f} s")
+    shown = [f"{p} {fastest[p]:.2f} s" + (" (in a thread, beside the rest)" if p in BESIDE else "") for p in TIMED]
+    print("      the logging: " + ", ".join(shown) + f", the rest {rest:.2f} s")
     ratio = best["fit"] / best["search"]
     verdict = "met" if ratio <= RATIO_TARGET else "MISSED"
     print(

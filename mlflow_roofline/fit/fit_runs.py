@@ -45,7 +45,7 @@ from mlflow_roofline.fit.fleet_fit import FleetFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
 from mlflow_roofline.fit.registration import Registration, RegistryLedger, hardware_slug
-from mlflow_roofline.fit.report.run_page import log_run_page
+from mlflow_roofline.fit.report.run_page import figures_beside, log_run_page
 from mlflow_roofline.fit.runs.run_data import BASELINE_TAG_COLUMN, RunData
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import FleetLaw
@@ -174,9 +174,10 @@ def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, par
             M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
         },
     )
-    log_run_page(client, run_id, fit, run_data)  # files, plots, the measured-vs-predicted table, the description
-    tag_baselines(client, fit)
-    return _log_model(client, run_id, fit.law)
+    with figures_beside(client, run_id, fit):  # the plots, drawn while the rest is logged
+        log_run_page(client, run_id, fit, run_data)  # files, the measured-vs-predicted table, the description
+        tag_baselines(client, fit)
+        return _log_model(client, run_id, fit.law)
 
 
 def tag_baselines(client: TrackingClient, fit: HardwareFit) -> int:

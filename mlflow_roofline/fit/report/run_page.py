@@ -2,7 +2,8 @@
 
 The files (:func:`write_artifacts`): the summaries of every form, the coefficient table,
 the additive roofline, the speedup laws, the law as JSON, the text report and the
-dropped runs. The plots are logged as PNG images (the run's artifact view), the per-run
+dropped runs. The plots are logged as PNG images (the run's artifact view), drawn in a thread
+beside the rest of the run's logging (:func:`figures_beside`), the per-run
 data as a JSON table (``mlflow.log_table``'s format: the artifact view shows and filters
 it) and the Markdown of :mod:`mlflow_roofline.fit.report.markdown` as the run's
 description (:func:`log_run_page`), all into an explicit run through the
@@ -11,9 +12,12 @@ description (:func:`log_run_page`), all into an explicit run through the
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +93,29 @@ def log_figures(client: TrackingClient, run_id: str, fit: HardwareFit) -> list[s
     return list(figures)
 
 
+@contextlib.contextmanager
+def figures_beside(client: TrackingClient, run_id: str, fit: HardwareFit) -> Iterator[None]:
+    """Draw and log the plots of ``run_id`` (:func:`log_figures`) in a thread while the block logs the rest.
+
+    The figures are matplotlib's CPU work and the block's logging mostly the store's writes, so
+    they overlap. The block's exit waits for the figures; their failure is the block's.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fit-figures") as pool:
+        drawn = pool.submit(log_figures, client, run_id, fit)
+        try:
+            yield
+        finally:
+            error = drawn.exception()  # waits; a failure of the block itself wins
+        if error is not None:
+            raise error
+
+
 def log_run_page(client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData) -> None:
-    """The files, the plots, the measured-vs-predicted table and the Markdown description of the fit run ``run_id``."""
+    """The files, the measured-vs-predicted table and the Markdown description of the fit run ``run_id``
+    (its plots: :func:`figures_beside`)."""
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)
         client.log_artifacts(run_id, tmp)
-    log_figures(client, run_id, fit)
     client.log_table(run_id, measured_vs_predicted_table(fit), TABLE_ARTIFACT)
     metrics = {**fit.metrics(), **client.get_run(run_id).data.metrics}
     set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found))
