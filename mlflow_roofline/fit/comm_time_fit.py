@@ -99,16 +99,16 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame, s_scale: str | None = None)
     def params_of(x: np.ndarray) -> dict[str, float]:
         return {"p": x[0], "s_per_element": x[1] * volume_scale, "latency_s": x[2] * hop_scale, "overlap": x[3]}
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        params = params_of(x)
-        return (
-            np.log(comm_time_speedup(strategy, n, job, {**params, "s_per_element": params["s_per_element"] * scale}))
-            - log_s
-        )
-
     t1_rows = job.single_step_s
     per_volume = (n - 1.0) / n * volume * volume_scale * scale  # seconds per unit of x[1]
     per_hop = (n - 1.0) * hops * hop_scale  # seconds per unit of x[2]
+    log_t1 = np.log(t1_rows)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        """log S - log S measured, S = t1 / t_N of :func:`law.comm_time.step_time` (the volumes computed once)."""
+        p, volume_x, hop_x, overlap = x
+        t_n = overlapped_seconds(compute_seconds(t1_rows, p, n), per_volume * volume_x + per_hop * hop_x, overlap)
+        return log_t1 - np.log(t_n) - log_s
 
     def jacobian(x: np.ndarray) -> np.ndarray:
         """d(log S)/dx = -(dt_N/dx) / t_N, with t_N of :func:`law.comm_time.step_time` in the solver's units."""

@@ -47,8 +47,8 @@ from mlflow_roofline.fit.fleet_fit import FleetFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import PooledFit
 from mlflow_roofline.fit.registration import Registration, RegistryLedger, hardware_slug
-from mlflow_roofline.fit.report.run_page import log_run_page
-from mlflow_roofline.fit.runs.run_data import RunData
+from mlflow_roofline.fit.report.run_page import figures_beside, log_run_page
+from mlflow_roofline.fit.runs.run_data import BASELINE_TAG_COLUMN, RunData
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import FleetLaw
 from mlflow_roofline.serve.pyfunc_model import log_law_model
@@ -192,20 +192,28 @@ def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, par
             M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
         },
     )
-    log_run_page(client, run_id, fit, run_data)  # files, plots, the measured-vs-predicted table, the description
-    tag_baselines(client, fit)
-    return _log_model(client, run_id, fit.law)
+    with figures_beside(client, run_id, fit):  # the plots, drawn while the rest is logged
+        log_run_page(client, run_id, fit, run_data)  # files, the measured-vs-predicted table, the description
+        tag_baselines(client, fit)
+        return _log_model(client, run_id, fit.law)
 
 
 def tag_baselines(client: TrackingClient, fit: HardwareFit) -> int:
     """Tag each parallel train run the fit used with the kind of its single-device baseline
-    (``roofline.baseline``: ``measured``, ``per_device`` or ``time_law``); how many were tagged."""
+    (``roofline.baseline``: ``measured``, ``per_device`` or ``time_law``); how many runs carry it.
+
+    A run whose tag was pulled with that kind already (:data:`~fit.runs.run_data.BASELINE_TAG_COLUMN`:
+    a refit of the same runs) is not written again: one store write per run was most of a refit's
+    logging at 10,000 runs.
+    """
     if "run_id" not in fit.frame or "baseline" not in fit.frame:
         return 0
+    pulled = fit.frame[BASELINE_TAG_COLUMN] if BASELINE_TAG_COLUMN in fit.frame else [""] * len(fit.frame)
     tagged = 0
-    for run_id, kind in zip(fit.frame["run_id"], fit.frame["baseline"]):
+    for run_id, kind, before in zip(fit.frame["run_id"], fit.frame["baseline"], pulled):
         if run_id and kind in BASELINE_KINDS:
-            client.set_tag(str(run_id), TAG_BASELINE, str(kind))
+            if kind != before:
+                client.set_tag(str(run_id), TAG_BASELINE, str(kind))
             tagged += 1
     return tagged
 

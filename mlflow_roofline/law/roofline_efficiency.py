@@ -118,7 +118,11 @@ class RooflineLaw(LawCoefficients):
         if parsed is None:
             raise ValueError(f"law term {term!r} is neither a cost, alpha_eta nor a dummy <feature>[T.<level>]")
         feature, level = parsed
-        return (np.asarray(features[feature], dtype=object).astype(str) == level).astype(float)
+        values = np.asarray(features[feature], dtype=object)
+        hit = np.zeros(len(values), dtype=bool)
+        for value in {v for v in values.tolist() if str(v) == level}:  # as text; a few levels, not every row
+            hit |= values == value
+        return hit.astype(float)
 
 
 def smooth_max(a: np.ndarray, b: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -4,8 +4,9 @@ A placement is a (strategy, device count): ``single`` on one device, every other
 the law knows on 2 to ``max_devices`` devices. A candidate is valid for a row when it
 satisfies the placement rules of :data:`mlflow_roofline.core.rules.PLACEMENT_RULES` (tp
 splits heads and ffn, ddp/fsdp split the batch). Both modes ignore a row's own
-``strategy``, ``num_devices`` and ``speedup``, evaluate the row's job under every candidate
-with the law's speedups (:func:`search`, in chunks so that memory stays bounded) through
+``strategy``, ``num_devices`` and ``speedup``, evaluate the row's job under every valid
+candidate with the law's speedups, once per distinct job however many rows ask it
+(:mod:`serve.distinct_jobs`; :func:`search`, in chunks so that memory stays bounded) through
 the one evaluation of :func:`mlflow_roofline.serve.predict.evaluate_jobs` (a law pooled over
 several hardware: :func:`~mlflow_roofline.serve.predict.evaluate_pooled`, the named hardware's
 own speedups and time with the pooled energy, exactly as predict mode prices a row), then:
@@ -33,6 +34,7 @@ from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.rules import PLACEMENT_RULES, satisfied
 from mlflow_roofline.core.schema import HARDWARE_COLUMN, M_ENERGY_J, M_TIME_S
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.serve.distinct_jobs import DistinctJobs, distinct_jobs
 from mlflow_roofline.serve.emissions import add_emissions, unit_factors
 from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.hardware_routing import law_for_search
@@ -46,6 +48,9 @@ from mlflow_roofline.serve.predict import (
     law_speedup,
 )
 from mlflow_roofline.serve.validate import validate_sizes
+
+_PLACEMENT_FIELDS = frozenset(field for rule in PLACEMENT_RULES for field in rule.fields)
+"""The job columns the placement rules read."""
 
 _RECOMMEND_CHUNK = 250_000
 """Rows x candidates evaluated at once by recommend and pareto mode (bounds memory)."""
@@ -100,88 +105,128 @@ def candidates(law: FittedLaw, max_devices: int) -> Candidates:
     return Candidates(strategy=strategy, num_devices=n, speedup=speedup)
 
 
+@dataclasses.dataclass(frozen=True)
+class Evaluated:
+    """A chunk of jobs under every candidate: which (job, candidate) pairs are valid, and the valid pairs' answers.
+
+    Attributes:
+        valid: jobs x candidates, True where the placement rules hold.
+        at: jobs x candidates, the index of each valid pair in ``out`` (-1 where invalid).
+        out: the predict outputs of each valid pair, row-major (by job, then candidate).
+    """
+
+    valid: np.ndarray
+    at: np.ndarray
+    out: dict[str, np.ndarray]
+
+    def dense(self, key: str, fill: float = np.inf) -> np.ndarray:
+        """Output ``key`` as a jobs x candidates array, ``fill`` where the pair is invalid."""
+        grid = np.full(self.valid.shape, fill)
+        grid[self.valid] = self.out[key]
+        return grid
+
+    def pick(self, key: str, jobs: np.ndarray, choice: np.ndarray) -> np.ndarray:
+        """Output ``key`` of candidate ``choice[i]`` of job ``jobs[i]`` (each a valid pair)."""
+        return self.out[key][self.at[jobs, choice]]
+
+
 def evaluate_candidates(
     law: FittedLaw,
     sizes: Mapping[str, np.ndarray],
     cands: Candidates,
-    first_row: int,
+    rows_of: Callable[[np.ndarray], np.ndarray],
     hardware: str | None = None,
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Each row's job under each candidate (on ``hardware`` of a pooled ``law``; None for a one-hardware law),
-    at the row's precision (``sizes["precision"]``, :mod:`serve.precision_routing`).
+    first_rows: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Evaluated:
+    """Each job of ``sizes`` under each valid candidate (on ``hardware`` of a pooled ``law``; None for a
+    one-hardware law), at the job's precision (``sizes["precision"]``, :mod:`serve.precision_routing`).
 
-    Returns:
-        ``valid`` (rows x candidates, booleans) and the predict outputs of every
-        (row, candidate), each an array of shape rows x candidates.
+    Only the valid (job, candidate) pairs are evaluated, each once. ``rows_of`` maps jobs (indices
+    into ``sizes``) to the input rows an error names.
 
     Raises:
-        InputError: naming ``max_devices`` (and the row) where no candidate is valid.
+        InputError: naming ``max_devices`` (and the row) where no candidate is valid, or
+            ``model_input`` where a valid candidate's energy or time leaves float64's range.
     """
-    n_rows, n_cand = len(next(iter(sizes.values()))), len(cands)
-    grid_sizes = {k: np.repeat(v, n_cand) for k, v in sizes.items()}
-    strategy = np.tile(cands.strategy, n_rows)
-    n = np.tile(cands.num_devices, n_rows)
-    valid = satisfied({**grid_sizes, "strategy": strategy, "num_devices": n}, PLACEMENT_RULES).reshape(n_rows, n_cand)
+    n_jobs, n_cand = len(next(iter(sizes.values()))), len(cands)
+    grid = {k: np.repeat(v, n_cand) for k, v in sizes.items() if k in _PLACEMENT_FIELDS}  # what the rules read
+    grid.update(strategy=np.tile(cands.strategy, n_jobs), num_devices=np.tile(cands.num_devices, n_jobs))
+    valid = satisfied(grid, PLACEMENT_RULES).reshape(n_jobs, n_cand)
     none_valid = np.flatnonzero(~valid.any(axis=1))
     if len(none_valid):
         raise invalid(
             "max_devices",
             f"no valid configuration of {', '.join(np.unique(cands.strategy))} with at most "
             f"{int(cands.num_devices.max())} devices divides this row's heads, ffn and batch",
-            none_valid + first_row,
+            rows_of(none_valid),
         )
-    speedup = np.tile(cands.speedup, n_rows)
-    request_rows = np.repeat(np.arange(n_rows) + first_row, n_cand)
+    job, cand = np.nonzero(valid)
+    pair_sizes = {k: v[job] for k, v in sizes.items()}
+    speedup = cands.speedup[cand]
     if hardware is None:
-        out = evaluate_jobs(law, grid_sizes, strategy, n, speedup)
+        out = evaluate_jobs(law, pair_sizes, cands.strategy[cand], cands.num_devices[cand], speedup)
     else:
-        on = np.full(len(n), hardware, dtype=object)
-        out = evaluate_pooled(law, grid_sizes, strategy, n, speedup, on, request_rows)
-    check_finite(out, request_rows)
-    return valid, {k: v.reshape(n_rows, n_cand) for k, v in out.items()}
+        on = np.full(len(job), hardware, dtype=object)
+        out = evaluate_pooled(
+            law, pair_sizes, cands.strategy[cand], cands.num_devices[cand], speedup, on, (first_rows or rows_of)(job)
+        )
+    check_finite(out, job, rows_of)
+    at = np.full((n_jobs, n_cand), -1, dtype=np.int64)
+    at[job, cand] = np.arange(len(job))
+    return Evaluated(valid=valid, at=at, out=out)
 
 
-def by_chunks(
-    sizes: Mapping[str, np.ndarray],
-    n_cand: int,
-    rows_fn: Callable[[dict[str, np.ndarray], int], pd.DataFrame],
-) -> pd.DataFrame:
-    """``rows_fn(sizes of a chunk of rows, index of its first row)`` over all rows, concatenated."""
-    n_rows = len(next(iter(sizes.values())))
+Columns = dict[str, np.ndarray]
+"""An answer column by column."""
+
+
+def by_chunks(sizes: Mapping[str, np.ndarray], n_cand: int, rows_fn: Callable[[Columns, int], Columns]) -> Columns:
+    """``rows_fn(sizes of a chunk of jobs, index of its first job)`` over all jobs, column by column concatenated."""
+    n_jobs = len(next(iter(sizes.values())))
     chunk = max(1, _RECOMMEND_CHUNK // max(1, n_cand))
     parts = [
-        rows_fn({k: v[start : start + chunk] for k, v in sizes.items()}, start) for start in range(0, n_rows, chunk)
+        rows_fn({k: v[start : start + chunk] for k, v in sizes.items()}, start) for start in range(0, n_jobs, chunk)
     ]
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    return parts[0] if len(parts) == 1 else {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
 def search(
     law: FittedLaw,
     frame: pd.DataFrame,
     max_devices: int,
-    rows_fn: Callable[[Candidates, np.ndarray, dict[str, np.ndarray], int], pd.DataFrame],
-) -> pd.DataFrame:
-    """Every row of ``frame`` under every candidate, chunk by chunk, turned into output rows.
+    rows_fn: Callable[[Candidates, Evaluated, int], Columns],
+) -> tuple[DistinctJobs, Columns]:
+    """Every distinct job of ``frame`` under every candidate, chunk by chunk, turned into answer columns.
 
-    ``rows_fn(cands, valid, grid, first_row)`` receives one chunk's
-    :func:`evaluate_candidates` answer and the index of its first row.
+    ``rows_fn(cands, evaluated, first_job)`` receives one chunk's :func:`evaluate_candidates`
+    answer and the index of its first job (among the distinct jobs).
+
+    Returns:
+        The request's distinct jobs and the answer columns of each (its entries ordered by job).
 
     Raises:
         InputError: for bad rows (:func:`~mlflow_roofline.serve.validate.validate_sizes`)
             or a ``max_devices`` no candidate fits.
     """
-    sizes = validate_sizes(frame)
+    jobs = distinct_jobs(validate_sizes(frame))
     own, _ = law_for_search(frame, law)  # a pooled law: the named hardware's (its strategies, speedups)
     hardware = None if own is law else str(frame[HARDWARE_COLUMN].iloc[0])
     if hardware is None:
-        check_one_hardware(law, sizes[PRECISION])
+        check_one_hardware(law, jobs.sizes[PRECISION])
     cands = candidates(own, max_devices)
 
-    def chunk_rows(chunk: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
-        valid, grid = evaluate_candidates(law, chunk, cands, first_row, hardware)
-        return rows_fn(cands, valid, grid, first_row)
+    def chunk_rows(chunk: dict[str, np.ndarray], first_job: int) -> Columns:
+        evaluated = evaluate_candidates(
+            law,
+            chunk,
+            cands,
+            lambda js: jobs.input_rows(js + first_job),
+            hardware,
+            lambda js: jobs.first_input_row(js + first_job),
+        )
+        return rows_fn(cands, evaluated, first_job)
 
-    return by_chunks(sizes, len(cands), chunk_rows)
+    return jobs, by_chunks(jobs.sizes, len(cands), chunk_rows)
 
 
 # -- recommend mode ------------------------------------------------------------------
@@ -241,39 +286,35 @@ def recommend_frame(
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
     """
     _, max_devices, objective = check_params("recommend", max_devices, objective, carbon)
-    out = search(
-        law, frame, max_devices, lambda cands, valid, grid, _: _recommend_rows(cands, valid, grid, objective, carbon)
+    jobs, answer = search(
+        law, frame, max_devices, lambda cands, evaluated, _: _recommend_rows(cands, evaluated, objective, carbon)
     )
-    return add_emissions(out, carbon)
+    return add_emissions(pd.DataFrame(jobs.per_row(answer)), carbon)
 
 
-def _recommend_rows(
-    cands: Candidates,
-    valid: np.ndarray,
-    grid: dict[str, np.ndarray],
-    objective: str,
-    carbon: CarbonSettings | None,
-) -> pd.DataFrame:
+def _recommend_rows(cands: Candidates, evaluated: Evaluated, objective: str, carbon: CarbonSettings | None) -> Columns:
+    """Each job's choice for ``objective`` and its energy- and time-optimal ones (one entry per job)."""
+    grid = {key: evaluated.dense(key, fill=1.0) for key in (M_ENERGY_J, M_TIME_S)}  # invalid pairs: masked below
     scores = objective_scores(grid, carbon)
 
     def best(score: np.ndarray) -> np.ndarray:
-        return np.argmin(np.where(valid, score, np.inf), axis=1)
+        return np.argmin(np.where(evaluated.valid, score, np.inf), axis=1)
 
-    rows = np.arange(valid.shape[0])
+    jobs = np.arange(evaluated.valid.shape[0])
     pick, pick_e, pick_t = best(scores[objective]), best(scores["energy"]), best(scores["time"])
-    result: dict[str, np.ndarray] = {
+    result: Columns = {
         "strategy": cands.strategy[pick],
         "num_devices": cands.num_devices[pick].astype(np.int64),
     }
-    result.update({k: grid[k][rows, pick] for k in PREDICT_OUTPUT_COLUMNS})
-    result["objective"] = np.full(len(rows), objective, dtype=object)
-    result["candidates"] = valid.sum(axis=1).astype(np.int64)
+    result.update({k: evaluated.pick(k, jobs, pick) for k in PREDICT_OUTPUT_COLUMNS})
+    result["objective"] = np.full(len(jobs), objective, dtype=object)
+    result["candidates"] = evaluated.valid.sum(axis=1).astype(np.int64)
     for prefix, choice in (("energy_optimal", pick_e), ("time_optimal", pick_t)):
         result[f"{prefix}_strategy"] = cands.strategy[choice]
         result[f"{prefix}_num_devices"] = cands.num_devices[choice].astype(np.int64)
         for what in CHOICE_COLUMNS:
-            result[f"{prefix}_{what}"] = grid[what][rows, choice]
-    return pd.DataFrame(result)
+            result[f"{prefix}_{what}"] = evaluated.pick(what, jobs, choice)
+    return result
 
 
 # -- pareto mode ---------------------------------------------------------------------
@@ -329,18 +370,23 @@ def pareto_frame(
         InputError: INVALID_PARAMETER_VALUE for bad rows or params.
     """
     _, max_devices, _ = check_params("pareto", max_devices, DEFAULT_OBJECTIVE, carbon)
-    out = search(law, frame, max_devices, _frontier_rows)
-    return add_emissions(out, carbon, interval=False)
+    jobs, answer = search(law, frame, max_devices, _frontier_rows)
+    if jobs.inverse is not None:  # a job asked by several rows: its frontier under each of them
+        rows, take = jobs.per_row_long(answer, answer["row"])
+        answer = {key: values[take] for key, values in answer.items()}
+        answer["row"] = rows.astype(np.int64)
+    return add_emissions(pd.DataFrame(answer), carbon, interval=False)
 
 
-def _frontier_rows(cands: Candidates, valid: np.ndarray, grid: dict[str, np.ndarray], first_row: int) -> pd.DataFrame:
-    order, on_front = frontier(grid[M_ENERGY_J], grid[M_TIME_S], valid)
-    rows, position = np.nonzero(on_front)  # row-major: by row, then by time
-    choice = order[rows, position]
-    result: dict[str, np.ndarray] = {
-        "row": (rows + first_row).astype(np.int64),
+def _frontier_rows(cands: Candidates, evaluated: Evaluated, first_job: int) -> Columns:
+    """Each job's frontier points, by job then time; ``row`` holds the job (among the distinct jobs)."""
+    order, on_front = frontier(evaluated.dense(M_ENERGY_J), evaluated.dense(M_TIME_S), evaluated.valid)
+    jobs, position = np.nonzero(on_front)  # row-major: by job, then by time
+    choice = order[jobs, position]
+    result: Columns = {
+        "row": (jobs + first_job).astype(np.int64),
         "strategy": cands.strategy[choice],
         "num_devices": cands.num_devices[choice].astype(np.int64),
     }
-    result.update({k: grid[k][rows, choice] for k in PARETO_OUTPUT_COLUMNS[3:]})
-    return pd.DataFrame(result)
+    result.update({k: evaluated.pick(k, jobs, choice) for k in PARETO_OUTPUT_COLUMNS[3:]})
+    return result

@@ -251,20 +251,27 @@ def _energy_features(
     return {**features, "log_eta": log_eta}
 
 
-def check_finite(out: Mapping[str, np.ndarray], rows: np.ndarray | None = None) -> None:
+def check_finite(
+    out: Mapping[str, np.ndarray],
+    rows: np.ndarray | None = None,
+    rows_of: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> None:
     """Refuse rows whose energy or time leaves float64's range (far outside the fitted ranges).
 
     An energy or time past about 1.8e308 is infinite, and an energy interval whose lower bound
-    underflows to 0 J is no interval: neither has a JSON number, so the row is refused.
+    underflows to 0 J is no interval: neither has a JSON number, so the row is refused. The
+    error names ``rows[i]`` for entry ``i`` of ``out`` (``i`` itself without ``rows``), mapped
+    through ``rows_of`` where given (the search modes: a distinct job to the rows that ask it).
     """
     finite = np.isfinite(out["energy_j_upper"]) & (out["energy_j_lower"] > 0) & np.isfinite(out[M_TIME_S])
     if not finite.all():
         bad = np.flatnonzero(~finite)
+        where = bad if rows is None else rows[bad]
         raise invalid(
             "model_input",
             "the predicted energy or time lies beyond float64's range: the configuration lies far "
             "outside the ranges the law was fitted on",
-            bad if rows is None else rows[bad],
+            where if rows_of is None else rows_of(where),
         )
 
 

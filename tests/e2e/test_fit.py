@@ -206,7 +206,7 @@ def test_missing_baselines_use_the_law_or_are_dropped(tracking_uri: str) -> None
 
 
 def test_a_weak_scaling_store_keeps_every_run_tags_its_baseline_and_serves_every_strategy(
-    tracking_uri: str, capsys
+    tracking_uri: str, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Per-device batch fixed (global batch growing with N): no single run shares a parallel run's workload."""
     client = MlflowClient()
@@ -233,6 +233,18 @@ def test_a_weak_scaling_store_keeps_every_run_tags_its_baseline_and_serves_every
     query = law_query(logged.frame[logged.frame["strategy"] == "fsdp"].head(3))
     pred = served.predict(query)
     assert pred["energy_j"].gt(0).all() and pred["eta"].between(0, 1.1).all()
+    # A refit of the same runs writes no baseline tag again: every run carries its kind already.
+    written: list[str] = []
+    real_set_tag = TrackingClient.set_tag
+    monkeypatch.setattr(
+        TrackingClient,
+        "set_tag",
+        lambda self, run_id, key, value: (written.append(key), real_set_tag(self, run_id, key, value))[1],
+    )
+    main(["fit", "--experiment", "roofline-bert", "--model-name", "weak", "--alias", "best"])
+    assert "roofline.baseline" not in written
+    for run_id, is_parallel in zip(logged.run_ids, parallel):
+        assert client.get_run(run_id).data.tags.get("roofline.baseline") == ("per_device" if is_parallel else None)
 
 
 @pytest.mark.slow

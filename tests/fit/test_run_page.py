@@ -64,3 +64,24 @@ def test_extrapolation_errors_appear_when_logged() -> None:
     )
     text = fit_markdown(fit, {**metrics, "extrap_mape_depth": 7.25, "extrap_mape_width": math.pi}, len(frame))
     assert "| `extrap_mape_depth` | 7.25 |" in text and "| `extrap_mape_width` | 3.14 |" in text
+
+
+def test_a_figure_that_fails_in_its_thread_fails_the_fit_run(tracking_uri: str, monkeypatch) -> None:
+    """The plots are drawn beside the rest of the logging; their failure is still the fit's, never lost."""
+    from matplotlib.figure import Figure
+
+    from mlflow_roofline.core.errors import RooflineError
+
+    client = MlflowClient()
+    log_synthetic_runs(client, client.create_experiment("roofline-bert"), 8, seed=6)
+
+    def broken_savefig(self, *args, **kwargs):
+        raise OSError("disk full while writing a plot")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(RooflineError, match="disk full while writing a plot"):
+        run_fit(["roofline-bert"], model_name="", alias="", register=False, echo=lambda _: None)
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("roofline-bert").experiment_id], "tags.`roofline.run_type` = 'fit'"
+    )
+    assert run.info.status == "FAILED"

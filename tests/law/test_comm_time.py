@@ -115,3 +115,33 @@ def test_a_law_called_with_n_alone_answers_for_its_reference_job_and_round_trips
     assert np.allclose(law(n), law(n, job))
     again = SpeedupLaw.from_dict(law.to_dict())
     assert again == law and np.allclose(again(n), law(n))
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "tp"])
+def test_the_fit_reaches_the_optimum_of_the_laws_own_speedups(strategy: str) -> None:
+    """The solver's residuals (volumes computed once) are the law's log speedups: a fit through the law agrees."""
+    from scipy.optimize import least_squares
+
+    from mlflow_roofline.fit.comm_time_fit import STARTS
+
+    frame = _jobs(seed=4)
+    n = frame["num_devices"].to_numpy(dtype=float)
+    noise = np.exp(np.random.default_rng(5).normal(0.0, 0.03, size=len(frame)))
+    speedup = comm_time_speedup(strategy, n, _job(frame), TRUE) * noise
+    law = fit_comm_time(strategy, frame.assign(speedup=speedup, t1_per_sample=frame["t1_step_s"] / frame["batch_size"]))
+
+    job = _job(frame)
+    volume, hops = comm_volume(strategy, job)
+    t1 = float(np.median(job.single_step_s))
+    scales = np.array([1.0, t1 / max(float(np.median(volume)), 1.0), t1 / max(float(np.median(hops)), 1.0), 1.0])
+
+    def through_the_law(x: np.ndarray) -> np.ndarray:
+        params = dict(zip(("p", "s_per_element", "latency_s", "overlap"), x * scales, strict=True))
+        return np.log(comm_time_speedup(strategy, n, job, params) / speedup)
+
+    bounds = ([0.0, 0.0, 0.0, 0.0], [1.0, np.inf, np.inf, OVERLAP_MAX])
+    best = min((least_squares(through_the_law, np.array(s), bounds=bounds) for s in STARTS), key=lambda r: r.cost)
+    expected = dict(zip(("p", "s_per_element", "latency_s", "overlap"), best.x * scales, strict=True))
+    cost = float(np.sum(np.log(np.asarray(law(n, job)) / speedup) ** 2) / 2)
+    assert cost == pytest.approx(best.cost, rel=1e-6)
+    assert np.asarray(law(n, job)) == pytest.approx(comm_time_speedup(strategy, n, job, expected), rel=1e-4)

@@ -2,7 +2,8 @@
 
 The files (:func:`write_artifacts`): the summaries of every form, the coefficient table,
 the additive roofline, the speedup laws, the law as JSON, the text report and the
-dropped runs. The plots are logged as PNG images (the run's artifact view), the per-run
+dropped runs. The plots are logged as PNG images (the run's artifact view), drawn in a thread
+beside the rest of the run's logging (:func:`figures_beside`), the per-run
 data as a JSON table (``mlflow.log_table``'s format: the artifact view shows and filters
 it) and the Markdown of :mod:`mlflow_roofline.fit.report.markdown` as the run's
 description (:func:`log_run_page`), all into an explicit run through the
@@ -11,13 +12,17 @@ description (:func:`log_run_page`), all into an explicit run through the
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from mlflow_roofline.core.schema import M_ALPHA_ETA, M_ENERGY_J, M_TIME_S, PARAM_NAMES
 from mlflow_roofline.fit.forms import catalog
@@ -71,25 +76,53 @@ def measured_vs_predicted_table(fit: HardwareFit) -> pd.DataFrame:
     return table
 
 
-def log_figures(client: TrackingClient, run_id: str, fit: HardwareFit) -> list[str]:
-    """Log the diagnostic plots (and the extrapolation check's) as PNG images of ``run_id``; their paths."""
+def _figure_makers(fit: HardwareFit) -> dict[str, Callable[[], Figure]]:
+    """Each diagnostic plot of the fit run (and the extrapolation check's), by artifact path, drawn on call."""
     fitted = fitted_logs(fit)
     laws = laws_of(fit.speedup)
-    figures = {
-        "plots/measured_vs_predicted.png": plots.measured_vs_predicted(fit.data, fitted),
-        "plots/residuals.png": plots.residuals(fit.data, fitted),
-        "plots/speedup_vs_n.png": plots.speedup_vs_n(fit.frame, laws),
-        "plots/energy_vs_n.png": plots.energy_vs_n(fit.frame, laws, fit.metrics()[M_ALPHA_ETA], fit.psi),
+    makers: dict[str, Callable[[], Figure]] = {
+        "plots/measured_vs_predicted.png": lambda: plots.measured_vs_predicted(fit.data, fitted),
+        "plots/residuals.png": lambda: plots.residuals(fit.data, fitted),
+        "plots/speedup_vs_n.png": lambda: plots.speedup_vs_n(fit.frame, laws),
+        "plots/energy_vs_n.png": lambda: plots.energy_vs_n(fit.frame, laws, fit.metrics()[M_ALPHA_ETA], fit.psi),
     }
     check = fit.energy.extrapolation
     if check is not None:  # the held-out large models of the size-extrapolation check
         roofline = [n for n in catalog.ROOFLINE_FORMS if n in fit.energy.forms]
         shown = dict.fromkeys([catalog.PAPER, *roofline, fit.energy.chosen])
         predicted = {f"{n}: extrap_mape {fit.energy.forms[n].extrap_mape:.1f}%": check.predicted[n] for n in shown}
-        figures["plots/extrapolation.png"] = plots.measured_vs_predicted(fit.data[check.held_out], predicted)
-    for path, figure in figures.items():
-        client.log_figure(run_id, figure, path)
-    return list(figures)
+        makers["plots/extrapolation.png"] = lambda: plots.measured_vs_predicted(fit.data[check.held_out], predicted)
+    return makers
+
+
+def plot_paths(fit: HardwareFit) -> list[str]:
+    """The artifact paths of the fit run's plots (what :func:`log_figures` logs), without drawing them."""
+    return list(_figure_makers(fit))
+
+
+def log_figures(client: TrackingClient, run_id: str, fit: HardwareFit) -> list[str]:
+    """Log the diagnostic plots (and the extrapolation check's) as PNG images of ``run_id``; their paths."""
+    makers = _figure_makers(fit)
+    for path, draw in makers.items():
+        client.log_figure(run_id, draw(), path)
+    return list(makers)
+
+
+@contextlib.contextmanager
+def figures_beside(client: TrackingClient, run_id: str, fit: HardwareFit) -> Iterator[None]:
+    """Draw and log the plots of ``run_id`` (:func:`log_figures`) in a thread while the block logs the rest.
+
+    The figures are matplotlib's CPU work and the block's logging mostly the store's writes, so
+    they overlap. The block's exit waits for the figures; their failure is the block's.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fit-figures") as pool:
+        drawn = pool.submit(log_figures, client, run_id, fit)
+        try:
+            yield
+        finally:
+            error = drawn.exception()  # waits; a failure of the block itself wins
+        if error is not None:
+            raise error
 
 
 def train_runs_table(fit: HardwareFit) -> pd.DataFrame:
@@ -99,17 +132,16 @@ def train_runs_table(fit: HardwareFit) -> pd.DataFrame:
 
 
 def log_run_page(client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData) -> None:
-    """The files, the plots, the measured-vs-predicted table, the train runs as the run's dataset input and
-    the Markdown description of the fit run ``run_id``."""
+    """The files, the measured-vs-predicted table, the train runs as the run's dataset input and the
+    Markdown description of the fit run ``run_id`` (its plots: :func:`figures_beside`)."""
     name = f"{TRAIN_RUNS_DATASET} on {fit.hardware}"
     client.log_dataset(run_id, train_runs_table(fit), name, context="training", targets=M_ENERGY_J)
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)
         client.log_artifacts(run_id, tmp)
-    plots_logged = log_figures(client, run_id, fit)
     client.log_table(run_id, measured_vs_predicted_table(fit), TABLE_ARTIFACT)
     metrics = {**fit.metrics(), **client.get_run(run_id).data.metrics}
-    set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found, plots_logged))
+    set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found, plot_paths(fit)))
 
 
 def _write_tables(fit: HardwareFit, directory: Path, run_data: RunData) -> None:

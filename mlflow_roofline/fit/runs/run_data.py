@@ -38,6 +38,7 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_TIME_S,
     PARAM_NAMES,
+    TAG_BASELINE,
     TAG_DEVICE,
     TAG_ENERGY_ERROR,
     TAG_ENERGY_SOURCE,
@@ -47,6 +48,10 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.fit.runs.validity import energy_problem, time_problem
 from mlflow_roofline.tracking.client import PAGE_SIZE, Run, TrackingClient, TrackingError
+
+BASELINE_TAG_COLUMN = "baseline_tag"
+"""The frame's column of each run's ``roofline.baseline`` tag as pulled ("" where it has none): a refit
+tags only the runs whose baseline changed (:func:`fit.fit_runs.tag_baselines`)."""
 
 FRAME_COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -59,6 +64,7 @@ FRAME_COLUMNS: tuple[str, ...] = (
     *KIND_PARAM_NAMES,
     M_ENERGY_J,
     M_TIME_S,
+    BASELINE_TAG_COLUMN,
 )
 
 
@@ -168,6 +174,7 @@ def runs_to_frame(runs: Sequence[Run], energy_metric: str = M_ENERGY_J) -> RunDa
             "hardware": tags.get(TAG_HARDWARE),
             "energy_source": tags.get(TAG_ENERGY_SOURCE),
             "workload_hash": tags.get(TAG_WORKLOAD_HASH),
+            BASELINE_TAG_COLUMN: tags.get(TAG_BASELINE, ""),
         }
         reason = _missing_tag_reason(row)
         if reason is None:
