@@ -4,14 +4,17 @@ ValueError, both naming the option and what it takes; nothing is patched, built 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mlflow import MlflowClient
 
 import mlflow_roofline
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.core.schema import TAG_ENERGY_ERROR
 from mlflow_roofline.energy.readings import MeterError
 from mlflow_roofline.integrations import autolog as autolog_module
 from mlflow_roofline.integrations.accelerate import track_training
@@ -115,3 +118,24 @@ def test_autolog_calls_the_budget_budget_kwh_and_refuses_the_callbacks_spelling(
 )
 def test_good_options_are_taken(unopened_tracking_uri: str, entry: str, options: dict[str, Any]) -> None:
     _call(entry)(**options)
+
+
+def test_a_warm_up_that_covers_the_job_is_said_at_its_start_and_on_its_finished_run(
+    tracking_uri: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from integration_jobs import run_trainer, tiny_bert
+
+    callback = RooflineCallback(meter="estimate", warmup_steps=1000, model_uri=None)  # in bounds, past the job
+    with caplog.at_level(logging.WARNING, logger="mlflow_roofline"):
+        run_trainer(tiny_bert(), callback, max_steps=4)
+    assert callback.tracker is not None and callback.tracker.run is not None
+    run = MlflowClient().get_run(callback.tracker.run.run_id)
+    why = "no step was measured: the job ended after 4 optimizer steps, within warmup_steps=1000"
+    assert run.info.status == "FINISHED" and "energy_j" not in run.data.metrics
+    assert run.data.tags[TAG_ENERGY_ERROR] == why
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        "roofline: warmup_steps=1000 covers all 4 planned steps: no step will be measured "
+        "(the run will hold no energy)",
+        f"roofline: {why}; no energy logged",
+    ]
