@@ -6,9 +6,12 @@ and launched by them under ``accelerate launch``::
     accelerate launch --multi_gpu --num_processes 2 tests/integration_jobs.py trainer OUT_JSON
     accelerate launch --use_fsdp --fsdp_version 2 --num_processes 2 tests/integration_jobs.py loop OUT_JSON
 
-The main process writes the MLflow run id it logged to into OUT_JSON. ``interrupt`` and
-``stall`` (one process, ``python tests/integration_jobs.py stall OUT_JSON``) stop a Trainer
-job at step 4: by a KeyboardInterrupt, or by sleeping until the test kills the process.
+The main process writes the MLflow run id it logged to into OUT_JSON. ``interrupt``, ``raise``
+and ``stall`` (one process, ``python tests/integration_jobs.py stall OUT_JSON [FLAGS]``) stop a
+Trainer job at step 4: by a KeyboardInterrupt, a ValueError, or by sleeping until the test
+kills the process; ``--autolog`` measures it by ``mlflow_roofline.autolog()``, ``--nested`` runs
+it inside the user's two nested runs, ``--ctrl-c-at-flush=N`` presses Ctrl-C N more times in
+the flush of MLflow's asynchronous logging that ending a run begins with.
 """
 
 from __future__ import annotations
@@ -148,50 +151,91 @@ def _loop_job() -> str | None:
     return run.run_id if run else None
 
 
-def _stopped_trainer_job(how: str, out: str) -> None:
+def _stopped_trainer_job(how: str, out: str, *, autolog: bool = False, nested: bool = False) -> None:
     """A Trainer job that stops at step 4: ``interrupt`` raises KeyboardInterrupt (under
-    ``report_to="mlflow"``), ``stall`` prints ``stalled`` and sleeps until it is killed.
-    The run id goes to ``out`` first."""
+    ``report_to="mlflow"`` unless ``nested``), ``raise`` a ValueError, ``stall`` prints ``stalled``
+    and sleeps until it is killed. The ids of the runs it logs to go to ``out`` first (``run_id``,
+    and ``parent_id`` when ``nested``).
+
+    ``autolog``: measured by ``mlflow_roofline.autolog()`` instead of an explicit callback;
+    ``nested``: inside the user's ``with mlflow.start_run(): with mlflow.start_run(nested=True):``.
+    """
+    import contextlib
     import time
 
-    from transformers import TrainerCallback
+    import mlflow
+    from transformers import Trainer, TrainerCallback, TrainingArguments
 
+    import mlflow_roofline
     from mlflow_roofline.integrations.transformers import RooflineCallback
 
-    roofline = RooflineCallback(meter="estimate", warmup_steps=1, forecast_after_steps=2)
+    options = {"meter": "estimate", "warmup_steps": 1, "forecast_after_steps": 2}
+    if autolog:
+        mlflow_roofline.autolog(silent=True, **options)
+    ours = [] if autolog else [RooflineCallback(**options)]
 
     class Stop(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step < 4:
                 return
-            assert roofline.tracker is not None and roofline.tracker.run is not None
+            runs = [run.info.run_id for run in [mlflow.active_run()] if run is not None]
+            if not nested:
+                roofline = next(c for c in trainer.callback_handler.callbacks if isinstance(c, RooflineCallback))
+                assert roofline.tracker is not None and roofline.tracker.run is not None
+                runs = [roofline.tracker.run.run_id]
             with open(out, "w") as f:
-                json.dump({"run_id": roofline.tracker.run.run_id}, f)
+                json.dump({"run_id": runs[-1], "parent_id": parent.info.run_id if nested else None}, f)
             if how == "interrupt":
                 raise KeyboardInterrupt
+            if how == "raise":
+                raise ValueError("the data ran out")
             print("stalled", flush=True)
             time.sleep(600)
-
-    from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
         "trainer-out",
         max_steps=20,
         per_device_train_batch_size=4,
         logging_steps=2,
-        report_to=["mlflow"] if how == "interrupt" else [],
+        report_to=["mlflow"] if how == "interrupt" and not nested else [],
         use_cpu=True,
         save_strategy="no",
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    Trainer(model=tiny_bert(), args=args, train_dataset=TokenData(200), callbacks=[roofline, Stop()]).train()
+    trainer = Trainer(model=tiny_bert(), args=args, train_dataset=TokenData(200), callbacks=[*ours, Stop()])
+    with mlflow.start_run() if nested else contextlib.nullcontext() as parent:
+        with mlflow.start_run(nested=True) if nested else contextlib.nullcontext():
+            trainer.train()
+
+
+def _ctrl_c_at_flush(times: int) -> None:
+    """The user presses Ctrl-C ``times`` more times, in a row, while MLflow's asynchronous logging is
+    shut down (the flush that ending a run begins with): real SIGINTs raised there, all that are left
+    at each flush."""
+    import signal
+
+    from mlflow.store.tracking.abstract_store import AbstractStore
+
+    shut_down = AbstractStore.shut_down_async_logging
+    left = [times]
+
+    def interrupted(self: AbstractStore) -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            signal.raise_signal(signal.SIGINT)
+        shut_down(self)
+
+    AbstractStore.shut_down_async_logging = interrupted  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
-    kind, out = sys.argv[1], sys.argv[2]
-    if kind in ("interrupt", "stall"):
-        _stopped_trainer_job(kind, out)
+    kind, out, *flags = sys.argv[1:]
+    if kind in ("interrupt", "stall", "raise"):
+        for flag in flags:
+            if flag.startswith("--ctrl-c-at-flush="):
+                _ctrl_c_at_flush(int(flag.split("=")[1]))
+        _stopped_trainer_job(kind, out, autolog="--autolog" in flags, nested="--nested" in flags)
         sys.exit(0)
     run_id = _trainer_job() if kind == "trainer" else _loop_job()
     if run_id is not None:

@@ -27,6 +27,11 @@ class ConfigError(RooflineError, ValueError):
         super().__init__(f"{field}: {rule}")
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """A configuration field holds a value of the wrong type (or is no field at all): a
+    :class:`ConfigError` that is also a ``TypeError``, as Python's own calls raise."""
+
+
 class LawFileError(RooflineError, ValueError):
     """A model's law JSON is from another schema version or is missing a field."""
 

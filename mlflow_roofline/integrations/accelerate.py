@@ -48,6 +48,7 @@ from mlflow_roofline.integrations.job_facts import (
 from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import probe
+from mlflow_roofline.tracking.api_options import check_options
 
 DEFAULT_LOGGING_STEPS = 10
 
@@ -150,7 +151,6 @@ class AccelerateHook:
             self.tracker.batch_seen(*batch)
 
 
-@contextlib.contextmanager
 def track_training(
     accelerator: Accelerator,
     model: torch.nn.Module,
@@ -158,7 +158,7 @@ def track_training(
     total_steps: int | None = None,
     logging_steps: int = DEFAULT_LOGGING_STEPS,
     **options: Any,
-) -> Iterator[AccelerateHook]:
+) -> contextlib.AbstractContextManager[AccelerateHook]:
     """Measure the training loop in the block; log it to MLflow from the main process.
 
     Args:
@@ -169,17 +169,18 @@ def track_training(
         logging_steps: log energy (and the forecast) every this many optimizer steps.
         options: the fields of :class:`~mlflow_roofline.integrations.options.TrackOptions`.
     Raises:
-        ConfigError: an option out of range, naming it.
+        ConfigTypeError: an unknown option or one of the wrong type, naming it (at the call).
+        ConfigError: an option out of range, naming it and what it takes.
     """
-    if total_steps is not None and (
-        isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1
-    ):
-        raise ConfigError("total_steps", f"must be a positive integer, got {total_steps!r}")
+    check_options("track_training", {"total_steps": total_steps, "logging_steps": logging_steps, **options})
     if total_steps is None and options.get("energy_budget_kwh") is not None:
         raise ConfigError("total_steps", "is needed with energy_budget_kwh (the forecast covers the planned steps)")
-    if isinstance(logging_steps, bool) or not isinstance(logging_steps, int) or logging_steps < 1:
-        raise ConfigError("logging_steps", f"must be a positive integer, got {logging_steps!r}")
-    handle = AccelerateHook(accelerator, model, total_steps, logging_steps, TrackOptions(**options))
+    return _tracking(AccelerateHook(accelerator, model, total_steps, logging_steps, TrackOptions(**options)))
+
+
+@contextlib.contextmanager
+def _tracking(handle: AccelerateHook) -> Iterator[AccelerateHook]:
+    """The block of :func:`track_training`: the measurement begins at its start and ends with it."""
     handle.begin()
     try:
         yield handle

@@ -8,6 +8,10 @@ MLflow's ``mlflow.<flavor>.autolog``.
 What it patches (each patch is undone by ``autolog(disable=True)``; calling ``autolog``
 again only changes the options the next jobs get):
 
+- ``transformers.Trainer.train``: when training raises (Ctrl-C, an exception), the Trainer
+  calls no callback; the patch lets the callback end the run at once, with the reason
+  (:meth:`~mlflow_roofline.integrations.transformers.RooflineCallback.train_raised`), the
+  exception going on to the user unchanged.
 - ``transformers.Trainer.__init__``: every Trainer gets a
   :class:`~mlflow_roofline.integrations.transformers.AutologCallback` (a guarded
   ``RooflineCallback``) as its last callback
@@ -56,8 +60,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from mlflow_roofline.integrations.options import LIGHTNING_PACKAGES, TrackOptions, logging_interval
+from mlflow_roofline.integrations.options import LIGHTNING_PACKAGES, TrackOptions
 from mlflow_roofline.integrations.safety import JobGuard, around
+from mlflow_roofline.tracking.api_options import check_options
 
 logger = logging.getLogger(__name__)
 
@@ -119,16 +124,18 @@ def autolog(
             (``meter``, ``warmup_steps``, ``forecast_after_steps``, ``model_uri``, ``experiment``, ...).
 
     Raises:
-        ConfigError: an option out of range, naming it (checked here, before any job).
+        ConfigTypeError: an unknown option or one of the wrong type, naming it (checked here, before any job).
+        ConfigError: an option out of range, naming it and what it takes.
     """
     global _config
+    given = {"disable": disable, "log_every_n_steps": log_every_n_steps, "forecast": forecast, "silent": silent}
+    check_options("autolog", {**given, "budget_kwh": budget_kwh, **options})
     if disable:
         for patch in reversed(_patches):
             patch.undo()
         _patches.clear()
         _config = None
         return
-    logging_interval(log_every_n_steps)
     merged = {**options, "forecast": forecast, "energy_budget_kwh": budget_kwh}
     TrackOptions(**merged)  # refuse a bad option now, not in the middle of someone's training
     _config = AutologConfig(merged, log_every_n_steps, silent)
@@ -160,6 +167,7 @@ def _patch_transformers() -> list[str]:
     except ImportError:
         return []
     _replace(Trainer, "__init__", lambda original: around(original, "Trainer.__init__", after=_after_init))
+    _replace(Trainer, "train", lambda original: around(original, "Trainer.train", on_error=_train_raised))
     _replace(
         Trainer,
         "create_accelerator_and_postprocess",
@@ -176,6 +184,15 @@ def _after_init(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:
     if config is None or any(isinstance(c, RooflineCallback) for c in trainer.callback_handler.callbacks):
         return
     trainer.add_callback(AutologCallback(log_every_n_steps=config.log_every_n_steps, **config.options))
+
+
+def _train_raised(error: BaseException, trainer: Any, *args: Any, **kwargs: Any) -> None:
+    """``Trainer.train`` raised (the Trainer calls no callback then): its measurement ends the run now."""
+    from mlflow_roofline.integrations.transformers import RooflineCallback
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, RooflineCallback):
+            callback.train_raised(error)
 
 
 def _mark_in_trainer(_result: None, trainer: Any, *args: Any, **kwargs: Any) -> None:

@@ -76,6 +76,7 @@ from mlflow_roofline.core.schema import (
     TAG_CONFIG_WARNING,
     TAG_DEVICE,
     TAG_ENERGY_BUDGET_KWH,
+    TAG_ENERGY_ERROR,
     TAG_ENERGY_SCOPE,
     TAG_FORECAST_PRIOR,
     TAG_HARDWARE,
@@ -203,6 +204,7 @@ class JobMeasurement:
         self.hardware = hardware_name(device if device != "auto" else "cpu")
         if facts.parallel.is_main:
             self._open_run(meter)
+        self._warn_all_warmup(facts)
         if self.options.warmup_steps == 0:
             self._resume_next()
 
@@ -329,6 +331,24 @@ class JobMeasurement:
                 "(the forecast and the budget cover the planned steps)",
                 self.last_step,
                 self.facts.planned_steps,
+            )
+
+    def unmeasured_reason(self) -> str:
+        """Why no step was measured: the job ended within its warm-up."""
+        return (
+            f"no step was measured: the job ended after {self.last_step} optimizer steps, "
+            f"within warmup_steps={self.options.warmup_steps}"
+        )
+
+    def _warn_all_warmup(self, facts: JobFacts) -> None:
+        """At the start: a warm-up covering every planned step leaves nothing to measure (said once, on main)."""
+        planned = facts.planned_steps
+        if facts.parallel.is_main and planned is not None and self.options.warmup_steps >= planned:
+            logger.warning(
+                "roofline: warmup_steps=%d covers all %d planned steps: no step will be measured "
+                "(the run will hold no energy)",
+                self.options.warmup_steps,
+                planned,
             )
 
     @property
@@ -485,7 +505,9 @@ class JobMeasurement:
         facts = self.facts
         steps = self.samples.steps if self.energy_error is None else sum(r[2] for r in self.timeline)
         if steps == 0:
-            run.log(self.last_step, tags={TAG_CONFIG_WARNING: "no measured step: the job ended during warm-up"})
+            why = self.unmeasured_reason()
+            logger.warning("roofline: %s; no energy logged", why)
+            run.log(self.last_step, tags={TAG_ENERGY_ERROR: why})
             return
         config, why = facts.config(steps, self.options.warmup_steps)
         params = {k: str(v) for k, v in facts.values(steps, self.options.warmup_steps).items()}

@@ -1,4 +1,5 @@
-"""The options of the Trainer and Lightning callbacks and the Accelerate hook, checked once, naming the field."""
+"""The options of the Trainer and Lightning callbacks and the Accelerate hook, checked once, naming the field
+(their types and bounds: :data:`~mlflow_roofline.tracking.api_options.OPTIONS`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import dataclasses
 
 from mlflow_roofline.core.carbon import J_PER_KWH
 from mlflow_roofline.core.errors import ConfigError
-from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME, P_METER
-from mlflow_roofline.energy.select import METER_NAMES
+from mlflow_roofline.core.schema import DEFAULT_ALIAS, DEFAULT_MODEL_NAME
+from mlflow_roofline.tracking.api_options import OPTIONS, TRACK_OPTION_NAMES
 
 DEFAULT_LAW_URI = f"models:/{DEFAULT_MODEL_NAME}@{DEFAULT_ALIAS}"
 """The law the forecast takes as its prior unless told otherwise: what ``fit`` registers."""
@@ -45,18 +46,9 @@ class TrackOptions:
     forecast: bool = True
 
     def __post_init__(self) -> None:
-        if self.meter not in METER_NAMES:
-            raise ConfigError(P_METER, f"must be one of {', '.join(METER_NAMES)}, got {self.meter!r}")
-        for name, minimum in (("warmup_steps", 0), ("forecast_after_steps", 2), ("sample_steps", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
-        budget = self.energy_budget_kwh
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
-            raise ConfigError("energy_budget_kwh", f"must be a positive number of kWh, got {budget!r}")
-        if not isinstance(self.forecast, bool):
-            raise ConfigError("forecast", f"must be true or false, got {self.forecast!r}")
-        if budget is not None and not self.forecast:
+        for name in TRACK_OPTION_NAMES:
+            OPTIONS[name].check(getattr(self, name))
+        if self.energy_budget_kwh is not None and not self.forecast:
             raise ConfigError("energy_budget_kwh", "needs the forecast (forecast=False was given)")
 
     @property

@@ -15,20 +15,26 @@ A param the run already holds with another value (``MLflowCallback`` logs the Tr
 ``warmup_steps``, the learning-rate warm-up) is left as it is: MLflow cannot change a
 logged param. The value measured here goes to the ``roofline.param_conflict`` tag.
 
-Never left RUNNING while training runs, whoever opened the run:
+Never left RUNNING while training runs, whoever opened the run, the user's ``with
+mlflow.start_run()`` blocks around it included:
 
-- the Trainer calls no callback when training raises: a run still open when the process
-  exits is ended with the reason in ``roofline.error``: KILLED after a
-  ``KeyboardInterrupt`` (Ctrl-C), FAILED after another exception, which it names. A run
-  this job joined is ended so only when MLflow's own exit would have ended it (it is
-  still MLflow's active run), which would have said FINISHED;
-- SIGTERM ends the run KILLED, then the signal takes its course (the previous handler,
-  or the default: the process ends);
+- training that raises ends the run with the reason in ``roofline.error``
+  (:meth:`RunLog.finish` with ``failed``; under ``autolog`` as ``Trainer.train`` raises, else
+  when the process exits): after a ``KeyboardInterrupt`` (Ctrl-C) the run and the user's runs
+  around it end KILLED; after another exception, which it names, the job's own run ends
+  FAILED, and a run it joined gets the reason and is ended FAILED by its owner (the ``with``
+  block), else at exit. A run the user's block ended FAILED without a reason gets it at exit;
+- SIGTERM ends the run KILLED, and, where SIGTERM ends the process (the default
+  disposition before ours), every run of MLflow's active stack; then the signal takes its
+  course (the previous handler, or the default: the process ends);
 - SIGKILL (the OOM killer) runs nothing in this process: the process's watchdog
   (:func:`mlflow_roofline.system.watchdog.process_watchdog`, one for all the jobs of a
-  process) ends the run KILLED within seconds. The history points gathered since the
-  last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S` seconds
-  of them) die with the process.
+  process) ends the run and the runs around it KILLED within seconds. The history points
+  gathered since the last write (at most :data:`~mlflow_roofline.integrations.history_buffer.FLUSH_S`
+  seconds of them) die with the process;
+- every ending goes through :mod:`~mlflow_roofline.tracking.run_ending`: a second and a third
+  Ctrl-C while MLflow flushes and ends the run wait until it is ended; a run that still could
+  not be ended keeps its watchdog hook armed, and the watchdog ends it once the process is gone.
 
 A tracking store that fails (cannot be written, a path that cannot be created) never
 stops training: one warning line, and the job goes on without logging. When measuring
@@ -53,6 +59,7 @@ from mlflow_roofline.system.watchdog import Watchdog, process_watchdog
 from mlflow_roofline.tracking.client import RunStatus, TrackingClient, current_tracking_uri
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
+from mlflow_roofline.tracking.run_ending import end_runs, failure_outcome, interrupted_reason, settle_after_failure
 from mlflow_roofline.tracking.run_ownership import same_param
 from mlflow_roofline.tracking.store_errors import quiet_store_logging, store_error_line
 from mlflow_roofline.tracking.system_energy import EnergyReadings, SystemEnergy
@@ -61,8 +68,7 @@ logger = logging.getLogger(__name__)
 
 SIGTERM_REASON = "the training process got SIGTERM"
 UNFINISHED_REASON = "training stopped before its end (an exception?)"
-
-_FINISHED: tuple[RunStatus, str | None] = ("FINISHED", None)
+INTERRUPTED_REASON = interrupted_reason("training")
 
 SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 """What ``signal.signal`` returns: a Python handler, ``SIG_DFL``/``SIG_IGN``, or None."""
@@ -85,22 +91,24 @@ class RunLog:
     ) -> None:
         quiet_store_logging()
         self.client = TrackingClient(tracking_uri)
-        active = run_id or self.client.active_run_id()
-        self.own = active is None
-        if active is not None:
-            self.run_id = active
-        else:
-            self.run_id = self.client.open_run(experiment_id_for(self.client, experiment), run_name)
+        stack = [run_id] if run_id is not None else self.client.active_run_ids()
+        self.own = not stack
+        self.run_id = stack[-1] if stack else self.client.open_run(experiment_id_for(self.client, experiment), run_name)
+        self.around: list[str] = stack[:-1]
+        """The user's runs around the one joined (``with mlflow.start_run(): with ...(nested=True):``), outer first."""
         self._ended = False
         self._broken = False
+        self._failure: BaseException | None = None  # what training raised, for the run's end at exit
         self.history = HistoryBuffer(self.client, self.run_id, self._break)
         self.system_energy: SystemEnergy | None = None
         # The process may die before finish(): the watchdog, at exit, SIGTERM end the run then.
         self._watchdog: Watchdog | None = process_watchdog()
         self.watchdog_pid: int = self._watchdog.process.pid
         """The watchdog's process: a child of this one, which a meter of the job's processes leaves out."""
-        self._orphan_hook = orphan_hook_kwargs(self.run_id, self.client.tracking_uri)
-        self._watchdog.call(END_ORPHANED_RUN, **self._orphan_hook)
+        uri = self.client.tracking_uri
+        self._hooks = {run_id: orphan_hook_kwargs(run_id, uri) for run_id in [*self.around, self.run_id]}
+        for hook in self._hooks.values():  # armed until the runs are ended or handed back to their owner
+            self._watchdog.arm(END_ORPHANED_RUN, **hook)
         atexit.register(self._left_open)
         self._previous_sigterm: SignalHandler = None
         self._sigterm_installed = False
@@ -157,18 +165,15 @@ class RunLog:
     def finish(self, failed: bool = False, error: BaseException | None = None) -> None:
         """Write the gathered history; end the run when it is this job's own.
 
-        ``failed``: the loop raised ``error`` (None: unknown); the run ends KILLED after a
-        ``KeyboardInterrupt``, FAILED otherwise, with the reason in ``roofline.error``.
+        ``failed``: the loop raised ``error`` (None: unknown): see :meth:`_after_failure`.
         """
         self._stop_watching()
         self.history.close()
-        if self.own and not self._broken:
-            status, reason = _outcome(error) if failed else _FINISHED
-            try:
-                self._end(status, reason)
-            except Exception as exc:
-                self._break(exc)
-        self._let_go()
+        if failed:
+            self._after_failure(error, at_exit=False)
+            return
+        unended = [self.run_id] if self.own and not self._ended else []
+        self._let_go(self._end(unended, "FINISHED", None, redeliver=True))
 
     def abandon(self, reason: str) -> None:
         """Measuring failed (our code, not the training): write what was gathered; end the job's own
@@ -176,12 +181,12 @@ class RunLog:
         ``reason`` in ``roofline.energy_error``."""
         self._stop_watching()
         self.history.close()
+        if self.own:
+            self._let_go(self._end([self.run_id], "FAILED", reason))
+            return
         if not self._broken:
             try:
-                if self.own:
-                    self._end("FAILED", reason)
-                else:
-                    self.client.set_tag(self.run_id, TAG_ENERGY_ERROR, reason[:MAX_TAG_CHARS])
+                self.client.set_tag(self.run_id, TAG_ENERGY_ERROR, reason[:MAX_TAG_CHARS])
             except Exception as exc:
                 self._break(exc)
         self._let_go()
@@ -191,21 +196,69 @@ class RunLog:
         if self.system_energy is not None:
             self.system_energy.stop()
 
-    def _end(self, status: RunStatus, reason: str | None) -> None:
-        """End the run (once) with ``status``, ``reason`` in ``roofline.error``."""
-        if self._ended:
-            return
-        self._ended = True
-        if reason:
-            self.client.set_tag(self.run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
-        self.client.end_run_and_deactivate(self.run_id, status)
+    def _after_failure(self, error: BaseException | None, at_exit: bool) -> None:
+        """Training raised ``error``: the run ends with the reason in ``roofline.error``.
 
-    def _let_go(self) -> None:
-        """Training is over: the watchdog's hook taken back, no exit hook, the previous SIGTERM handler back."""
+        After an interrupt (Ctrl-C, :class:`~mlflow_roofline.core.errors.Interrupted`) the run
+        and the user's runs around it end KILLED now. After another exception the job's own
+        run ends FAILED now; a run it joined gets the reason now and is ended FAILED by its
+        owner (the ``with`` block the exception leaves), else at the process's exit. A run
+        whose owner ended it FAILED without a reason gets the reason at exit.
+        """
+        status, reason = failure_outcome(error, UNFINISHED_REASON)
+        self._failure = error
+        if status == "KILLED":
+            targets = [*self.around, self.run_id]
+        elif self.own or at_exit:
+            targets = [self.run_id]
+        else:
+            self._tag_reason(reason)
+            self._restore_sigterm()
+            return  # _left_open stays registered, the run's hook armed: ended at exit if its owner does not
+        self._let_go(self._settle(targets, status, reason))
+
+    def _tag_reason(self, reason: str) -> None:
+        if self._broken:
+            return
+        try:
+            self.client.set_tag(self.run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
+        except Exception as exc:
+            self._break(exc)
+
+    def _end(self, run_ids: list[str], status: RunStatus, reason: str | None, redeliver: bool = False) -> list[str]:
+        """End ``run_ids`` (those still RUNNING are this job's to end); the ones left not ended."""
+        if self._broken or not run_ids:
+            return run_ids
+        try:
+            left = end_runs(self.client, run_ids, status, reason, redeliver=redeliver)
+        except Exception as exc:
+            self._break(exc)
+            return run_ids
+        self._ended = self._ended or self.run_id not in left
+        return left
+
+    def _settle(self, run_ids: list[str], status: RunStatus, reason: str) -> list[str]:
+        """As :func:`~mlflow_roofline.tracking.run_ending.settle_after_failure`; the runs left not ended."""
+        if self._broken:
+            return run_ids
+        try:
+            return settle_after_failure(self.client, run_ids, status, reason)
+        except Exception as exc:
+            self._break(exc)
+            return run_ids
+
+    def _let_go(self, unended: list[str] | None = None) -> None:
+        """Training is over: the watchdog's hooks taken back (but for the runs left ``unended``: armed until
+        the process is gone), no exit hook, the previous SIGTERM handler back."""
         atexit.unregister(self._left_open)
         if self._watchdog is not None:
-            self._watchdog.cancel(END_ORPHANED_RUN, **self._orphan_hook)
+            for run_id, hook in self._hooks.items():
+                if run_id not in (unended or ()):
+                    self._watchdog.cancel(END_ORPHANED_RUN, **hook)
             self._watchdog = None
+        self._restore_sigterm()
+
+    def _restore_sigterm(self) -> None:
         if self._sigterm_installed and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._sigterm_installed = False
@@ -221,15 +274,16 @@ class RunLog:
         try:
             self._stop_watching()
             self.history.close()  # what was measured before the loop raised
+            failure = self._failure or getattr(sys, "last_value", None)  # set when an uncaught exception ends it
+            if failure is not None:
+                self._after_failure(failure, at_exit=True)
+                return
             still_open = self.own or self.client.active_run_id() == self.run_id
-            if still_open and not self._broken and self.client.get_run(self.run_id).info.status == "RUNNING":
-                failure = getattr(sys, "last_value", None)  # set when an uncaught exception ends the interpreter
-                status, reason = _outcome(failure)
-                self._end(status, reason if failure is not None else UNFINISHED_REASON)
+            running = still_open and not self._broken and self.client.get_run(self.run_id).info.status == "RUNNING"
+            self._let_go(self._end([self.run_id], "FAILED", UNFINISHED_REASON) if running else [])
         except Exception:  # the interpreter is exiting; nothing more to do
             logger.exception("could not end run %s", self.run_id)
-        finally:
-            self._let_go()
+            self._let_go([self.run_id])
 
     def _install_sigterm(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -242,33 +296,28 @@ class RunLog:
         self._sigterm_installed = True
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        """End the run KILLED, then let SIGTERM do what it did before (by default: end the process)."""
+        """End the run KILLED, then let SIGTERM do what it did before (by default: end the process).
+
+        Where SIGTERM ends the process (no handler of the user's before ours), every run of
+        MLflow's active stack ends KILLED too: the user's ``with mlflow.start_run()`` blocks
+        around the job would otherwise stay RUNNING."""
         previous = self._previous_sigterm
         if self.system_energy is not None:  # no join here: the interrupted thread may hold the window's lock
             self.system_energy.cancel()
+        unended = [self.run_id]
         try:
             self.history.close()  # what was measured before the signal
-            if not self._broken:
-                self._end("KILLED", SIGTERM_REASON)
+            stack = self.client.active_run_ids() if previous == signal.SIG_DFL else []
+            runs = [*stack, self.run_id] if self.own else stack or [self.run_id]
+            unended = self._end(runs, "KILLED", SIGTERM_REASON)
         except Exception:
             logger.exception("could not end run %s", self.run_id)
         finally:
-            self._let_go()
+            self._let_go(unended)
         if callable(previous):
             previous(signum, frame)
         elif previous == signal.SIG_DFL:
             os.kill(os.getpid(), signal.SIGTERM)  # the default handler is back: the process ends
-
-
-def _outcome(error: BaseException | None) -> tuple[RunStatus, str | None]:
-    """The status and reason of a run whose training raised ``error`` (None: unknown)."""
-    if isinstance(error, KeyboardInterrupt):
-        return "KILLED", "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
-    if error is None:
-        return "FAILED", UNFINISHED_REASON
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    return "FAILED", f"training raised {type(error).__name__}" + (f": {first}" if first else "")
 
 
 def store_failure(exc: BaseException, client: TrackingClient | None = None) -> str:

@@ -4,8 +4,9 @@ Autolog runs its code inside the user's calls (``Trainer.__init__``, ``Accelerat
 a prepared optimizer's ``step``, ``end_training``, the Trainer callback's hooks, a forward
 pre-hook). Two rules, learnt from MLflow's ``safe_patch``:
 
-- a patch calls the user's original function outside any ``try`` of ours
-  (:func:`around`): what it raises reaches the user unchanged, what it returns is returned;
+- a patch calls the user's original function outside any ``try`` of ours that could change
+  its outcome (:func:`around`): what it raises reaches the user unchanged (an ``on_error``
+  hook only looks at it on its way, to end the job's run), what it returns is returned;
 - our code runs through a :class:`JobGuard`, one per measured job: the first ``Exception``
   it raises (the meter, the tracking store, the forecast, our own bug) is one warning
   naming it, the job's measurement is abandoned (the run it opened ends FAILED with the
@@ -98,10 +99,13 @@ def around(
     *,
     before: Callable[..., object] | None = None,
     after: Callable[..., object] | None = None,
+    on_error: Callable[..., object] | None = None,
 ) -> Callable[..., R]:
     """``original`` with our ``before(*args, **kwargs)`` and ``after(result, *args, **kwargs)`` around it.
 
-    The original runs outside our ``try``: its exceptions and its result are the caller's.
+    The original's exceptions and its result are the caller's: what it raises (a
+    ``KeyboardInterrupt`` included) is shown to ``on_error(exc, *args, **kwargs)`` and raised
+    on unchanged, whatever ``on_error`` does (what it raises is one warning, never raised).
     What ``before``/``after`` raise is one warning each time (a job's own code reports
     through its :class:`JobGuard`, so this catches only what runs outside any job); with
     several processes it is raised after the warning, as :meth:`JobGuard.fail` does.
@@ -121,12 +125,26 @@ def around(
     def patched(*args: Any, **kwargs: Any) -> R:
         if before is not None:
             ours(before, *args, **kwargs)
-        result = original(*args, **kwargs)  # the user's: never inside a try of ours
+        try:
+            result = original(*args, **kwargs)  # the user's: what it raises goes on unchanged
+        except BaseException as exc:
+            if on_error is not None:
+                _looking(on_error, what, exc, *args, **kwargs)
+            raise
         if after is not None:
             ours(after, result, *args, **kwargs)
         return result
 
     return patched
+
+
+def _looking(on_error: Callable[..., object], what: str, exc: BaseException, *args: Any, **kwargs: Any) -> None:
+    """``on_error(exc, ...)`` while the user's ``exc`` is on its way: what it raises is one warning, never raised."""
+    try:
+        on_error(exc, *args, **kwargs)
+    except Exception as ours:
+        logger.warning(FAILURE_WARNING, what, describe(ours))
+        logger.debug("mlflow_roofline.autolog: the failure in %s", what, exc_info=ours)
 
 
 def _several_processes() -> bool:

@@ -45,6 +45,7 @@ from mlflow_roofline.integrations.measurement import JobMeasurement
 from mlflow_roofline.integrations.options import TrackOptions, logging_interval
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.integrations.safety import JobGuard
+from mlflow_roofline.tracking.api_options import check_options
 
 
 class RooflineCallback(TrainerCallback):
@@ -58,11 +59,13 @@ class RooflineCallback(TrainerCallback):
             ``energy_budget_kwh``, ``experiment``, ``run_name``, ``forecast``).
 
     Raises:
-        ConfigError: an option out of range, naming it (at construction, before training).
+        ConfigTypeError: an unknown option or one of the wrong type, naming it (at construction, before training).
+        ConfigError: an option out of range, naming it and what it takes.
     """
 
     def __init__(self, log_every_n_steps: int | None = None, **options: Any) -> None:
-        self.log_every_n_steps = logging_interval(log_every_n_steps)
+        check_options("RooflineCallback", {"log_every_n_steps": log_every_n_steps, **options})
+        self.log_every_n_steps = log_every_n_steps
         self.options = TrackOptions(**options)
         self.tracker: JobMeasurement | None = None
         self._spy = WrapperSpy()
@@ -141,6 +144,17 @@ class RooflineCallback(TrainerCallback):
         if self.tracker is not None:
             self.tracker.end()
 
+    def train_raised(self, error: BaseException) -> None:
+        """Training raised ``error`` (the Trainer calls no callback then: ``autolog`` calls this): close the
+        meter and end the run, KILLED after a Ctrl-C, else FAILED, with the reason
+        (:meth:`~mlflow_roofline.integrations.run_log.RunLog.finish`). Without it, that happens at exit."""
+        self._spy.disarm()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self.tracker is not None:
+            self.tracker.abort(error)
+
     def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         if not module.training or self.tracker is None:
             return
@@ -189,6 +203,10 @@ class AutologCallback(RooflineCallback):
     ) -> None:
         """As :meth:`RooflineCallback.on_train_end`, guarded."""
         self.guard.run("the Trainer callback's on_train_end", super().on_train_end, args, state, control, **kwargs)
+
+    def train_raised(self, error: BaseException) -> None:
+        """As :meth:`RooflineCallback.train_raised`, guarded."""
+        self.guard.run("ending the run after training raised", super().train_raised, error)
 
     def _batch_hook(self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         self.guard.run("the model's forward pre-hook", super()._batch_hook, module, args, kwargs)

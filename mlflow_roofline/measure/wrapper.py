@@ -43,11 +43,13 @@ from mlflow_roofline.measure.command_process import CommandExit, CommandResult, 
 from mlflow_roofline.measure.measured_run import open_measure_run, summary
 from mlflow_roofline.system.executables import NotRunnable, check_runnable, start_failure
 from mlflow_roofline.system.process_tree import subreaping
+from mlflow_roofline.system.signals import deferring_stop_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.energy_logging import log_measurement
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.system_energy import SystemEnergy
+from mlflow_roofline.tracking.run_ending import end_run_surely
 
 Echo = Callable[[str], None]
 """Where the wrapper's own lines go (stderr: the command owns stdout)."""
@@ -184,11 +186,12 @@ def _measure(
         client.set_tag(run_id, TAG_ERROR, outcome.error or "")
         return outcome.code
     finally:
-        if measurement is not None:
-            log_measurement(measurement, meter.hardware, run_id, carbon, client=client, scope=meter.scope)
-            if carbon is not None:
-                footprint = footprint_fields(
-                    meter.hardware, len(meter.devices), measurement.time_s, measurement.energy_j, carbon
-                )
-                client.log(run_id, metrics=footprint[0], tags=footprint[1])
-        client.end_run(run_id, outcome.status)
+        with deferring_stop_signals():  # a second and a third Ctrl-C do not cut the logging and the end short
+            if measurement is not None:
+                log_measurement(measurement, meter.hardware, run_id, carbon, client=client, scope=meter.scope)
+                if carbon is not None:
+                    footprint = footprint_fields(
+                        meter.hardware, len(meter.devices), measurement.time_s, measurement.energy_j, carbon
+                    )
+                    client.log(run_id, metrics=footprint[0], tags=footprint[1])
+            end_run_surely(client, run_id, outcome.status)

@@ -81,3 +81,44 @@ def ignore_stop_signals() -> None:
         return
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+
+
+DEFERRED_SIGNALS_LIMIT = 4
+"""Stop signals :func:`deferring_stop_signals` holds back in one block; the next goes through (a user who insists)."""
+
+
+@contextlib.contextmanager
+def deferring_stop_signals(limit: int = DEFERRED_SIGNALS_LIMIT) -> Iterator[list[int]]:
+    """Inside the block, SIGTERM and SIGINT are only noted (the list yielded, in order of arrival).
+
+    For ending a run: a second and a third Ctrl-C while MLflow flushes and ends the run must
+    not leave it RUNNING. Past ``limit`` signals the previous handlers come back and the
+    signal is delivered to them at once. Nothing is delivered afterwards: the caller decides
+    (:func:`deliver_noted`). Outside the main thread the block runs unchanged.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous: dict[signal.Signals, Any] = {}
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) > limit:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            signal.raise_signal(signum)
+
+    previous.update({sig: signal.signal(sig, note) for sig in STOP_SIGNALS})
+    try:
+        yield received
+    finally:
+        if len(received) <= limit:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def deliver_noted(received: list[int]) -> None:
+    """Deliver the first signal :func:`deferring_stop_signals` noted to the handler in place now (if any)."""
+    if received:
+        signal.raise_signal(received[0])

@@ -13,6 +13,10 @@ The launcher's death is the end of that pipe: no polling, no pid that could be r
 When the launcher finishes normally it says ``done`` and the watchdog leaves without
 touching anything. Otherwise the watchdog, within a few seconds: stops the process
 trees and groups (SIGTERM, SIGKILL after a grace), removes the folders, calls the hook.
+A hook given with :meth:`Watchdog.arm` is more insistent: it stays armed until it is taken
+back, a normal exit included. A launcher whose run could not be ended (the store
+interrupted by a second Ctrl-C) leaves it armed, and the watchdog ends the run once the
+launcher is gone.
 
 A process that runs many short jobs (a notebook, a script calling ``Trainer.train()``
 in a loop) shares one watchdog, :func:`process_watchdog`: each job gives it its hook and
@@ -43,6 +47,7 @@ import psutil
 STOP_GRACE_S = 5.0
 RELEASE_WAIT_S = 5.0
 DIED_REASON = "its launcher (pid {pid}) died without ending it (killed, e.g. by SIGKILL or the OOM killer)"
+LEFT_REASON = "its launcher (pid {pid}) exited without ending it (ending it was interrupted or failed)"
 
 
 JsonScalar = str | int | float | bool | None
@@ -56,6 +61,8 @@ class Watchdog:
 
     def __init__(self) -> None:
         self.launcher_pid = os.getpid()
+        self.armed: list[tuple[str, dict[str, JsonScalar]]] = []
+        """The hooks :meth:`arm` gave and :meth:`cancel` has not taken back."""
         self.process = subprocess.Popen(
             [sys.executable, "-m", __name__, str(os.getpid())],
             stdin=subprocess.PIPE,
@@ -95,23 +102,37 @@ class Watchdog:
         """If the launcher dies, call ``hook`` (``package.module:function``) with ``kwargs`` (JSON values)."""
         self._send({"hook": hook, "kwargs": kwargs})
 
+    def arm(self, hook: str, **kwargs: JsonScalar) -> None:
+        """Call ``hook`` once the launcher is gone, died or exited, unless :meth:`cancel` takes it back first."""
+        self.armed.append((hook, kwargs))
+        self.call(hook, **kwargs)
+
     def cancel(self, hook: str, **kwargs: JsonScalar) -> None:
-        """Take back an earlier :meth:`call` of ``hook`` with the same ``kwargs`` (someone else took it over)."""
+        """Take back an earlier :meth:`call` or :meth:`arm` of ``hook`` with the same ``kwargs`` (done, taken over)."""
+        self.armed = [(h, k) for h, k in self.armed if (h, k) != (hook, kwargs)]
         self._send({"cancel": {"hook": hook, "kwargs": kwargs}})
 
     def release(self) -> None:
-        """The launcher ends normally: the watchdog leaves without doing anything."""
+        """The launcher ends normally: the watchdog leaves without doing anything, unless a hook is still
+        :meth:`arm`-ed; then it is left to clean up as if the launcher had died (not waited for)."""
+        if self.armed:
+            self._send({"leaving": True})
+            self._close()
+            return
         self._send({"done": True})
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        except OSError:
-            pass
+        self._close()
         try:
             self.process.wait(timeout=RELEASE_WAIT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def _close(self) -> None:
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass
 
     def __enter__(self) -> Watchdog:
         return self
@@ -143,10 +164,13 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
         whether the launcher died (and the cleanup ran).
     """
     orders: dict[str, list[Order]] = {"group": [], "tree": [], "remove": [], "hook": []}
+    reason = DIED_REASON
     for line in stream:
         message = json.loads(line)
         if message.get("done"):
             return False
+        if message.get("leaving"):
+            reason = LEFT_REASON
         if "cancel" in message:
             orders["hook"] = [
                 o for o in orders["hook"] if {"hook": o["hook"], "kwargs": o["kwargs"]} != message["cancel"]
@@ -154,11 +178,11 @@ def watch(stream: TextIO, launcher_pid: int) -> bool:
         for key, found in orders.items():
             if key in message:
                 found.append(message)
-    cleanup(orders, launcher_pid)
+    cleanup(orders, launcher_pid, reason)
     return True
 
 
-def cleanup(orders: Mapping[str, list[Order]], launcher_pid: int) -> None:
+def cleanup(orders: Mapping[str, list[Order]], launcher_pid: int, reason: str = DIED_REASON) -> None:
     """Stop the trees and groups, remove the folders, call the hooks (each step whatever the others do)."""
     victims: list[psutil.Process] = []
     for order in orders["tree"]:
@@ -178,7 +202,7 @@ def cleanup(orders: Mapping[str, list[Order]], launcher_pid: int) -> None:
         module, _, function = order["hook"].partition(":")
         try:
             getattr(importlib.import_module(module), function)(
-                **order["kwargs"], reason=DIED_REASON.format(pid=launcher_pid)
+                **order["kwargs"], reason=reason.format(pid=launcher_pid)
             )
         except Exception:
             print(

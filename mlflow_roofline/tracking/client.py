@@ -361,6 +361,15 @@ class TrackingClient:
         self._client.delete_registered_model_alias(name, alias)
 
     # -- the user's active run and loading a model (the Trainer callback, the forecast) --
+    def active_run_ids(self) -> list[str]:
+        """The ids of MLflow's active runs in this thread, outermost first (a nested run last)."""
+        stack = getattr(mlflow.tracking.fluent, "_active_run_stack", None)  # MLflow keeps no public view of it
+        runs = stack.get() if stack is not None else None
+        if runs is None:
+            active = mlflow.active_run()
+            return [] if active is None else [str(active.info.run_id)]
+        return [str(run.info.run_id) for run in runs]
+
     def active_run_id(self) -> str | None:
         """The id of MLflow's active run in this process (one the user or ``MLflowCallback`` started), or None."""
         active = mlflow.active_run()

@@ -44,11 +44,17 @@ from mlflow_roofline.core.schema import (
     TAG_RUN_TYPE,
 )
 from mlflow_roofline.energy.base import EnergyMeter, Measurement, Window
+from mlflow_roofline.energy.estimate import resolve_watts_per_core
 from mlflow_roofline.energy.select import MeterOptions, make_meter
-from mlflow_roofline.tracking.client import TrackingClient
+from mlflow_roofline.tracking.api_options import check_options
+from mlflow_roofline.tracking.client import RunStatus, TrackingClient
+from mlflow_roofline.tracking.run_ending import end_run_surely, failure_outcome
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+
     from typing_extensions import Unpack
+
+BLOCK = "the measured block"
+"""What raised, in the reason of a run :func:`track_energy` opened and a block's exception ended."""
 
 
 def measurement_metrics(measurement: Measurement, carbon: CarbonSettings | None = None) -> dict[str, float]:
@@ -124,7 +130,6 @@ def log_measurement(
     )
 
 
-@contextlib.contextmanager
 def track_energy(
     meter: str | EnergyMeter = "auto",
     *,
@@ -132,7 +137,7 @@ def track_energy(
     gpu_indices: list[int] | None = None,
     carbon: CarbonSettings | None = None,
     **options: Unpack[MeterOptions],
-) -> Iterator[Window]:
+) -> contextlib.AbstractContextManager[Window]:
     """Measure the energy of a block and log it to the active MLflow run.
 
     Args:
@@ -148,10 +153,33 @@ def track_energy(
         a :class:`~mlflow_roofline.energy.Window` whose ``measurement`` is set after the block.
 
     Without an active run, one is started for the block (``roofline.run_type=measure``)
-    and ended after it: FINISHED, or FAILED if the block raised. The measurement is
+    and ended after it: FINISHED, or, with the reason in ``roofline.error``, KILLED after a
+    Ctrl-C and FAILED after another exception of the block (a second Ctrl-C while the run
+    ends does not leave it RUNNING). The measurement is
     logged even when the block raises. Raises MeterError before the block runs when
-    the meter is unknown or unavailable.
+    the meter is unavailable here.
+
+    Raises:
+        ConfigTypeError: an unknown option or one of the wrong type, naming it (at the call).
+        ConfigError: an option out of range or an unknown meter name, naming it and what it takes.
     """
+    named = {} if isinstance(meter, EnergyMeter) else {"meter": meter}
+    given = {**named, "device": device, "gpu_indices": gpu_indices, "carbon": carbon, **options}
+    check_options("track_energy", given)
+    if isinstance(options.get("watts_per_core"), str):
+        resolve_watts_per_core(options["watts_per_core"])  # a string is read as a number of watts
+    return _tracked(meter, device, gpu_indices, carbon, options)
+
+
+@contextlib.contextmanager
+def _tracked(
+    meter: str | EnergyMeter,
+    device: str,
+    gpu_indices: list[int] | None,
+    carbon: CarbonSettings | None,
+    options: MeterOptions,
+) -> Iterator[Window]:
+    """The block of :func:`track_energy`."""
     carbon = resolve_carbon_live() if carbon is None else carbon
     own_meter = isinstance(meter, str)
     built = make_meter(meter, device, gpu_indices, **options) if isinstance(meter, str) else meter
@@ -159,24 +187,27 @@ def track_energy(
     try:
         active = mlflow.active_run()
         run = mlflow.start_run(tags={TAG_RUN_TYPE: "measure"}) if active is None else active
-        status = "FAILED"
+        outcome: tuple[RunStatus, str | None] = ("FAILED", None)
         handle = Window()
         try:
             built.begin()
-        except BaseException:
+        except BaseException as exc:
             if own_run:
-                mlflow.end_run(status)
+                end_run_surely(TrackingClient(), run.info.run_id, *failure_outcome(exc, "", "starting the meter"))
             raise
         try:
             yield handle
-            status = "FINISHED"
+            outcome = ("FINISHED", None)
+        except BaseException as exc:
+            outcome = failure_outcome(exc, "", BLOCK)
+            raise
         finally:
             handle.measurement = built.end()
             try:
                 log_measurement(handle.measurement, built.hardware, run.info.run_id, carbon, scope=built.scope)
             finally:
                 if own_run:
-                    mlflow.end_run(status)
+                    end_run_surely(TrackingClient(), run.info.run_id, *outcome, redeliver=outcome[0] == "FINISHED")
     finally:
         if own_meter:
             built.close()

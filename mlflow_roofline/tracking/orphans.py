@@ -23,12 +23,16 @@ def orphan_hook_kwargs(run_id: str, tracking_uri: str | None = None) -> dict[str
 def end_orphaned_run(run_id: str, tracking_uri: str, reason: str) -> bool:
     """End ``run_id`` KILLED with ``reason`` in ``roofline.error``, if it is still RUNNING.
 
+    A reason the launcher tagged before its own ending of the run was cut short is kept.
+
     Returns:
         whether the run was ended here (``False``: its launcher had ended it already).
     """
     client = TrackingClient(tracking_uri)
-    if client.get_run(run_id).info.status != "RUNNING":
+    run = client.get_run(run_id)
+    if run.info.status != "RUNNING":
         return False
-    client.set_tag(run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
+    if TAG_ERROR not in run.data.tags:
+        client.set_tag(run_id, TAG_ERROR, reason[:MAX_TAG_CHARS])
     client.end_run(run_id, "KILLED")
     return True

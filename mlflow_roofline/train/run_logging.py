@@ -52,10 +52,12 @@ from mlflow_roofline.core.schema import (
     TAG_WORKLOAD_HASH,
 )
 from mlflow_roofline.energy.base import Measurement
+from mlflow_roofline.system.signals import deferring_stop_signals
 from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.notes import set_description
+from mlflow_roofline.tracking.run_ending import end_run_surely
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.tracking.store_errors import patiently
 from mlflow_roofline.train.description import train_description
@@ -89,16 +91,18 @@ def train_run(
     try:
         yield run_id
     except (Interrupted, KeyboardInterrupt) as exc:
-        record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
-        patiently(lambda: client.end_run(run_id, "KILLED"))  # whoever stopped it may be writing the store too
+        with deferring_stop_signals():  # a second and a third Ctrl-C do not cut the ending short
+            record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
+            patiently(lambda: end_run_surely(client, run_id, "KILLED"))  # whoever stopped it may write the store too
         raise
     except BaseException as exc:
-        detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
-        record_failure(client, run_id, str(exc) or type(exc).__name__, detail)
-        client.end_run(run_id, "FAILED")
+        with deferring_stop_signals():
+            detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
+            record_failure(client, run_id, str(exc) or type(exc).__name__, detail)
+            end_run_surely(client, run_id, "FAILED")
         raise
     else:
-        client.end_run(run_id, "FINISHED")
+        end_run_surely(client, run_id, "FINISHED", redeliver=True)
 
 
 def record_failure(client: TrackingClient, run_id: str, message: str, detail: str) -> None:

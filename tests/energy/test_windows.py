@@ -10,6 +10,7 @@ from fakes import fake_pynvml
 from fakes.fake_pynvml import FakeGPU
 
 import mlflow_roofline
+from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.energy import Measurement, MeterError, make_meter
 from mlflow_roofline.energy.estimate import EstimateMeter
 
@@ -91,9 +92,8 @@ def test_track_energy_failed_read_logs_the_error_and_no_energy(tracking_uri: str
 
 
 def test_track_energy_bad_meter_fails_before_any_run(tracking_uri: str) -> None:
-    with pytest.raises(MeterError, match="must be one of"):
-        with mlflow_roofline.track_energy("watts"):
-            pass
+    with pytest.raises(ConfigError, match="^meter: must be one of"):
+        mlflow_roofline.track_energy("watts")  # at the call, before the block
     assert mlflow.active_run() is None
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
 

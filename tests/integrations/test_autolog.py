@@ -56,18 +56,19 @@ def test_a_trainer_reporting_to_mlflow_makes_one_run_with_hfs_loss_and_our_energ
 
 
 def test_autolog_is_idempotent_keeps_a_users_callback_and_disable_undoes_it(tracking_uri: str) -> None:
-    original_init = Trainer.__init__
+    original_init, original_train = Trainer.__init__, Trainer.train
     original_prepare = Accelerator.prepare
     mlflow_roofline.autolog(**OPTIONS)
     mlflow_roofline.autolog(**OPTIONS, log_every_n_steps=5)  # again: the options change, the patch stays one
     ours = [p for p in autolog_module._patches if p.owner in (Trainer, Accelerator)]
-    assert len(ours) == 4 and autolog_module.enabled()
+    assert len(ours) == 5 and autolog_module.enabled()
     (added,) = _roofline_callbacks(_trainer())
     assert added.log_every_n_steps == 5 and added.options.meter == "estimate"
     own = RooflineCallback(meter="estimate")
     assert _roofline_callbacks(_trainer(callbacks=[own])) == [own]
     mlflow_roofline.autolog(disable=True)
-    assert Trainer.__init__ is original_init and Accelerator.prepare is original_prepare
+    assert Trainer.__init__ is original_init and Trainer.train is original_train
+    assert Accelerator.prepare is original_prepare
     assert not autolog_module.enabled() and _roofline_callbacks(_trainer()) == []
 
 
@@ -93,7 +94,7 @@ def test_a_hand_written_accelerate_loop_is_measured_until_end_training(tracking_
 
 
 def test_bad_options_are_refused_before_any_job() -> None:
-    with pytest.raises(ConfigError, match="log_every_n_steps: must be a positive integer, got 0"):
+    with pytest.raises(ConfigError, match="log_every_n_steps: must be an integer number of optimizer steps from 1 to"):
         mlflow_roofline.autolog(log_every_n_steps=0)
     with pytest.raises(ConfigError, match="energy_budget_kwh: needs the forecast"):
         mlflow_roofline.autolog(forecast=False, budget_kwh=1.0)
