@@ -42,7 +42,7 @@ from mlflow_roofline.integrations.job_facts import (
     precision_of,
 )
 from mlflow_roofline.integrations.measurement import JobMeasurement
-from mlflow_roofline.integrations.options import TrackOptions, logging_interval
+from mlflow_roofline.integrations.options import TrackOptions
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.integrations.safety import JobGuard
 from mlflow_roofline.tracking.api_options import check_options

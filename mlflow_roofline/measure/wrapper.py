@@ -48,8 +48,8 @@ from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.tracking.energy_logging import log_measurement
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
-from mlflow_roofline.tracking.system_energy import SystemEnergy
 from mlflow_roofline.tracking.run_ending import end_run_surely
+from mlflow_roofline.tracking.system_energy import SystemEnergy
 
 Echo = Callable[[str], None]
 """Where the wrapper's own lines go (stderr: the command owns stdout)."""

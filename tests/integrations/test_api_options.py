@@ -69,8 +69,13 @@ def _call(entry: str) -> Callable[..., object]:
     return calls[entry]
 
 
+def _shown(value: Any) -> str:
+    """A value in a test id, the same in every process (xdist's workers must collect the same ids)."""
+    return "object()" if type(value) is object else repr(value)
+
+
 CASES = [
-    pytest.param(entry, name, value, error, id=f"{entry}-{name}={value!r}")
+    pytest.param(entry, name, value, error, id=f"{entry}-{name}={_shown(value)}")
     for entry, names in ENTRY_POINTS.items()
     for name in names
     for value, error in BAD[name]
