@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 TIMED: dict[str, tuple[str, str]] = {
     "figures": ("mlflow_roofline.fit.report.run_page", "log_figures"),
@@ -62,71 +63,76 @@ def time_logging_parts() -> dict[str, float]:
     return seconds
 
 
-def main() -> int:
+def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10_000, help="train runs to log (default 10000)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the store in this directory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds of (a) then (b) (default 3)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    # tmpfs where there is one: logging 10,000 runs is three SQLite commits each, and the
-    # timed reads below do not depend on where the file lies once it is in the page cache.
+
+def _store(keep: Path | None) -> Path:
+    """The store's directory (tmpfs where there is one: logging 10,000 runs is three SQLite commits each, and
+    the timed reads do not depend on where the file lies once it is in the page cache), the process in it."""
     scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    workdir = Path(tempfile.mkdtemp(prefix="fit-scale-", dir=scratch)) if args.keep is None else args.keep
+    workdir = Path(tempfile.mkdtemp(prefix="fit-scale-", dir=scratch)) if keep is None else keep
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(workdir)
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{workdir / 'mlflow.db'}"
+    return workdir
 
-    import mlflow
-    from mlflow import MlflowClient
 
-    from mlflow_roofline.fit.pipeline import run_fit
+def _train_runs(client: Any, uri: str, runs: int, seed: int) -> tuple[str, int]:
+    """The benchmark experiment's id and its train runs: a kept store's, else ``runs`` synthetic ones logged."""
     from mlflow_roofline.fit.runs.run_data import load_train_runs
     from mlflow_roofline.testing.synthetic import generate_synthetic_runs, log_runs
     from mlflow_roofline.tracking.client import TrackingClient
 
-    mlflow.set_tracking_uri(uri)
-    client = MlflowClient()
     experiment = client.get_experiment_by_name("roofline-bench")
     if experiment is not None:  # a kept store: reuse its runs
-        experiment_id = experiment.experiment_id
-        n_runs = len(load_train_runs(TrackingClient(client.tracking_uri), [experiment_id]).frame)
+        n_runs = len(load_train_runs(TrackingClient(client.tracking_uri), [experiment.experiment_id]).frame)
         print(f"reusing {n_runs} train runs in {uri}", flush=True)
-    else:
-        experiment_id = client.create_experiment("roofline-bench")
-        # About 7.5 runs per workload (2 single, ddp/fsdp x {2, 4}, tp where h allows): draw
-        # a few more workloads than needed and keep the first --runs rows.
-        _, frame = generate_synthetic_runs(int(args.runs / 6.5) + 1, seed=args.seed)
-        frame = frame.iloc[: args.runs].reset_index(drop=True)
-        n_runs = len(frame)
-        print(f"logging {n_runs} synthetic train runs into {uri} ...", flush=True)
-        start = time.perf_counter()
-        chunk = 1000
-        for i in range(0, n_runs, chunk):
-            log_runs(client, experiment_id, frame.iloc[i : i + chunk])
-            print(f"  {min(i + chunk, n_runs)} runs, {time.perf_counter() - start:.0f} s", flush=True)
+        return experiment.experiment_id, n_runs
+    experiment_id = client.create_experiment("roofline-bench")
+    # About 7.5 runs per workload (2 single, ddp/fsdp x {2, 4}, tp where h allows): draw
+    # a few more workloads than needed and keep the first --runs rows.
+    _, frame = generate_synthetic_runs(int(runs / 6.5) + 1, seed=seed)
+    frame = frame.iloc[:runs].reset_index(drop=True)
+    print(f"logging {len(frame)} synthetic train runs into {uri} ...", flush=True)
+    start = time.perf_counter()
+    for i in range(0, len(frame), 1000):
+        log_runs(client, experiment_id, frame.iloc[i : i + 1000])
+        print(f"  {min(i + 1000, len(frame))} runs, {time.perf_counter() - start:.0f} s", flush=True)
+    return experiment_id, len(frame)
 
-    # (a) and (b) alternate, --repeat times; the machine may be shared, so the minimum of
-    # each (the least disturbed run) is compared, as timeit does.
+
+def _timed_rounds(experiment_id: str, n_runs: int, repeat: int) -> tuple[dict[str, list[float]], list, Any]:
+    """(a) a bare ``search_runs`` and (b) the whole fit, alternated ``repeat`` times (the machine may be shared:
+    the minimum of each, the least disturbed run, is compared, as timeit does); seconds, phases, last outcome."""
+    import mlflow
+
+    from mlflow_roofline.fit.pipeline import run_fit
+
     samples: dict[str, list[float]] = {"search": [], "pull": [], "fit": []}
     phases: list[dict[str, float]] = []
     parts = time_logging_parts()
     outcome = None
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         parts.update(dict.fromkeys(parts, 0.0))
         start = time.perf_counter()
         pulled = mlflow.search_runs(experiment_ids=[experiment_id])
         samples["search"].append(time.perf_counter() - start)
         assert len(pulled) >= n_runs, (len(pulled), n_runs)
-
         start = time.perf_counter()
         outcome = run_fit([experiment_id], model_name="roofline-bench", alias="champion", echo=lambda _: None)
         samples["fit"].append(time.perf_counter() - start)
         phases.append({**outcome.timings_s, **parts})
         samples["pull"].append(outcome.timings_s["pull"])
-    assert outcome is not None
+    return samples, phases, outcome
+
+
+def _report(n_runs: int, repeat: int, samples: dict[str, list[float]], phases: list, outcome: Any) -> None:
     fit = outcome.fits[0]
     best = {k: min(v) for k, v in samples.items()}
     fastest = phases[samples["fit"].index(best["fit"])]
@@ -136,9 +142,7 @@ def main() -> int:
 
     metrics = fit.metrics()
     print()
-    print(
-        f"runs                                   {n_runs}   (min of {args.repeat} runs each; all samples in brackets)"
-    )
+    print(f"runs                                   {n_runs}   (min of {repeat} runs each; all samples in brackets)")
     print(f"(a) bare mlflow.search_runs            {best['search']:8.2f} s  [{show(samples['search'])}]")
     print(f"(b) whole fit incl. logging + registry {best['fit']:8.2f} s  [{show(samples['fit'])}]")
     rest = fastest["log"] - sum(fastest[p] for p in TIMED if p not in BESIDE)
@@ -150,14 +154,26 @@ def main() -> int:
     print("      the logging: " + ", ".join(shown) + f", the rest {rest:.2f} s")
     ratio = best["fit"] / best["search"]
     verdict = "met" if ratio <= RATIO_TARGET else "MISSED"
-    print(
-        f"ratio (b)/(a)                          {ratio:8.2f}   (target <= {RATIO_TARGET}: {verdict}; "
-        f"goal {RATIO_GOAL})"
-    )
+    target = f"(target <= {RATIO_TARGET}: {verdict}; goal {RATIO_GOAL})"
+    print(f"ratio (b)/(a)                          {ratio:8.2f}   {target}")
     print(
         f"fit: form {fit.energy.chosen}, alpha_c {metrics['alpha_c']:.3f}, alpha_m {metrics['alpha_m']:.3f}, "
         f"alpha_eta {metrics['alpha_eta']:.3f}, cv_mape {metrics['cv_mape']:.2f}%, model version {fit.model_version}"
     )
+
+
+def main() -> int:
+    args = _parse()
+    workdir = _store(args.keep)
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(uri)
+    experiment_id, n_runs = _train_runs(MlflowClient(), uri, args.runs, args.seed)
+    samples, phases, outcome = _timed_rounds(experiment_id, n_runs, args.repeat)
+    _report(n_runs, args.repeat, samples, phases, outcome)
     if args.keep is None:
         os.chdir(tempfile.gettempdir())
         shutil.rmtree(workdir, ignore_errors=True)

@@ -6,6 +6,7 @@ the MLflow contract really fails on a breach, and hold the limits the layout pro
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import os
@@ -101,3 +102,20 @@ def test_fit_results_are_built_once(result: str) -> None:
     module, name = result.split(":")
     cls = getattr(importlib.import_module(module), name)
     assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, f"{result} is not a frozen dataclass"
+
+
+def _functions_longer_than(limit: int) -> list[str]:
+    """Every function of the package (and the scripts beside it) over ``limit`` lines, as ``path:name (lines)``."""
+    found = []
+    for root in ("mlflow_roofline", "entrypoints", "benchmarks", "scripts"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > limit:
+                        found.append(f"{path.relative_to(REPO)}:{node.name} ({lines})")
+    return found
+
+
+def test_no_function_is_longer_than_seventy_lines() -> None:
+    assert _functions_longer_than(70) == []
