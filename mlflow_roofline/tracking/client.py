@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -380,7 +381,12 @@ class TrackingClient:
         """
         import mlflow.models  # heavy: only the drift check pays for it
 
-        with self.active(run_id):
+        with self.active(run_id), warnings.catch_warnings():
+            # MLflow logs the frame as the run's dataset and hints that its integer columns cannot hold NaN:
+            # the job columns are integers by rule, and the hint (with MLflow's file path) is no user's business.
+            warnings.filterwarnings(
+                "ignore", message="Hint: Inferred schema contains integer column", category=UserWarning
+            )
             result = mlflow.models.evaluate(
                 model_uri,
                 data,
