@@ -139,7 +139,10 @@ def cell_value(cell: str, text: bool) -> object:
     if text:
         return cell
     if _INTEGER.fullmatch(cell.strip()):
-        return int(cell)
+        try:
+            return int(cell)
+        except ValueError:  # past Python's 4300 digits: the text, which the model refuses quoting its start
+            return cell
     if cell in _TRUE or cell in _FALSE:
         return cell in _TRUE
     try:

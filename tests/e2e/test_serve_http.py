@@ -369,12 +369,17 @@ def test_a_10_mb_body_is_not_echoed_back_whole(served) -> None:
     malformed = _post(server, '{"dataframe_records": [' + flood, "application/json")
     in_a_field = server.invocations({"dataframe_records": [query(num_layers=flood)]})
     unknown_param = server.invocations({"dataframe_records": [query()], "params": {flood: 1}})
-    for response in (malformed, in_a_field, unknown_param):
+    csv_cell = _post(server, "num_layers\n" + flood + "\n", "text/csv")
+    digits = pd.DataFrame([query(num_steps="1" + "0" * 5000)])  # past the 4300 digits Python turns into an int
+    csv_digits = _post(server, digits.to_csv(index=False), "text/csv")
+    for response in (malformed, in_a_field, unknown_param, csv_cell, csv_digits):
         assert response.status_code == 400, response.text[:2000]
         assert len(response.content) < 2000, response.text[:2000]
         _assert_no_trace(response)
     assert strict_loads(malformed.text)["message"].endswith("more characters not echoed]")
     assert strict_loads(in_a_field.text)["message"].startswith("num_layers (row 0): must be a number, got 'xxx")
+    assert strict_loads(csv_cell.text)["message"].startswith("body: not a CSV table the model can read: line ")
+    assert strict_loads(csv_digits.text)["message"].startswith("num_steps (row 0): must be a number, got '1000")
 
 
 def test_server_stops_by_its_pid(served) -> None:
