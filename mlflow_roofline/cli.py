@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.errors import RooflineError, capped
 from mlflow_roofline.tracking.store_errors import quiet_store_logging, store_error_line
 
 # name -> (module, attribute, one-line help shown by `mlflow-roofline --help`)
@@ -114,7 +114,7 @@ def _run(argv: list[str] | None) -> None:
         line = store_error_line(exc, _tracking_uri())
         if line is None and not isinstance(exc, RooflineError):
             raise
-        click.echo(f"Error: {line or exc}", err=True)
+        click.echo(f"Error: {capped(line or str(exc))}", err=True)  # a huge value given is not echoed whole
         sys.exit(2)
 
 

@@ -69,6 +69,16 @@ POWER_BOUND = PhysicalBound(
     why="no device draws over 5 kW (the largest boards draw about 1.2 kW, a CPU node under 1 kW) or under 1 mW",
 )
 
+ENERGY_BOUND = PhysicalBound(
+    field=M_ENERGY_J,
+    quantity="energy per device",
+    unit="J per device",
+    low=POWER_BOUND.low * TIME_BOUND.low,
+    high=POWER_BOUND.high * TIME_BOUND.high,
+    why="the power bound over the time bound, for an energy whose window is not known",
+)
+"""The energy bound where no time is given (the drift check's measured energies): the other two bounds' extremes."""
+
 PHYSICAL_BOUNDS: tuple[PhysicalBound, ...] = (TIME_BOUND, POWER_BOUND)
 """Every bound a measurement must satisfy, checked in this order (the power bound needs a valid time)."""
 

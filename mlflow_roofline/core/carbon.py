@@ -148,18 +148,41 @@ _MAXIMA: dict[str, tuple[float, str]] = {
 """Per setting, its upper bound and why: a value past it is a unit slip (kg for g, cents for a currency)."""
 
 
-def _number(field: str, raw: float | str, minimum: float) -> float:
-    """``raw`` as a finite float in [``minimum``, the field's maximum]; ConfigError naming ``field`` otherwise."""
+_ENV_NAMES = {
+    "carbon_intensity": ENV_CARBON_INTENSITY,
+    "region": ENV_REGION,
+    "pue": ENV_PUE,
+    "price_per_kwh": ENV_PRICE_PER_KWH,
+}
+"""Each setting's environment variable."""
+
+
+def _number(field: str, raw: float | str, minimum: float, source: str | None = SOURCE_OPTION) -> float:
+    """``raw`` as a finite float in [``minimum``, the field's maximum]; ConfigError naming ``field`` otherwise
+    (and its environment variable, when ``source`` is :data:`SOURCE_ENV`)."""
     maximum, why = _MAXIMA[field]
+    where = f" (from {_ENV_NAMES[field]})" if source == SOURCE_ENV else ""
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise ConfigError(field, f"expected a number >= {minimum:g}, got {raw!r}") from None
+        raise ConfigError(field, f"expected a number >= {minimum:g}, got {raw!r}{where}") from None
     if not math.isfinite(value) or value < minimum:
-        raise ConfigError(field, f"expected a finite number >= {minimum:g}, got {raw!r}")
+        raise ConfigError(field, f"expected a finite number >= {minimum:g}, got {raw!r}{where}")
     if value > maximum:
-        raise ConfigError(field, f"expected at most {maximum:g} ({why}; a unit slip?), got {raw!r}")
+        raise ConfigError(field, f"expected at most {maximum:g} ({why}; a unit slip?), got {raw!r}{where}")
     return value
+
+
+def _region(raw: str | None, source: str | None) -> RegionFigure | None:
+    """The table's figure for the region given, or None; ConfigError naming ``region`` (and its variable)."""
+    if raw is None:
+        return None
+    try:
+        return lookup_region(raw)
+    except ConfigError as error:
+        if source != SOURCE_ENV:
+            raise
+        raise ConfigError("region", f"{error.rule} (from {ENV_REGION})") from None
 
 
 def _given(option: float | str | None, env: Mapping[str, str], name: str) -> tuple[float | str | None, str | None]:
@@ -220,15 +243,15 @@ def _resolve(
     live: bool,
 ) -> CarbonSettings:
     raw, source = _given(carbon_intensity, env, ENV_CARBON_INTENSITY)
-    intensity = None if raw is None else _number("carbon_intensity", raw, 0.0)
-    where, _ = _given(region, env, ENV_REGION)
-    figure = None if where is None else lookup_region(str(where))  # refused when unknown, even if unused
+    intensity = None if raw is None else _number("carbon_intensity", raw, 0.0, source)
+    where, where_source = _given(region, env, ENV_REGION)
+    figure = _region(None if where is None else str(where), where_source)  # refused when unknown, even if unused
     provider = _provider(env) if live else carbon_live.PROVIDER_TABLE
-    raw_pue, _ = _given(pue, env, ENV_PUE)
-    raw_price, _ = _given(price_per_kwh, env, ENV_PRICE_PER_KWH)
+    raw_pue, pue_source = _given(pue, env, ENV_PUE)
+    raw_price, price_source = _given(price_per_kwh, env, ENV_PRICE_PER_KWH)
     settings = CarbonSettings(
-        pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0),
-        price_per_kwh=None if raw_price is None else _number("price_per_kwh", raw_price, 0.0),
+        pue=1.0 if raw_pue is None else _number("pue", raw_pue, 1.0, pue_source),
+        price_per_kwh=None if raw_price is None else _number("price_per_kwh", raw_price, 0.0, price_source),
         region=None if figure is None else figure.region,
     )
     if intensity is not None:

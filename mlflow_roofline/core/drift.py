@@ -12,10 +12,12 @@ Units: energies in joules; every score in percent.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 
+from mlflow_roofline.core.bounds import ENERGY_BOUND
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.schema import (
     M_DRIFT_BIAS,
@@ -50,7 +52,7 @@ class DriftThresholds:
     def __post_init__(self) -> None:
         for name in ("max_mape", "max_abs_bias", "min_coverage"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 100:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < float(value) <= 100:
                 raise ConfigError(name, f"must be a percentage in (0, 100], got {value!r}")
 
 
@@ -87,24 +89,36 @@ def score_drift(
     upper_j: Sequence[float] | np.ndarray,
     extrapolated: Sequence[bool] | np.ndarray,
     thresholds: DriftThresholds | None = None,
+    num_devices: Sequence[float] | np.ndarray | None = None,
+    field: str = M_ENERGY_J,
 ) -> DriftScore:
     """Score predictions (joules, with their 95 % interval) against measured energies (joules).
 
+    ``num_devices`` (default 1 per row) bounds each measured energy per device by
+    :data:`~mlflow_roofline.core.bounds.ENERGY_BOUND`; ``field`` is the measured column's name in messages.
+
     Raises:
-        ConfigError: ``energy_j`` for no rows, rows of different lengths, or a measured
-            energy that is not a positive finite number.
+        ConfigError: naming ``field`` for no rows, rows of different lengths, a measured energy
+            that is not a positive finite number or lies outside the bound (with its row),
+            or a prediction too far from it to score.
     """
     limits = thresholds or DriftThresholds()
     measured = np.asarray(measured_j, dtype=float)
     predicted, lower, upper = (np.asarray(a, dtype=float) for a in (predicted_j, lower_j, upper_j))
     outside = np.asarray(extrapolated, dtype=bool)
     if measured.size == 0:
-        raise ConfigError(M_ENERGY_J, "no measured runs to score the law on")
+        raise ConfigError(field, "no measured runs to score the law on")
     if not (measured.shape == predicted.shape == lower.shape == upper.shape == outside.shape):
-        raise ConfigError(M_ENERGY_J, "the measured energies and the predictions have different lengths")
-    if not np.all(np.isfinite(measured) & (measured > 0)):
-        raise ConfigError(M_ENERGY_J, "every measured energy must be a positive number of joules")
-    relative = (predicted - measured) / measured
+        raise ConfigError(field, "the measured energies and the predictions have different lengths")
+    _check_measured(measured, np.ones_like(measured) if num_devices is None else num_devices, field)
+    with np.errstate(over="ignore", invalid="ignore"):
+        relative = (predicted - measured) / measured
+    if not np.all(np.isfinite(relative)):
+        row = int(np.flatnonzero(~np.isfinite(relative))[0])
+        raise ConfigError(
+            field,
+            f"row {row}: the law predicts {predicted[row]:g} J for {measured[row]:g} J measured: no error to score",
+        )
     score = {
         "mape": 100 * float(np.mean(np.abs(relative))),
         "median_ape": 100 * float(np.median(np.abs(relative))),
@@ -124,3 +138,26 @@ def score_drift(
     verdict = VERDICT_REFIT if crossed else VERDICT_OK
     reason = "; ".join(crossed) if crossed else f"within the thresholds on {measured.size} runs"
     return DriftScore(n_rows=int(measured.size), verdict=verdict, reason=reason, **score)
+
+
+def _check_measured(measured: np.ndarray, num_devices: Sequence[float] | np.ndarray, field: str) -> None:
+    """Every measured energy (joules) a positive number inside :data:`ENERGY_BOUND` per device.
+
+    Raises:
+        ConfigError: naming ``field`` and the first row at fault.
+    """
+    if not np.all(np.isfinite(measured) & (measured > 0)):
+        row = int(np.flatnonzero(~(np.isfinite(measured) & (measured > 0)))[0])
+        raise ConfigError(
+            field, f"every measured energy must be a positive number of joules (row {row}: {measured[row]!r})"
+        )
+    devices = np.maximum(np.asarray(num_devices, dtype=float), 1.0)
+    per_device = measured / devices
+    broken = np.flatnonzero(~((per_device >= ENERGY_BOUND.low) & (per_device <= ENERGY_BOUND.high)))
+    if broken.size:
+        row = int(broken[0])
+        raise ConfigError(
+            field,
+            f"row {row}: {measured[row]:g} J on {devices[row]:g} device(s) is no measured energy: "
+            f"the {ENERGY_BOUND.quantity} must lie in {ENERGY_BOUND.interval} ({ENERGY_BOUND.why})",
+        )

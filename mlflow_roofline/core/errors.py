@@ -8,6 +8,21 @@ from __future__ import annotations
 
 import signal
 
+MAX_MESSAGE_CHARS = 1000
+"""Longest error message sent back to a user or a client: past it, the echo of what they sent is cut."""
+
+
+def capped(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` cut to ``limit`` characters, saying how much was left out."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... [{len(message) - limit} more characters not echoed]"
+
+
+def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` with its line breaks and runs of spaces made one space, then :func:`capped`."""
+    return capped(" ".join(message.split()), limit)
+
 
 class RooflineError(Exception):
     """Base class of the errors this package raises on purpose."""

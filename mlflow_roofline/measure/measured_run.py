@@ -48,8 +48,11 @@ def open_measure_run(client: TrackingClient, command: list[str], experiment: str
 
 
 def summary(m: Measurement, carbon: CarbonSettings | None) -> str:
-    """One line on a measurement: energy (and emissions when known), source and time."""
+    """One line on a measurement: energy (and emissions when known, or why not when a provider was asked), source
+    and time."""
     energy = "energy n/a" if m.energy_j is None else f"{m.energy_j:.4g} J"
     if m.energy_j is not None and carbon is not None and carbon.known:
         energy += f", {emissions(m.energy_j, carbon)[M_CO2E_G]:.4g} g CO2e"
+    elif m.energy_j is not None and carbon is not None and carbon.note:
+        energy += f", co2e unknown ({carbon.note})"
     return f"{energy} ({m.source}) in {m.time_s:.3f} s"

@@ -8,9 +8,10 @@
   row), ``placement_search`` (recommend and pareto mode over every placement of a job),
   ``emissions`` (co2e and cost);
 - MLflow: ``pyfunc_model``/``pyfunc_entry`` (the pyfunc model, logged from code with the
-  serve-time code it carries, and loaded back), ``errors`` (the 400);
+  serve-time code it carries, and loaded back), ``errors`` (the 400), ``scoring_guard`` (what
+  MLflow's scoring server answers for it: CSV bodies, no stack trace, no unbounded echo);
 - ``ask_model`` (one job's query and its answer as text: the ``predict`` command's work).
 
 Never imports torch; imports core and law only (and mlflow in ``pyfunc_model``,
-``pyfunc_entry`` and ``errors``).
+``pyfunc_entry``, ``errors`` and ``scoring_guard``).
 """

@@ -6,6 +6,8 @@ import numpy as np
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+from mlflow_roofline.core.errors import capped
+
 
 class InputError(MlflowException):
     """A request the model refuses: ``INVALID_PARAMETER_VALUE``, which the scoring server answers with 400.
@@ -31,12 +33,18 @@ class InputError(MlflowException):
         self._message = value
 
 
+MAX_SHOWN_CHARS = 100
+"""Longest quote of one value a message gives (a 10 MB string in a number's column is not sent back)."""
+
+
 def invalid(field: str, rule: str, rows: np.ndarray | None = None) -> InputError:
-    """The 400-mapped error naming ``field`` (and the first offending row, 0-based)."""
+    """The 400-mapped error naming ``field`` (and the first offending row, 0-based), at most
+    :data:`MAX_MESSAGE_CHARS` long."""
+    field = capped(field, MAX_SHOWN_CHARS)
     where = ""
     if rows is not None and len(rows):
         where = f" (row {int(rows[0])}" + (f" and {len(rows) - 1} more)" if len(rows) > 1 else ")")
-    return InputError(f"{field}{where}: {rule}", error_code=INVALID_PARAMETER_VALUE)
+    return InputError(capped(f"{field}{where}: {rule}"), error_code=INVALID_PARAMETER_VALUE)
 
 
 def show(value: object) -> str:
@@ -46,4 +54,7 @@ def show(value: object) -> str:
         return str(int(value)) if value.is_integer() else repr(value)
     if isinstance(value, (np.integer, np.bool_)):
         return str(value.item())
-    return repr(value)
+    text = repr(value)
+    if len(text) <= MAX_SHOWN_CHARS:
+        return text
+    return f"{text[:MAX_SHOWN_CHARS]}... ({len(text)} characters)"

@@ -85,6 +85,7 @@ from mlflow_roofline.serve.placement_search import (
     recommend_frame,
 )
 from mlflow_roofline.serve.predict import PREDICT_OUTPUT_COLUMNS, predict_frame
+from mlflow_roofline.serve.scoring_guard import install as guard_scoring_server
 from mlflow_roofline.serve.validate import SPEEDUP_COLUMN
 
 LAW_ARTIFACT = "law"
@@ -222,6 +223,13 @@ def model_signature() -> ModelSignature:
     return ModelSignature(inputs=inputs, outputs=outputs, params=params)
 
 
+def text_inputs() -> list[str]:
+    """The inputs the signature types as text (a CSV cell of any other input is read as a number)."""
+    inputs = model_signature().inputs
+    assert inputs is not None  # model_signature declares them
+    return [str(spec.name) for spec in inputs.inputs if isinstance(spec, ColSpec) and spec.type == DataType.string]
+
+
 class RooflineEnergyModel(PythonModel):
     """Predicts fine-tuning energy (joules) and time (seconds), or recommends a strategy."""
 
@@ -230,6 +238,9 @@ class RooflineEnergyModel(PythonModel):
 
     def load_context(self, context: PythonModelContext) -> None:
         """Read the law from the model's JSON artifact, and check the hardware table it will read.
+
+        Loaded by MLflow's scoring server, the model also guards what that server answers
+        (:mod:`~mlflow_roofline.serve.scoring_guard`: CSV bodies read as JSON ones, no stack trace).
 
         A user table (``ROOFLINE_HARDWARE_TABLE``) that breaks a rule of
         :mod:`~mlflow_roofline.core.gpu_datasheets` (a number outside a real device's range,
@@ -241,6 +252,7 @@ class RooflineEnergyModel(PythonModel):
         """
         load_hardware_table()
         self.law = law_from_json(Path(context.artifacts[LAW_ARTIFACT]).read_text())
+        guard_scoring_server(text_inputs())
 
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: Mapping[str, object] | None = None

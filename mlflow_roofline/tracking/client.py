@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 
 from mlflow_roofline.core.schema import TAG_PARENT_RUN_ID
+from mlflow_roofline.tracking.first_open import first_open
 
 if TYPE_CHECKING:  # matplotlib is heavy and only needed by callers that log a figure
     import pandas as pd
@@ -90,12 +91,14 @@ class TrackingClient:
     """A typed client of one MLflow tracking store (``tracking_uri``, else MLflow's current one).
 
     Construction opens the store (MLflow keeps one per URI and process, so later clients of the same
-    URI reuse it); every method is one or a few store calls.
+    URI reuse it; a new database's tables are made by one process at a time, :mod:`.first_open`);
+    every method is one or a few store calls.
     """
 
     def __init__(self, tracking_uri: str | None = None) -> None:
-        self._client = MlflowClient(tracking_uri)
         self.tracking_uri: str = tracking_uri or mlflow.get_tracking_uri()
+        with first_open(self.tracking_uri):  # a new database: one process at a time creates its tables
+            self._client = MlflowClient(tracking_uri)
 
     # -- experiments -------------------------------------------------------------------
     def experiment_by_name(self, name: str) -> Experiment | None:
@@ -409,7 +412,12 @@ class TrackingClient:
         """
         import mlflow.models  # heavy: only the drift check pays for it
 
-        with self.active(run_id):
+        with self.active(run_id), warnings.catch_warnings():
+            # MLflow logs the frame as the run's dataset and hints that its integer columns cannot hold NaN:
+            # the job columns are integers by rule, and the hint (with MLflow's file path) is no user's business.
+            warnings.filterwarnings(
+                "ignore", message="Hint: Inferred schema contains integer column", category=UserWarning
+            )
             result = mlflow.models.evaluate(
                 model_uri,
                 data,

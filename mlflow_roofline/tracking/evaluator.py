@@ -29,9 +29,10 @@ from mlflow.models.evaluation.artifacts import ImageEvaluationArtifact
 from mlflow.tracking.artifact_utils import get_artifact_uri
 
 from mlflow_roofline.core.drift import DriftScore, DriftThresholds, score_drift
-from mlflow_roofline.core.errors import RooflineError
+from mlflow_roofline.core.errors import ConfigError, RooflineError, one_line
 from mlflow_roofline.core.schema import (
     DRIFT_RESIDUALS_ARTIFACT,
+    LAW_INPUT_NAMES,
     M_ENERGY_J,
     TAG_DRIFT_REASON,
     TAG_DRIFT_VERDICT,
@@ -42,6 +43,14 @@ MODEL_TYPES = (None, "regressor")
 """The ``model_type`` values the evaluator answers (MLflow asks ``regressor`` for a target column)."""
 
 THRESHOLD_KEYS = ("max_mape", "max_abs_bias", "min_coverage")
+
+OUTPUT_NUMBERS = (M_ENERGY_J, "energy_j_lower", "energy_j_upper")
+"""The law's output columns the scores read (joules)."""
+
+EXPECTED_DATA = (
+    f"expected one row per measured run: the law's job columns ({', '.join(LAW_INPUT_NAMES)}) "
+    "and the measured energy in joules as the targets column"
+)
 
 
 class RooflineEvaluator(ModelEvaluator):
@@ -67,45 +76,107 @@ class RooflineEvaluator(ModelEvaluator):
         """Predict the runs with ``model``, score against the measured ``energy_j``, log it all to ``run_id``.
 
         Raises:
-            MlflowException: no model given, thresholds out of range, no or bad measured energies,
-                or a model whose output has no 95 % interval (not a roofline law).
+            MlflowException: one line, ``roofline evaluator: <field>: <rule>``: no model given, an
+                unknown or non-numeric threshold, no rows, a measured energy that is not a number or
+                no measurement (outside the physical bound), runs the model refuses, or a model whose
+                output has no 95 % interval (not a roofline law).
         """
         if model is None:
             raise MlflowException("the roofline evaluator needs the law itself (a models:/ URI), not predictions")
-        unknown = sorted(set(evaluator_config) - set(THRESHOLD_KEYS))
-        if unknown:
-            raise MlflowException(
-                f"roofline evaluator: unknown evaluator_config keys {unknown}; known: {THRESHOLD_KEYS}"
-            )
         try:
-            thresholds = DriftThresholds(**{k: float(v) for k, v in evaluator_config.items()})
-            predicted = pd.DataFrame(model.predict(dataset.features_data))
-            missing = [
-                c for c in (M_ENERGY_J, "energy_j_lower", "energy_j_upper", "extrapolated") if c not in predicted
-            ]
-            if missing:
-                raise MlflowException(f"the model's output lacks {missing}: it is not a roofline energy law")
+            thresholds = drift_thresholds(evaluator_config)
+            features = _features(dataset)
+            measured = _measured(dataset)
+            predicted = _predicted(model, features)
+            energy, lower, upper = (_output_numbers(predicted, name) for name in OUTPUT_NUMBERS)
             score = score_drift(
-                np.asarray(dataset.labels_data, dtype=float),
-                predicted[M_ENERGY_J].to_numpy(),
-                predicted["energy_j_lower"].to_numpy(),
-                predicted["energy_j_upper"].to_numpy(),
+                measured,
+                energy,
+                lower,
+                upper,
                 predicted["extrapolated"].to_numpy(dtype=bool),
                 thresholds,
+                num_devices=_devices(features),
+                field=str(dataset.targets_name),
             )
         except RooflineError as error:
-            raise MlflowException(f"roofline evaluator: {error}") from error
+            raise MlflowException(f"roofline evaluator: {error}") from None
         client = TrackingClient()
         client.log(
             run_id, metrics=score.metrics(), tags={TAG_DRIFT_VERDICT: score.verdict, TAG_DRIFT_REASON: score.reason}
         )
-        client.log_figure(
-            run_id,
-            residual_figure(np.asarray(dataset.labels_data, dtype=float), predicted, score),
-            DRIFT_RESIDUALS_ARTIFACT,
-        )
+        client.log_figure(run_id, residual_figure(measured, predicted, score), DRIFT_RESIDUALS_ARTIFACT)
         artifact = ImageEvaluationArtifact(uri=get_artifact_uri(run_id, DRIFT_RESIDUALS_ARTIFACT))
         return EvaluationResult(metrics=score.metrics(), artifacts={"drift_residuals": artifact}, run_id=run_id)
+
+
+def drift_thresholds(config: dict[str, Any]) -> DriftThresholds:
+    """The thresholds ``evaluator_config`` sets (percent numbers; the defaults for the rest).
+
+    Raises:
+        ConfigError: an unknown key, or a value that is not a percentage (a string, a boolean), by name.
+    """
+    unknown = sorted(set(config) - set(THRESHOLD_KEYS))
+    if unknown:
+        raise ConfigError("evaluator_config", f"unknown keys {unknown}; known: {THRESHOLD_KEYS}")
+    return DriftThresholds(**config)
+
+
+def _features(dataset: Any) -> pd.DataFrame:
+    features = pd.DataFrame(dataset.features_data)
+    if len(features) == 0:
+        raise ConfigError("data", f"has no rows; {EXPECTED_DATA}")
+    missing = [name for name in LAW_INPUT_NAMES if name not in features]
+    if missing:
+        raise ConfigError("data", f"lacks the columns {', '.join(missing)}; {EXPECTED_DATA}")
+    return features
+
+
+def _measured(dataset: Any) -> np.ndarray:
+    """The targets column as joules: a number per row, named where one is not."""
+    if not dataset.has_targets:
+        raise ConfigError("targets", f"missing; {EXPECTED_DATA}")
+    name = str(dataset.targets_name)
+    labels = pd.Series(np.asarray(dataset.labels_data, dtype=object).ravel())
+    numbers = pd.to_numeric(labels, errors="coerce")
+    text = labels.map(lambda v: isinstance(v, (str, bytes, bool, np.bool_)))
+    broken = np.flatnonzero(text.to_numpy() | (numbers.isna() & labels.notna()).to_numpy())
+    if broken.size:
+        row = int(broken[0])
+        raise ConfigError(name, f"row {row}: must be a measured energy in joules, got {labels.iloc[row]!r}")
+    return numbers.to_numpy(dtype=float)
+
+
+def _predicted(model: Any, features: pd.DataFrame) -> pd.DataFrame:
+    """The model's answer to the runs, which must carry the roofline law's energy and interval columns."""
+    try:
+        predicted = pd.DataFrame(model.predict(features))
+    except MlflowException as exc:  # the law's own refusal leads with the field: num_steps (row 3): ...
+        raise RooflineError(f"the model refused the runs: {one_line(exc.message)}") from None
+    except Exception as exc:  # a pyfunc that is not a roofline law may fail in any way
+        raise ConfigError("model", f"failed on the runs ({type(exc).__name__}: {one_line(str(exc))})") from None
+    missing = [c for c in (*OUTPUT_NUMBERS, "extrapolated") if c not in predicted]
+    if missing:
+        raise ConfigError("model", f"its output lacks {missing}: it is not a roofline energy law")
+    if len(predicted) != len(features):
+        raise ConfigError(
+            "model", f"answered {len(predicted)} rows for {len(features)} runs: not a roofline energy law"
+        )
+    return predicted
+
+
+def _output_numbers(predicted: pd.DataFrame, name: str) -> np.ndarray:
+    values = pd.to_numeric(predicted[name], errors="coerce").to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ConfigError("model", f"its output {name} is not a finite number of joules on every row")
+    return values
+
+
+def _devices(features: pd.DataFrame) -> np.ndarray:
+    """Each run's device count (1 where the frame gives none: the bound per device is then the job's)."""
+    if "num_devices" not in features:
+        return np.ones(len(features))
+    return pd.to_numeric(features["num_devices"], errors="coerce").fillna(1.0).to_numpy(dtype=float)
 
 
 def residual_figure(measured_j: np.ndarray, predicted: pd.DataFrame, score: DriftScore) -> Any:

@@ -11,7 +11,8 @@ run starts (``mlflow.start_run``, whatever code calls it); this one answers only
   a CPU host;
 - ``roofline.driver_version`` and ``roofline.cuda_driver_version`` where NVML answers;
 - ``roofline.region``, ``roofline.carbon_intensity_g_per_kwh`` and ``roofline.carbon_source``
-  where ``ROOFLINE_REGION`` or ``ROOFLINE_CARBON_INTENSITY`` give them.
+  where ``ROOFLINE_REGION`` or ``ROOFLINE_CARBON_INTENSITY`` give them (a bad value of another
+  ``ROOFLINE_*`` carbon variable, ``ROOFLINE_PUE`` say, is a warning naming it; these tags stay).
 
 MLflow loads this module while ``mlflow`` itself is being imported (``import mlflow``
 registers the entry points): so the module imports nothing of MLflow, and
@@ -28,7 +29,14 @@ import logging
 import os
 from collections.abc import Mapping
 
-from mlflow_roofline.core.carbon import ENV_REGION, resolve_carbon
+from mlflow_roofline.core.carbon import (
+    ENV_CARBON_INTENSITY,
+    ENV_PRICE_PER_KWH,
+    ENV_PUE,
+    ENV_REGION,
+    CarbonSettings,
+    resolve_carbon,
+)
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.host import cpu_hardware_name, nvidia_driver_present
 from mlflow_roofline.core.schema import (
@@ -92,17 +100,30 @@ def host_tags() -> dict[str, str]:
 
 
 def carbon_context_tags(env: Mapping[str, str]) -> dict[str, str]:
-    """The grid region and carbon intensity the environment gives (none when it gives none or a bad one)."""
-    try:
-        settings = resolve_carbon(env=env)
-    except ConfigError as error:
-        logger.warning("roofline run context: no carbon tags: %s", error)
-        return {}
+    """The grid region and carbon intensity the environment gives.
+
+    Each tag stands on its own settings: a bad ``ROOFLINE_PUE`` or ``ROOFLINE_PRICE_PER_KWH`` (which
+    these tags do not carry) leaves them as they are, a bad intensity leaves the region's tag; what is
+    refused is logged as a warning naming the variable, and its tag is left out.
+    """
+    for name in (ENV_PUE, ENV_PRICE_PER_KWH):
+        _resolved({name: env.get(name, "")}, "the run's tags do not carry it")
     tags = {}
+    figures = {ENV_CARBON_INTENSITY: env.get(ENV_CARBON_INTENSITY, "")}
     region = env.get(ENV_REGION, "").strip()
-    if region:
-        tags[TAG_REGION] = region
-    if settings.intensity_g_per_kwh is not None:
+    if region and _resolved({ENV_REGION: region}, f"no {TAG_REGION} tag") is not None:
+        tags[TAG_REGION] = figures[ENV_REGION] = region
+    settings = _resolved(figures, f"no {TAG_CARBON_INTENSITY} tag")
+    if settings is not None and settings.intensity_g_per_kwh is not None:
         tags[TAG_CARBON_INTENSITY] = f"{settings.intensity_g_per_kwh:g}"
         tags[TAG_CARBON_SOURCE] = str(settings.source)
     return tags
+
+
+def _resolved(env: Mapping[str, str], consequence: str) -> CarbonSettings | None:
+    """``resolve_carbon`` of these variables alone, or None with a warning saying what is refused and what follows."""
+    try:
+        return resolve_carbon(env=env)
+    except ConfigError as error:
+        logger.warning("roofline run context: %s; %s", error, consequence)
+        return None

@@ -92,6 +92,54 @@ def test_two_imports_of_one_file_at_once_store_each_row_once(tracking_uri: str, 
     assert len({r.data.tags[TAG_IMPORT_ROW_HASH] for r in runs}) == 40
 
 
+FIRST_OPEN = textwrap.dedent(
+    """
+    import sys
+    from mlflow_roofline.cli import main
+    import mlflow_roofline.ingest.writer  # MLflow and the importer loaded: the store is opened first thing after
+
+    print("ready", flush=True)
+    sys.stdin.readline()  # the test releases every importer at once
+    main(["import", sys.argv[1], "--experiment", "imported"])
+    """
+)
+
+
+def test_first_imports_at_once_into_a_store_that_does_not_exist_yet_all_succeed(
+    unopened_tracking_uri: str, tmp_path: Path
+) -> None:
+    """MLflow creates a new store's tables and migrates them without a lock: two first opens raced, one
+    printed an alembic trace. Released together, every importer succeeds and each row is stored once."""
+    data = write_rows(tmp_path / "runs.csv", 10)
+    importers = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_OPEN, str(data)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    try:
+        for importer in importers:
+            assert importer.stdout is not None and importer.stdout.readline() == "ready\n"
+        for importer in importers:
+            assert importer.stdin is not None
+            importer.stdin.write("go\n")
+            importer.stdin.flush()
+        outputs = [importer.communicate(timeout=600) for importer in importers]
+    finally:
+        for importer in importers:
+            if importer.poll() is None:
+                importer.kill()
+    assert [i.returncode for i in importers] == [0, 0, 0], outputs
+    assert not any("Traceback" in err or "alembic" in err for _, err in outputs), outputs
+    runs = runs_of()
+    assert Counter(r.info.status for r in runs) == {"FINISHED": 10}, outputs
+    assert len({r.data.tags[TAG_IMPORT_ROW_HASH] for r in runs}) == 10
+
+
 ORPHAN = textwrap.dedent(
     """
     import os, signal, sys

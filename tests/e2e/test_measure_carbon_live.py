@@ -54,3 +54,27 @@ def test_measure_logs_the_stubs_intensity_then_falls_back_when_it_is_gone(
     tags = mlflow.search_runs(experiment_names=["after"], output_format="list")[0].data.tags
     assert tags["roofline.carbon_source"].startswith("table:DE (electricitymaps: unreachable")
     assert float(tags["roofline.carbon_intensity_g_per_kwh"]) == resolve_carbon(region="DE").intensity_g_per_kwh
+
+
+@pytest.mark.parametrize(
+    ("provider", "extra", "reason"),
+    [
+        ("electricitymaps", {}, "electricitymaps: no zone to ask about; give a region (--region)"),
+        ("watttime", {"ROOFLINE_WATTTIME_REGION": "CAISO_NORTH"}, "watttime: unreachable"),
+    ],
+)
+def test_measure_says_why_there_is_no_co2e_when_the_provider_gave_none_and_no_region_was_given(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch, provider: str, extra: dict[str, str], reason: str
+) -> None:
+    with running_stub() as stub:
+        env = stub_env(stub, provider, **extra)
+    for key, value in env.items():  # the stub is gone: the provider is unreachable
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ROOFLINE_REGION", raising=False)
+    monkeypatch.delenv("ROOFLINE_CARBON_INTENSITY", raising=False)
+    carbon_live.clear_cache()
+    lines: list[str] = []
+    assert measure_command_line(["true"], "estimate", "no-region", carbon={}, echo=lines.append) == 0
+    assert ", co2e unknown (" + reason in lines[-1], lines
+    tags = mlflow.search_runs(experiment_names=["no-region"], output_format="list")[0].data.tags
+    assert reason in tags["roofline.carbon_unknown"]

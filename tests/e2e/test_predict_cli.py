@@ -141,3 +141,10 @@ def test_predict_cli_carbon_cost_and_pareto(
     assert code == 0
     code, _, err = _cli(capsys, "--model", registered, "--strategy", "fsdp", "--num-devices", "2", "--speedup", "nan")
     assert code == 2 and "Invalid value for '--speedup': must be a finite number, got 'nan'" in err
+
+
+def test_a_huge_value_given_is_not_echoed_whole(unopened_tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command's error line is at most about 1000 characters, whatever it quotes."""
+    code, _, err = _cli(capsys, "--model", "models:/absent@none", "--region", "x" * 1_000_000)
+    assert code == 2 and err.startswith("Error: region: 'xxx")
+    assert len(err) < 1100 and err.endswith("more characters not echoed]\n"), err[-200:]

@@ -281,6 +281,107 @@ def test_a_malformed_json_body_is_a_400_without_a_stack_trace(served) -> None:
     assert "stack_trace" not in body and "Traceback" not in response.text and ".py" not in response.text
 
 
+def _post(server: ScoringServer, body: bytes | str, content_type: str | None) -> Any:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    return server.session.post(f"{server.url}/invocations", data=body, headers=headers, timeout=60)
+
+
+def _assert_no_trace(response: Any) -> None:
+    """No stack trace, no file of the server's and no install path in an answer."""
+    install = str(Path(mlflow.__file__).resolve().parents[1])
+    assert "stack_trace" not in response.text and "Traceback" not in response.text, response.text[:2000]
+    assert ".py" not in response.text and install not in response.text, response.text[:2000]
+
+
+def test_a_csv_body_answers_as_the_same_json_request(served) -> None:
+    """MLflow documents text/csv as a pandas frame's to_csv(); the model's Any columns made every one a 400."""
+    server, _ = served
+    frame = pd.DataFrame(ROWS)  # speedup NaN where a row has none: an empty CSV cell, a JSON null
+    split = frame.astype(object).where(frame.notna(), None).to_dict(orient="split")
+    as_json = server.invocations({"dataframe_split": split})
+    assert as_json.status_code == 200, as_json.text
+    for csv in (frame.to_csv(index=False), frame.to_csv()):  # the index pandas writes first is an unknown column
+        as_csv = _post(server, csv, "text/csv")
+        assert as_csv.status_code == 200, as_csv.text
+        assert as_csv.json() == as_json.json()
+    utf8 = _post(server, frame.to_csv(index=False).encode(), "text/csv; charset=utf-8")
+    assert utf8.status_code == 200 and utf8.json() == as_json.json()
+
+
+CSV_REFUSED = [
+    ({"num_layers": "twelve"}, "num_layers (row 0): must be a number, got 'twelve'"),
+    ({"num_layers": 2.9}, "num_layers (row 0): must be an integer, got 2.9"),
+    ({"num_heads": True}, "num_heads (row 0): must be a number, got True"),
+    (
+        {"num_steps": 2**70 + 1},
+        "num_steps (row 0): must be at most 2**53 = 9007199254740992, got 1180591620717411303425",
+    ),
+    ({"strategy": "pipeline"}, "strategy (row 0): must be one of single, ddp, fsdp, tp"),
+]
+
+
+@pytest.mark.parametrize(("change", "start"), CSV_REFUSED, ids=[s.split(":")[0] for _, s in CSV_REFUSED])
+def test_a_csv_body_is_refused_as_the_same_json_request(served, change: dict[str, Any], start: str) -> None:
+    server, _ = served
+    row = query(**change)
+    as_json = server.invocations({"dataframe_records": [row]})
+    as_csv = _post(server, pd.DataFrame([row]).to_csv(index=False), "text/csv")
+    assert as_csv.status_code == as_json.status_code == 400, as_csv.text
+    assert as_csv.json()["message"] == as_json.json()["message"] and as_csv.json()["message"].startswith(start)
+    _assert_no_trace(as_csv)
+
+
+BAD_BODIES = [
+    ("text/csv", "", "body: not a CSV table the model can read: the body is empty"),
+    ("text/csv", "num_layers,hidden_size\n", "body: not a CSV table the model can read: no rows after the header"),
+    (
+        "text/csv",
+        "num_layers,hidden_size\n4,256\n4,256,9\n",
+        "body: not a CSV table the model can read: line 3: 3 fields",
+    ),
+    ("text/csv", 'num_layers\n"4\n', "body: not a CSV table the model can read: line 2: "),
+    ("application/vnd.apache.parquet", b"PAR1 not parquet", "Failed to parse input as a Pandas DataFrame"),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body", "start"), BAD_BODIES, ids=[s[:40] for _, _, s in BAD_BODIES])
+def test_a_body_the_server_cannot_read_is_one_line_without_a_stack_trace(
+    served, content_type: str, body: str | bytes, start: str
+) -> None:
+    server, _ = served
+    response = _post(server, body, content_type)
+    assert response.status_code == 400, response.text
+    message = strict_loads(response.text)["message"]
+    assert message.startswith(start), message
+    _assert_no_trace(response)
+
+
+def test_a_request_without_a_content_type_is_a_415_in_one_line(served) -> None:
+    server, _ = served
+    response = _post(server, b'{"dataframe_records": []}', None)
+    assert response.status_code == 415, response.text
+    assert response.text.startswith("Content-Type: missing; send one of ") and "\n" not in response.text
+
+
+def test_a_10_mb_body_is_not_echoed_back_whole(served) -> None:
+    server, _ = served
+    flood = "x" * 10_000_000
+    malformed = _post(server, '{"dataframe_records": [' + flood, "application/json")
+    in_a_field = server.invocations({"dataframe_records": [query(num_layers=flood)]})
+    unknown_param = server.invocations({"dataframe_records": [query()], "params": {flood: 1}})
+    csv_cell = _post(server, "num_layers\n" + flood + "\n", "text/csv")
+    digits = pd.DataFrame([query(num_steps="1" + "0" * 5000)])  # past the 4300 digits Python turns into an int
+    csv_digits = _post(server, digits.to_csv(index=False), "text/csv")
+    for response in (malformed, in_a_field, unknown_param, csv_cell, csv_digits):
+        assert response.status_code == 400, response.text[:2000]
+        assert len(response.content) < 2000, response.text[:2000]
+        _assert_no_trace(response)
+    assert strict_loads(malformed.text)["message"].endswith("more characters not echoed]")
+    assert strict_loads(in_a_field.text)["message"].startswith("num_layers (row 0): must be a number, got 'xxx")
+    assert strict_loads(csv_cell.text)["message"].startswith("body: not a CSV table the model can read: line ")
+    assert strict_loads(csv_digits.text)["message"].startswith("num_steps (row 0): must be a number, got '1000")
+
+
 def test_server_stops_by_its_pid(served) -> None:
     server, _ = served
     pgid = server.pid

@@ -102,8 +102,55 @@ def test_runs_that_now_cost_30_percent_more_say_refit(champion: str, runs: pd.Da
 
 
 def test_unknown_evaluator_config_keys_are_refused_by_name(champion: str, runs: pd.DataFrame) -> None:
-    with pytest.raises(MlflowException, match="unknown evaluator_config keys \\['max_mse'\\]"), mlflow.start_run():
+    with pytest.raises(MlflowException, match="evaluator_config: unknown keys \\['max_mse'\\]"), mlflow.start_run():
         mlflow.models.evaluate(
             champion, runs, targets="energy_j", model_type="regressor", evaluators=["roofline"],
             evaluator_config={"roofline": {"max_mse": 1.0}},
         )  # fmt: skip
+
+
+def _first(column: pd.Series, value: object) -> list[object]:
+    return [value, *column.iloc[1:]]
+
+
+REFUSED = [
+    ("huge energy", lambda r: r.assign(energy_j=_first(r.energy_j, 1e308)), None, "energy_j: row 0: 1e+308 J on "),
+    ("tiny energy", lambda r: r.assign(energy_j=_first(r.energy_j, 5e-324)), None, "energy_j: row 0: 4.94066e-324 J"),
+    (
+        "text energy",
+        lambda r: r.assign(energy_j=_first(r.energy_j, "lots")),
+        None,
+        "energy_j: row 0: must be a measured energy in joules, got 'lots'",
+    ),
+    (
+        "text size",
+        lambda r: r.assign(num_steps=_first(r.num_steps, "many")),
+        None,
+        "the model refused the runs: num_steps (row 0): must be a number, got 'many'",
+    ),
+    ("text threshold", lambda r: r, {"max_mape": "abc"}, "max_mape: must be a percentage in (0, 100], got 'abc'"),
+    ("true threshold", lambda r: r, {"min_coverage": True}, "min_coverage: must be a percentage in (0, 100], got True"),
+    (
+        "no rows",
+        lambda r: pd.DataFrame(columns=r.columns),
+        None,
+        "data: has no rows; expected one row per measured run: the law's job columns (num_layers, ",
+    ),
+    ("no strategy", lambda r: r.drop(columns="strategy"), None, "data: lacks the columns strategy; expected one row"),
+]
+
+
+@pytest.mark.parametrize(("change", "config", "start"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_bad_data_or_config_is_one_line_naming_the_field(
+    champion: str, runs: pd.DataFrame, change, config, start
+) -> None:
+    """No raw ValueError, no plot of an impossible energy, no infinite MAPE logged: the field, the row, the rule."""
+    with pytest.raises(MlflowException) as raised, mlflow.start_run() as run:
+        mlflow.models.evaluate(
+            champion, change(runs), targets="energy_j", model_type="regressor", evaluators=["roofline"],
+            evaluator_config={"roofline": config} if config else None,
+        )  # fmt: skip
+    assert raised.value.message.startswith(f"roofline evaluator: {start}"), raised.value.message
+    assert "\n" not in raised.value.message
+    stored = MlflowClient().get_run(run.info.run_id)
+    assert not set(SCORES) & set(stored.data.metrics)  # nothing scored, nothing logged

@@ -66,3 +66,32 @@ def test_carbon_tags_from_the_environment_and_none_from_a_bad_region() -> None:
     }
     assert carbon_context_tags({}) == {}
     assert carbon_context_tags({"ROOFLINE_REGION": "atlantis"}) == {}  # a warning; the hardware tags stay
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("ROOFLINE_PUE", "abc"), ("ROOFLINE_PUE", "0.5"), ("ROOFLINE_PRICE_PER_KWH", "-1")]
+)
+def test_a_bad_pue_or_price_keeps_the_region_and_intensity_tags_and_says_why(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, value: str
+) -> None:
+    """The run's tags carry neither the PUE nor the price: a bad one is a warning naming it, not lost tags."""
+    import mlflow
+
+    for key, setting in {"ROOFLINE_RUN_CONTEXT": "true", "ROOFLINE_REGION": "FR", name: value}.items():
+        monkeypatch.setenv(key, setting)
+    with caplog.at_level("WARNING", logger="mlflow_roofline.tracking.run_context"), mlflow.start_run() as run:
+        pass
+    tags = mlflow.get_run(run.info.run_id).data.tags
+    assert tags["roofline.region"] == "FR" and tags["roofline.carbon_source"] == "table:FR"
+    assert float(tags["roofline.carbon_intensity_g_per_kwh"]) == pytest.approx(lookup_region("FR").g_co2e_per_kwh)
+    assert f"got '{value}' (from {name}); the run's tags do not carry it" in caplog.text
+
+
+def test_a_bad_intensity_keeps_the_region_tag_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="mlflow_roofline.tracking.run_context"):
+        tags = carbon_context_tags({"ROOFLINE_REGION": "FR", "ROOFLINE_CARBON_INTENSITY": "lots"})
+    assert tags == {"roofline.region": "FR"}  # not the region's figure: the intensity given was refused
+    assert (
+        "carbon_intensity: expected a number >= 0, got 'lots' (from ROOFLINE_CARBON_INTENSITY); "
+        "no roofline.carbon_intensity_g_per_kwh tag"
+    ) in caplog.text

@@ -94,12 +94,16 @@ class RunData:
     experiment_ids: list[str] = dataclasses.field(default_factory=list)
     beyond_launcher: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    def dropped_summary(self) -> str:
+        """``dropped 3: 2 without tag roofline.hardware, 1 ...``: the runs left out, by reason, most first."""
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped.items(), key=lambda kv: -kv[1]))
+        return f"dropped {sum(self.dropped.values())}: {reasons}"
+
     def summary(self) -> str:
         """One line: runs found, used and dropped with reasons."""
         text = f"{self.n_found} finished train runs found, {len(self.frame)} usable"
         if self.dropped:
-            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped.items(), key=lambda kv: -kv[1]))
-            text += f"; dropped {sum(self.dropped.values())}: {reasons}"
+            text += f"; {self.dropped_summary()}"
         if self.beyond_launcher:
             kept = ", ".join(f"{n} on {param}" for param, n in sorted(self.beyond_launcher.items()))
             text += f"; kept {sum(self.beyond_launcher.values())} that this launcher could not start ({kept})"

@@ -1,0 +1,158 @@
+"""What MLflow's scoring server answers for a roofline model: CSV read as JSON is, no stack trace, no flood.
+
+``mlflow models serve`` (MLflow 3.17, ``mlflow/pyfunc/scoring_server/__init__.py``) answers on
+its own before the model runs, and the model has no setting to change it:
+
+- every ``text/csv`` body is a 400 carrying a ``stack_trace`` with the server's install paths:
+  ``parse_csv_input`` asks the signature for a pandas type per column, and the model's
+  ``Any`` columns (numbers checked as sent, :func:`~mlflow_roofline.serve.pyfunc_model.model_signature`)
+  have none;
+- a body it cannot parse (not JSON, a bad parquet file) is a 400 quoting the whole body, or
+  carrying a ``stack_trace``;
+- a request without ``Content-Type`` is a bare 500.
+
+When the model is loaded by that server (the process MLflow started with
+``__pyfunc_model_path__`` set), :func:`install` swaps two of the server module's functions,
+which it looks up per request: ``parse_csv_input`` reads the CSV into the cells a
+``dataframe_split`` JSON body of the same table would hold (so a CSV answers as that JSON
+does), and ``invocations`` drops the stack trace from every error, cuts an error message
+to :data:`~mlflow_roofline.core.errors.MAX_MESSAGE_CHARS` and answers a missing content type with a one-line 415.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import logging
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Collection
+from typing import Any
+
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import BAD_REQUEST, INTERNAL_ERROR
+
+from mlflow_roofline.core.errors import capped
+from mlflow_roofline.serve.errors import MAX_SHOWN_CHARS
+
+SERVER_MODULE = "mlflow.pyfunc.scoring_server"
+"""MLflow's scoring server, imported by the uvicorn app before it loads the model."""
+
+SERVER_MARKER_ENV = "__pyfunc_model_path__"
+"""Set by MLflow (``scoring_server.get_cmd``) for the server process it starts, and only for it."""
+
+CSV_HINT = "send a header row of column names, then one row per job (pandas' to_csv(index=False))"
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_TRUE, _FALSE = ("true", "True", "TRUE"), ("false", "False", "FALSE")  # pandas' own spellings
+_LOGGER = logging.getLogger(__name__)
+
+
+def install(text_columns: Collection[str]) -> bool:
+    """Guard the scoring server this process runs; False (nothing done) anywhere else, or when done already.
+
+    ``text_columns``: the model's inputs typed as text; a CSV cell of any other column is read as a number
+    where it is one (as JSON would carry it), as a boolean where it is ``true``/``false``, else as text.
+    """
+    server: Any = sys.modules.get(SERVER_MODULE)
+    if server is None or SERVER_MARKER_ENV not in os.environ or getattr(server.invocations, "guarded", False):
+        return False
+    server.parse_csv_input = functools.partial(parse_csv_input, server, frozenset(text_columns))
+    server.invocations = guarded(server, server.invocations)
+    return True
+
+
+def guarded(server: Any, invocations: Callable[..., Any]) -> Callable[..., Any]:
+    """``invocations(data, content_type, model, input_schema)`` whose errors are one bounded message."""
+
+    def answer(data: bytes, content_type: str | None, model: Any, input_schema: Any) -> Any:
+        if not content_type:
+            return server.InvocationsResponse(
+                response=f"Content-Type: missing; send one of {', '.join(server.CONTENT_TYPES)}",
+                status=415,
+                mimetype="text/plain",
+            )
+        try:
+            return invocations(data, content_type, model, input_schema)
+        except MlflowException as exc:
+            exc.json_kwargs.pop("stack_trace", None)
+            exc.message = capped(exc.message)
+            raise
+        except Exception as exc:  # a failure of the server's own code: one line here, the trace in the log
+            _LOGGER.exception("the scoring server failed on a request")
+            raise MlflowException(
+                f"the server failed on this request ({type(exc).__name__}); the server log has the details",
+                error_code=INTERNAL_ERROR,
+            ) from None
+
+    answer.guarded = True  # type: ignore[attr-defined]
+    return answer
+
+
+def parse_csv_input(server: Any, text_columns: frozenset[str], csv_input: Any, schema: Any = None) -> Any:
+    """The frame a ``dataframe_split`` JSON body of the same table gives (MLflow's own JSON path).
+
+    Raises:
+        MlflowException: BAD_REQUEST (400), one line naming the CSV line at fault.
+    """
+    if hasattr(csv_input, "read"):
+        text = csv_input.read()
+    else:  # a file's path (``mlflow models predict``)
+        with open(csv_input, encoding="utf-8") as handle:
+            text = handle.read()
+    columns, rows = csv_table(text)
+    data = [[cell_value(cell, column in text_columns) for column, cell in zip(columns, row)] for row in rows]
+    return server.dataframe_from_parsed_json({"columns": columns, "data": data}, "split", schema)
+
+
+def csv_table(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a CSV body (blank lines skipped), every row as long as the header.
+
+    Raises:
+        MlflowException: BAD_REQUEST naming the line, for no header, no row, a row of another
+            length or a malformed line.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        lines = [(reader.line_num, row) for row in reader if row]
+    except csv.Error as exc:
+        raise _bad_csv(f"line {reader.line_num}: {exc}") from None
+    if not lines:
+        raise _bad_csv(f"the body is empty; {CSV_HINT}")
+    # a column without a name (the index pandas' to_csv() writes first) is named as pandas.read_csv names it
+    columns = [name.strip() or f"Unnamed: {i}" for i, name in enumerate(lines[0][1])]
+    if len(lines) == 1:
+        raise _bad_csv(f"no rows after the header; {CSV_HINT}")
+    for number, row in lines[1:]:
+        if len(row) != len(columns):
+            raise _bad_csv(f"line {number}: {len(row)} fields, the header names {len(columns)}")
+    return columns, [row for _, row in lines[1:]]
+
+
+def cell_value(cell: str, text: bool) -> object:
+    """One CSV cell as JSON would carry it: empty is null; outside ``text`` columns a number or a boolean."""
+    if cell == "":
+        return None
+    if text:
+        return cell
+    if _INTEGER.fullmatch(cell.strip()):
+        try:
+            return int(cell)
+        except ValueError:  # past Python's 4300 digits: the text, which the model refuses quoting its start
+            return cell
+    if cell in _TRUE or cell in _FALSE:
+        return cell in _TRUE
+    try:
+        value = float(cell)
+    except ValueError:
+        return cell
+    return None if math.isnan(value) else value
+
+
+def _bad_csv(why: str) -> MlflowException:
+    return MlflowException(
+        f"body: not a CSV table the model can read: {capped(why, MAX_SHOWN_CHARS)}", error_code=BAD_REQUEST
+    )
