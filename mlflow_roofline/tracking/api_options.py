@@ -14,7 +14,7 @@ from types import ModuleType
 
 from mlflow_roofline.core.carbon import CarbonSettings
 from mlflow_roofline.core.option_rules import Option, check_call
-from mlflow_roofline.core.schema import DEVICE_CHOICES
+from mlflow_roofline.core.schema import DEVICE_CHOICES, P_METER
 from mlflow_roofline.energy.estimate import MAX_WATTS_PER_CORE
 from mlflow_roofline.energy.nvml_power import MAX_SAMPLE_HZ, MIN_SAMPLE_HZ
 from mlflow_roofline.energy.select import METER_NAMES
@@ -31,7 +31,7 @@ _BUDGET = Option("energy_budget_kwh", (int, float), _KWH, above=0, optional=True
 OPTIONS: Mapping[str, Option] = {
     row.name: row
     for row in (
-        Option("meter", (str,), choices=METER_NAMES),
+        Option(P_METER, (str,), choices=METER_NAMES),
         Option("warmup_steps", (int,), _STEPS, low=0, high=MAX_STEPS),
         Option("forecast_after_steps", (int,), _STEPS, low=2, high=MAX_STEPS),
         Option("sample_steps", (int,), _STEPS, low=1, high=MAX_STEPS),
@@ -66,7 +66,7 @@ OPTIONS: Mapping[str, Option] = {
 """Every option of the Python API by name: type, bounds, choices."""
 
 TRACK_OPTION_NAMES: tuple[str, ...] = (
-    "meter",
+    P_METER,
     "warmup_steps",
     "forecast_after_steps",
     "sample_steps",
@@ -84,7 +84,7 @@ ENTRY_POINTS: Mapping[str, tuple[str, ...]] = {
     "RooflineCallback": ("log_every_n_steps", *TRACK_OPTION_NAMES),
     "track_training": ("total_steps", "logging_steps", *TRACK_OPTION_NAMES),
     "track_energy": (
-        "meter",
+        P_METER,
         "device",
         "gpu_indices",
         "carbon",

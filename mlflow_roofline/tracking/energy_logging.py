@@ -34,6 +34,7 @@ from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_TIME_S,
     MAX_TAG_CHARS,
+    P_METER,
     SCOPE_MODULE,
     TAG_ENERGY_ERROR,
     TAG_ENERGY_SCOPE,
@@ -163,7 +164,7 @@ def track_energy(
         ConfigTypeError: an unknown option or one of the wrong type, naming it (at the call).
         ConfigError: an option out of range or an unknown meter name, naming it and what it takes.
     """
-    named = {} if isinstance(meter, EnergyMeter) else {"meter": meter}
+    named = {} if isinstance(meter, EnergyMeter) else {P_METER: meter}
     given = {**named, "device": device, "gpu_indices": gpu_indices, "carbon": carbon, **options}
     check_options("track_energy", given)
     if isinstance(options.get("watts_per_core"), str):

@@ -87,7 +87,12 @@ def _run_here(command: str, uri: str, monkeypatch: pytest.MonkeyPatch) -> subpro
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 2, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if line.strip() and " INFO " not in line]
+    # A warning about the plan (e.g. more processes than cores) is not the error: it may come first.
+    lines = [
+        line
+        for line in done.stderr.splitlines()
+        if line.strip() and " INFO " not in line and not line.startswith("Warning: ")
+    ]
     assert len(lines) == 1, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "[SQL:" not in done.stderr
     return lines[0]
