@@ -329,47 +329,45 @@ def _log_parent(client: TrackingClient, parent_id: str, outcome: FitOutcome, par
         _log_pooled(client, parent_id, pooled)
 
 
-def _log_parent_and_children(
-    client: TrackingClient,
-    outcome: FitOutcome,
-    start: RunStart,
-    params: dict[str, str],
-    ledger: RegistryLedger | None,
-    alias: str,
-    opened: list[str],
-) -> FitOutcome:
+@dataclasses.dataclass(frozen=True)
+class _Logging:
+    """What every step of logging a fit reads: the client, the outer run, the params, the ledger (None: no
+    registration), the alias, and the journal of runs opened (appended to as runs open)."""
+
+    client: TrackingClient
+    start: RunStart
+    params: dict[str, str]
+    ledger: RegistryLedger | None
+    alias: str
+    opened: list[str]
+
+
+def _log_parent_and_children(job: _Logging, outcome: FitOutcome) -> FitOutcome:
     """Several hardware: a parent fit run with the pooled comparison, one nested fit run each, then registration."""
+    client = job.client
     logged: list[HardwareFit] = []
     model_uris = []
-    with _fit_run(client, start, opened=opened) as parent_id:
-        _log_parent(client, parent_id, outcome, params)
+    with _fit_run(client, job.start, opened=job.opened) as parent_id:
+        _log_parent(client, parent_id, outcome, job.params)
         fleet_model = _log_fleet(client, parent_id, outcome.fleet) if outcome.fleet is not None else None
         experiment_id = client.get_run(parent_id).info.experiment_id
         for fit in outcome.fits:
             run_name = f"fit-{_slug(fit.hardware)}"
             with _fit_run(
-                client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id, opened=opened
+                client, experiment_id=experiment_id, run_name=run_name, parent_run_id=parent_id, opened=job.opened
             ) as run_id:
                 logged.append(dataclasses.replace(fit, run_id=run_id))
-                model_uris.append(log_fit_run(client, logged[-1], outcome.run_data, params))
-        fits, fleet = _register_all(ledger, logged, model_uris, alias, fleet_model)
+                model_uris.append(log_fit_run(client, logged[-1], outcome.run_data, job.params))
+        fits, fleet = _register_all(job.ledger, logged, model_uris, job.alias, fleet_model)
     return dataclasses.replace(outcome, fits=fits, fleet=fleet, parent_run_id=parent_id)
 
 
-def _log_single(
-    client: TrackingClient,
-    outcome: FitOutcome,
-    start: RunStart,
-    params: dict[str, str],
-    ledger: RegistryLedger | None,
-    alias: str,
-    opened: list[str],
-) -> FitOutcome:
+def _log_single(job: _Logging, outcome: FitOutcome) -> FitOutcome:
     """One hardware: one fit run, then its registration inside it."""
-    with _fit_run(client, start, opened=opened) as run_id:
+    with _fit_run(job.client, job.start, opened=job.opened) as run_id:
         fit = dataclasses.replace(outcome.fits[0], run_id=run_id)
-        model_uris = [log_fit_run(client, fit, outcome.run_data, params)]
-        fits, _ = _register_all(ledger, [fit], model_uris, alias)
+        model_uris = [log_fit_run(job.client, fit, outcome.run_data, job.params)]
+        fits, _ = _register_all(job.ledger, [fit], model_uris, job.alias)
     return dataclasses.replace(outcome, fits=fits)
 
 
@@ -387,11 +385,11 @@ def log_and_register(
         FitLoggingFailed: logging or registering failed; every registration is undone first (what could not
             be, in words, is on the error), and the runs opened so far are named on it.
     """
-    opened: list[str] = []
+    job = _Logging(client, start, params, ledger, alias, opened=[])
     try:
         if len(outcome.fits) == 1 and not outcome.skipped:
-            return _log_single(client, outcome, start, params, ledger, alias, opened)
-        return _log_parent_and_children(client, outcome, start, params, ledger, alias, opened)
+            return _log_single(job, outcome)
+        return _log_parent_and_children(job, outcome)
     except Exception as exc:
         problems = ledger.rollback() if ledger is not None else []
-        raise FitLoggingFailed(exc, opened, problems) from exc
+        raise FitLoggingFailed(exc, job.opened, problems) from exc

@@ -186,11 +186,6 @@ COVARIATE_FORMS: tuple[str, ...] = (
 
 
 @dataclasses.dataclass(frozen=True)
-class _Chosen:
-    chosen: str
-
-
-@dataclasses.dataclass(frozen=True)
 class PooledFit:
     """The pooled forms over several hardware (see :mod:`fit.pooled`).
 
@@ -220,19 +215,6 @@ class PooledFit:
     notes: list[str] = dataclasses.field(default_factory=list)
     data: pd.DataFrame | None = None
     speedup: PooledSpeedup = dataclasses.field(default_factory=lambda: PooledSpeedup({}, {}))
-
-    @property
-    def hardware(self) -> str:
-        return ", ".join(self.covariates) if self.law is None else self.law.hardware
-
-    @property
-    def energy_source(self) -> str:
-        return self.law.energy_source if self.law is not None else ""
-
-    @property
-    def energy(self) -> _Chosen:
-        """What registration reads the chosen form from (as from a per-hardware fit)."""
-        return _Chosen(self.chosen)
 
     @property
     def covariate_form(self) -> str:
