@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 from mlflow_roofline.integrations.safety import JobGuard, around
 
@@ -13,6 +14,11 @@ def guard_in_a_job_of_two_processes(rank: int, out: str) -> None:
     """One rank of a real gloo job: what a failure of ours does there (tests/integrations/test_autolog_safety.py)."""
     import torch.distributed as dist
 
+    # The guard reads only the group's membership (initialised, two ranks); it sends nothing. Gloo
+    # connects its full mesh of sockets at init unless told to wait for the first collective, and
+    # that eager connect once failed under CI load ("connectFullMesh failed ... Connection closed
+    # by peer") before the guard ran at all. The group stays a real one of two processes.
+    os.environ["TORCH_GLOO_LAZY_INIT"] = "1"
     dist.init_process_group("gloo", init_method=f"file://{out}/rendezvous", rank=rank, world_size=2)
     seen: list[str] = []
     handler = logging.Handler()
