@@ -18,7 +18,7 @@ import pandas as pd
 
 from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.extrapolation import heldout_prediction
-from mlflow_roofline.fit.forms.ols import FormFit
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.law.fleet import OWN, POOLED, FleetRoute
 
@@ -33,7 +33,7 @@ def own_error(fit: HardwareFit) -> tuple[float, np.ndarray | None]:
     return float(fit.energy.forms[fit.energy.chosen].extrap_mape), np.asarray(check.held_out, dtype=bool)
 
 
-def pooled_error(form: FormFit, data: pd.DataFrame, held_out: np.ndarray) -> float:
+def pooled_error(form: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> float:
     """MAPE (%) of energy of the ``held_out`` pooled runs from ``form`` refitted on all the others."""
     predicted = heldout_prediction(form, data, held_out)
     actual = data.loc[held_out, "log_E"].to_numpy(dtype=float)
@@ -48,7 +48,9 @@ def route(own_mape: float, pooled_mape: float) -> str:
     return OWN
 
 
-def fleet_routes(fits: Sequence[HardwareFit], form: FormFit | None, data: pd.DataFrame | None) -> dict[str, FleetRoute]:
+def fleet_routes(
+    fits: Sequence[HardwareFit], form: FittedForm | None, data: pd.DataFrame | None
+) -> dict[str, FleetRoute]:
     """Each measured GPU's route and both errors (%), see the module docstring.
 
     ``data`` is the pooled runs (:func:`fit.pooled.pooled_data`: every fit's ``data`` in the

@@ -24,6 +24,11 @@ with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
   construction, so they can pass the num_steps sanity check where the plain forms (whose size
   exponents also carry the steps) cannot.
 
+- ``hardware_roofline`` (and ``hardware_roofline_complete`` where some run is beyond the paper's
+  kind): the additive roofline times each GPU's board power over its peak and bandwidth
+  (:mod:`fit.forms.hardware_roofline`), no exponent to guess where the sizes were not varied, so it
+  passes the size and steps checks by construction; refitted on every CV fold and each left-out GPU.
+
 Every run's covariates are its GPU's at the run's own precision (:func:`run_covariates`); the law keeps
 each GPU's at the precision most of its runs have (:func:`hardware_covariates`), and the precisions of
 its runs (:attr:`~law.fitted.FittedLaw.precisions`). The covariate forms (:data:`COVARIATE_FORMS`)
@@ -89,9 +94,17 @@ from mlflow_roofline.core.schema import (
     present_strategies,
     speedup_score_metric,
 )
-from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
-from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape
+from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES, beyond_paper
+from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape, refit_cv_mape
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.fit.forms.hardware_roofline import (
+    HARDWARE_ROOFLINE,
+    HARDWARE_ROOFLINE_COMPLETE,
+    fit_hardware_roofline,
+    fit_hardware_roofline_complete,
+)
+from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
@@ -99,6 +112,7 @@ from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.fit.runs.precisions import run_precisions
+from mlflow_roofline.law.coefficients import LawCoefficients
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 from mlflow_roofline.law.linear import LinearLaw
 
@@ -121,7 +135,7 @@ __all__ = [
 class OnHardware:
     """A pooled energy law seen as the law of one hardware: its name and covariates added to every input."""
 
-    law: LinearLaw
+    law: LawCoefficients
     hardware: str
     covariates: Mapping[str, float]
 
@@ -134,7 +148,7 @@ class OnHardware:
 
 
 def pooled_sanity(
-    forms: Mapping[str, FormFit], fits: Sequence[HardwareFit], covariates: Mapping[str, Mapping[str, float]]
+    forms: Mapping[str, FittedForm], fits: Sequence[HardwareFit], covariates: Mapping[str, Mapping[str, float]]
 ) -> dict[str, list[str]]:
     """Form -> what it gets wrong on some hardware (``"<hardware>: <problem>"``); forms without problems absent."""
     insane: dict[str, list[str]] = {}
@@ -150,8 +164,8 @@ def pooled_sanity(
 
 
 def pooled_extrapolation(
-    forms: Mapping[str, FormFit], data: pd.DataFrame
-) -> tuple[dict[str, FormFit], Extrapolation | None, list[str]]:
+    forms: Mapping[str, FittedForm], data: pd.DataFrame
+) -> tuple[dict[str, FittedForm], Extrapolation | None, list[str]]:
     """Every pooled form with its ``extrap_mape`` and ``extrap_se`` (%, new values); the check and its notes.
 
     The pooled runs of every hardware are split on one ``L*d^2`` bound; a workload is
@@ -161,7 +175,7 @@ def pooled_extrapolation(
 
 
 def extrapolation_figure(
-    forms: Mapping[str, FormFit], data: pd.DataFrame, check: Extrapolation, shown: Sequence[str]
+    forms: Mapping[str, FittedForm], data: pd.DataFrame, check: Extrapolation, shown: Sequence[str]
 ) -> Figure:
     """Measured vs predicted energy (joules) of the held-out larger models, one panel per form in ``shown``."""
     predicted = {
@@ -181,6 +195,8 @@ COVARIATE_FORMS: tuple[str, ...] = (
     HARDWARE_COVARIATES,
     HARDWARE_OFFSET_PER_STEP,
     HARDWARE_COVARIATES_PER_STEP,
+    HARDWARE_ROOFLINE,
+    HARDWARE_ROOFLINE_COMPLETE,
 )
 """The pooled forms that predict a GPU no run measured from its hardware-table row."""
 
@@ -204,7 +220,7 @@ class PooledFit:
             their leave-one-GPU-out scores (:mod:`fit.pooled_speedup`).
     """
 
-    forms: dict[str, FormFit]
+    forms: dict[str, FittedForm]
     chosen: str
     loho: dict[str, tuple[float, float]]
     covariates: dict[str, dict[str, float]]
@@ -268,7 +284,7 @@ class PooledFit:
             else ""
         )
         lines = [
-            f"pooled over {len(self.forms[HARDWARE_SLOPES].result.model.exog)} runs of "
+            f"pooled over {len(self.forms[HARDWARE_SLOPES].fitted_log)} runs of "
             f"{len(self.covariates) + len(self.missing)} hardware (grouped CV by workload{where}):"
         ]
         for name, form in self.forms.items():
@@ -347,7 +363,7 @@ def pooled_data(
     data[HARDWARE_COLUMN] = pd.Categorical(data[HARDWARE_COLUMN].astype(str), categories=[f.hardware for f in fits])
     if len(covariates) == len(fits):
         keys = list(zip(data[HARDWARE_COLUMN].astype(str), data["precision"].astype(str)))
-        for name in ("log_jpf", "log_ridge"):
+        for name in ("log_jpf", "log_ridge", "log_peak"):
             data[name] = [
                 float(by_precision[key][name]) if by_precision is not None else covariates[key[0]][name] for key in keys
             ]
@@ -394,17 +410,44 @@ def _with_offset(fit: FormFit, data: pd.DataFrame) -> FormFit:
     )
 
 
+def _hardware_folds(data: pd.DataFrame) -> list[np.ndarray]:
+    """The pooled runs of each hardware (indices), one fold per hardware that has runs."""
+    folds = [np.flatnonzero((data[HARDWARE_COLUMN] == hw).to_numpy()) for hw in data[HARDWARE_COLUMN].cat.categories]
+    return [f for f in folds if len(f)]
+
+
 def leave_one_hardware_out(formula: str, data: pd.DataFrame) -> tuple[float, float]:
     """MAPE (%) of energy on each hardware's runs from the law fitted on the other hardware, and its se."""
-    folds = [np.flatnonzero((data[HARDWARE_COLUMN] == hw).to_numpy()) for hw in data[HARDWARE_COLUMN].cat.categories]
-    return cv_mape(formula, data, [f for f in folds if len(f)])
+    return cv_mape(formula, data, _hardware_folds(data))
+
+
+def refit_leave_one_hardware_out(form: RooflineFormFit, data: pd.DataFrame) -> tuple[float, float]:
+    """:func:`leave_one_hardware_out` of a form refitted on the other hardware's runs (a roofline-shaped form)."""
+
+    def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
+        return form.refit(train).law.mean({c: test[c].to_numpy() for c in test.columns})
+
+    return refit_cv_mape(fit_predict, data, _hardware_folds(data))
+
+
+def _roofline_forms(data: pd.DataFrame, seed: int) -> tuple[dict[str, FittedForm], dict[str, tuple[float, float]]]:
+    """The datasheet-pooled roofline forms (the complete one where some run is beyond the paper's kind),
+    each with its grouped-CV and leave-one-hardware-out errors."""
+    fits = [fit_hardware_roofline(data)] + ([fit_hardware_roofline_complete(data)] if beyond_paper(data) else [])
+    forms: dict[str, FittedForm] = {}
+    loho: dict[str, tuple[float, float]] = {}
+    for fit in fits:
+        cv, se = fit.cv_scores(data, seed)
+        forms[fit.name] = dataclasses.replace(fit, cv_mape=cv, cv_se=se)
+        loho[fit.name] = refit_leave_one_hardware_out(fit, data)
+    return forms, loho
 
 
 def _scored_forms(
     data: pd.DataFrame, with_covariates: bool, seed: int
-) -> tuple[dict[str, FormFit], dict[str, tuple[float, float]]]:
+) -> tuple[dict[str, FittedForm], dict[str, tuple[float, float]]]:
     """Every pooled form fitted on all runs with its grouped-CV error; the covariate forms' LOHO errors."""
-    forms: dict[str, FormFit] = {}
+    forms: dict[str, FittedForm] = {}
     loho: dict[str, tuple[float, float]] = {}
     for name, formula in _formulas(data, with_covariates).items():
         cv, se = grouped_cv_mape(formula, data, seed=seed)
@@ -413,10 +456,14 @@ def _scored_forms(
             fit = _with_offset(fit, data)
             loho[name] = leave_one_hardware_out(formula, data)
         forms[name] = fit
+    if with_covariates:
+        roofline, roofline_loho = _roofline_forms(data, seed)
+        forms.update(roofline)
+        loho.update(roofline_loho)
     return forms, loho
 
 
-def choose_pooled(forms: Mapping[str, FormFit], insane: Mapping[str, Sequence[str]]) -> str:
+def choose_pooled(forms: Mapping[str, FittedForm], insane: Mapping[str, Sequence[str]]) -> str:
     """The 1-SE choice among the sane pooled forms and ``hardware_slopes`` (one law per hardware, always eligible)."""
     eligible = {n: f for n, f in forms.items() if n not in insane or n == HARDWARE_SLOPES}
     return choose_form(eligible, default=HARDWARE_SLOPES)

@@ -99,7 +99,7 @@ class FittedLaw:
     hardware_laws: dict[str, FittedLaw] = dataclasses.field(default_factory=dict)
     covariates: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     covariate_form: str = ""
-    covariate_law: LinearLaw | None = None
+    covariate_law: EnergyLaw | None = None
     loho_mape: float | None = None
     n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
     unmeasured_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
@@ -176,7 +176,7 @@ class FittedLaw:
             hardware_laws={k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()},
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),
-            covariate_law=LinearLaw.from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
+            covariate_law=energy_law_from_dict(data["covariate_law"]) if data.get("covariate_law") else None,
             loho_mape=None if data.get(M_LOHO_MAPE) is None else float(data[M_LOHO_MAPE]),
             n_only_speedup_laws={
                 k: SpeedupLaw.from_dict(v) for k, v in (data.get("n_only_speedup_laws") or {}).items()

@@ -22,6 +22,16 @@ dummy the fit estimated (``arch[T.decoder]``, ``peft[T.lora]``, ``grad_checkpoin
 checkpointing's recompute, LoRA's lighter backward). Every dummy term ``<feature>[T.<level>]``
 is 1 where the row's ``feature`` is ``level``, 0 elsewhere (the reference level).
 
+Each has a variant pooled over GPUs by their datasheets (kinds ``hardware_roofline`` and
+``hardware_roofline_complete``, :class:`HardwareRooflineLaw`, :class:`HardwareCompleteRooflineLaw`):
+energy is the GPU's board power ``P`` times the roofline's time,
+``E = P * (eps_c*C/F + eps_m*M/B + e_0*T) * eta^alpha_eta * exp(psi)``, with ``F`` its peak FLOP/s at
+the run's precision and ``B`` its memory bandwidth (bytes/s), read from the row's hardware
+covariates (``log_jpf = log(P/F)``, ``log_ridge = log(F/B)``, ``log_peak = log F``,
+:meth:`~core.gpu_datasheets.HardwareSpec.covariates`). ``eps_c`` and ``eps_m`` are then
+dimensionless (peak over achieved, times average over board power) and ``e_0`` is seconds per
+token: shared by every GPU, so a GPU no run measured is answered from its datasheet row.
+
 The smooth form: energy is power times time, and a step's time is a smooth maximum of
 its compute time and its memory time plus a fixed per-step cost; with the (constant)
 power folded into the coefficients and every term proportional to the steps, on job
@@ -52,6 +62,14 @@ COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
 COMPLETE_COST_FEATURES: dict[str, str] = {"eps_c": "log_C_all", "eps_m": "log_M_all", "e0": "log_T"}
 """The cost features of the complete-proxy variants: FLOPs with the head, bytes with the optimizer's state."""
+HARDWARE_COST_SCALES: dict[str, tuple[str, ...]] = {
+    "eps_c": ("log_jpf",),
+    "eps_m": ("log_jpf", "log_ridge"),
+    "e0": ("log_jpf", "log_peak"),
+}
+"""The hardware covariates (logs) each cost of a datasheet-pooled law is multiplied by the exponential of:
+FLOPs by joules per peak FLOP (P/F), bytes by joules per byte at full bandwidth (P/B = P/F * F/B), tokens
+by the board power (P = P/F * F, watts)."""
 ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
 DUMMY_MARK = "[T."
@@ -89,7 +107,7 @@ class RooflineLaw(LawCoefficients):
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
-        costs = {t: np.exp(np.asarray(features[self.cost_features[t]], dtype=float)) for t in COST_TERMS}
+        costs = {t: np.exp(self.cost_log(features, t)) for t in COST_TERMS}
         total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
         return np.asarray(total, dtype=float), costs
 
@@ -110,6 +128,11 @@ class RooflineLaw(LawCoefficients):
                     mean = mean + self.coefficient(term) * is_level
                     columns.append(is_level)
         return mean, np.column_stack(columns)
+
+    @classmethod
+    def cost_log(cls, features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
+        """The log of what cost coefficient ``term`` multiplies (its proxy: FLOPs, elements or bytes, tokens)."""
+        return np.asarray(features[cls.cost_features[term]], dtype=float)
 
     @staticmethod
     def _indicator(features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
@@ -159,7 +182,7 @@ class SmoothRooflineLaw(RooflineLaw):
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The cost part (joules) and its gradient with respect to eps_c, eps_m, e0 and k."""
-        c, m, t = (np.exp(np.asarray(features[self.cost_features[n]], dtype=float)) for n in ("eps_c", "eps_m", "e0"))
+        c, m, t = (np.exp(self.cost_log(features, n)) for n in ("eps_c", "eps_m", "e0"))
         k = max(self.coefficient(SHARPNESS), 1.0)
         s, ds_da, ds_db, ds_dk = smooth_max(self.coefficient("eps_c") * c, self.coefficient("eps_m") * m, k)
         grads = {"eps_c": ds_da * c, "eps_m": ds_db * m, "e0": t, SHARPNESS: ds_dk}
@@ -181,4 +204,28 @@ class SmoothCompleteRooflineLaw(SmoothRooflineLaw):
     """The smooth roofline in time in the complete proxies, with the kind dummies (see the module docstring)."""
 
     KIND: ClassVar[str] = "roofline_complete_smooth"
+    cost_features: ClassVar[Mapping[str, str]] = COMPLETE_COST_FEATURES
+
+
+class HardwareRooflineLaw(RooflineLaw):
+    """The additive roofline pooled over GPUs by their datasheets (see the module docstring): each cost
+    is the proxy times the row's hardware factor (:data:`HARDWARE_COST_SCALES`), so the coefficients are
+    shared by every GPU. ``terms``: ``eps_c``, ``eps_m`` (dimensionless), ``e0`` (s/token), then
+    ``alpha_eta`` and the dummies the fit estimated."""
+
+    KIND: ClassVar[str] = "hardware_roofline"
+
+    @classmethod
+    def cost_log(cls, features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
+        """log(proxy x hardware factor): log J of the cost at a coefficient of 1."""
+        total = np.asarray(features[cls.cost_features[term]], dtype=float)
+        for covariate in HARDWARE_COST_SCALES[term]:
+            total = total + np.asarray(features[covariate], dtype=float)
+        return total
+
+
+class HardwareCompleteRooflineLaw(HardwareRooflineLaw):
+    """The datasheet-pooled additive roofline in the complete proxies, with the kind dummies."""
+
+    KIND: ClassVar[str] = "hardware_roofline_complete"
     cost_features: ClassVar[Mapping[str, str]] = COMPLETE_COST_FEATURES

@@ -113,14 +113,17 @@ def generate_roofline_runs(
     steps: Sequence[int] = (10, 20, 30),
     energy_source: str = "nvml",
     seed: int = 0,
+    workloads: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Runs of ``n_workloads`` BERT workloads on each hardware (see the module docstring).
 
     Every workload runs ``repeats`` times on one device and once per strategy and
-    device count; combinations the config rules forbid are skipped.
+    device count; combinations the config rules forbid are skipped. ``workloads`` (sizes by
+    param name, as :func:`draw_workloads` gives them) replaces the drawn ones: a table of one
+    model size, say.
     """
     rng = np.random.default_rng(seed)
-    workloads = draw_workloads(rng, n_workloads)
+    workloads = draw_workloads(rng, n_workloads) if workloads is None else list(workloads)
     rows: list[dict[str, object]] = []
     for hw in hardware:
         for w_index, workload in enumerate(workloads):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from mlflow_roofline.law.log_features import KIND_FEATURES
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, HardwareRooflineLaw, RooflineLaw
 
 SYMBOLS = {
     "log_C": "C",
@@ -61,6 +61,9 @@ def roofline_formula(law: RooflineLaw) -> str:
     """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the smooth roofline's cost as its
     ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, with the fitted values."""
     compute, memory = (SYMBOLS[law.cost_features[n]] for n in ("eps_c", "eps_m"))  # C or C + C_head, ...
+    pooled = isinstance(law, HardwareRooflineLaw)  # times the GPU's board power P, over its peak F and bandwidth B
+    if pooled:
+        compute, memory = f"({compute})/F", f"({memory})/B"
     flops, traffic, tokens = (
         f"{num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", compute), ("eps_m", memory), ("e0", "T"))
     )
@@ -71,7 +74,7 @@ def roofline_formula(law: RooflineLaw) -> str:
     eta = f" · η<sub>h</sub><sup>{num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
     psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
     kind = " · Ψ(kind)" if any(_KIND.match(t) for t in law.terms) else ""
-    return f"({cost}){eta}{psi}{kind}"
+    return f"{'P · ' if pooled else ''}({cost}){eta}{psi}{kind}"
 
 
 def term_name(term: str) -> str:
