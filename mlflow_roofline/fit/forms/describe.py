@@ -21,8 +21,10 @@ SYMBOLS = {
     "log_M_all": "(M + M<sub>opt</sub>)",
     "log_eta": "η<sub>h</sub>",
     "log_N": "N",
+    "log_steps": "steps",
 }
-"""The proxy each exponent of a power law raises."""
+"""The proxy each exponent of a power law raises (a per-step form's law in job totals raises the steps to
+``1 - α_C - α_M``: its energy is the steps times a power law of the work per step)."""
 _NAMES = {
     "Intercept": "log κ",
     "log_C": "α<sub>C</sub>",
@@ -31,6 +33,7 @@ _NAMES = {
     "log_M_all": "α<sub>M</sub> (M + M<sub>opt</sub>)",
     "log_eta": "α<sub>η</sub>",
     "log_N": "α<sub>N</sub>",
+    "log_steps": "α<sub>steps</sub> (1 − α<sub>C</sub> − α<sub>M</sub>: energy per step times the steps)",
     SHARPNESS: "k (sharpness of the compute/memory maximum)",
 }
 _STRATEGY = re.compile(r"^strategy\[T\.(?P<level>[^\]]+)\](?::(?P<slope>\w+))?$")
