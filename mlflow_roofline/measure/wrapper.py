@@ -154,8 +154,10 @@ def _measure(
     echo(f"mlflow-roofline measure: run {run_id}, energy meter {meter.selection}")
     outcome = CommandExit(1, "FAILED")
     measurement: Measurement | None = None
-    # If this process is killed outright, the watchdog stops the command and ends the run KILLED.
-    watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
+    # If this process is killed outright, or exits before the store holds the run ended (interrupts
+    # cut every ending short), the watchdog stops the command and ends the run KILLED.
+    hook = orphan_hook_kwargs(run_id)
+    watchdog.arm(END_ORPHANED_RUN, **hook)
     live = LiveEnergy(meter)  # its running total: the run's system/..._energy_wh while the command runs
     system_energy = SystemEnergy(run_id, live, client)
     try:
@@ -194,4 +196,5 @@ def _measure(
                         meter.hardware, len(meter.devices), measurement.time_s, measurement.energy_j, carbon
                     )
                     client.log(run_id, metrics=footprint[0], tags=footprint[1])
-            end_run_surely(client, run_id, outcome.status)
+            if end_run_surely(client, run_id, outcome.status):
+                watchdog.cancel(END_ORPHANED_RUN, **hook)

@@ -38,7 +38,6 @@ from mlflow_roofline.core.errors import ConfigError, Interrupted, RooflineError
 from mlflow_roofline.core.schema import P_METER
 from mlflow_roofline.system.signals import raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
-from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.system_metrics_monitor import sampling_interval_s
 from mlflow_roofline.train.device import DEVICE_KINDS, hardware_name, resolve_device
 from mlflow_roofline.train.job_failure import TrainingFailed, job_error
@@ -116,11 +115,10 @@ def _train(
             params = {**config.to_params(), P_METER: meter}
             client = TrackingClient()  # the command's one client
             with (
-                train_tracking.train_run(client, experiment, config.run_name, params) as run_id,
+                train_tracking.train_run(client, experiment, config.run_name, params, watchdog) as run_id,
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(system_metrics)),
                 system_energy(run_id, LiveFiles(job_dir), client),
             ):
-                watchdog.call(END_ORPHANED_RUN, **orphan_hook_kwargs(run_id))
                 train_tracking.log_setup(client, run_id, config, meter, hardware_name(config.device))
                 result = read_result(job.wait(), job_dir, config.num_devices)
                 train_tracking.log_result(client, run_id, config, result, settings)

@@ -53,10 +53,12 @@ from mlflow_roofline.core.schema import (
 )
 from mlflow_roofline.energy.base import Measurement
 from mlflow_roofline.system.signals import deferring_stop_signals
+from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
 from mlflow_roofline.tracking.notes import set_description
+from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ending import end_run_surely
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
 from mlflow_roofline.tracking.store_errors import patiently
@@ -72,7 +74,11 @@ ERROR_TAIL_LINES = 25
 
 @contextlib.contextmanager
 def train_run(
-    client: TrackingClient, experiment: str | None, run_name: str | None, params: Mapping[str, str] | None = None
+    client: TrackingClient,
+    experiment: str | None,
+    run_name: str | None,
+    params: Mapping[str, str] | None = None,
+    watchdog: Watchdog | None = None,
 ) -> Iterator[str]:
     """Open (or join) the run; end it FINISHED, or FAILED / KILLED with the error recorded.
 
@@ -80,7 +86,9 @@ def train_run(
     MLflow's ``MLFLOW_EXPERIMENT_ID``/``_NAME``, else ``roofline-bert``). A named run is
     first checked against ``params`` (:func:`~mlflow_roofline.tracking.run_ownership.check_joinable`):
     one that may not be joined raises ``RunRefused`` and is left untouched. ``client`` is the
-    command's one tracking client.
+    command's one tracking client. ``watchdog``: the command's; its hook that ends the run KILLED
+    is armed once the run is open and taken back only once the store holds the run ended, so a
+    run whose ending interrupts cut short is still ended after this process is gone.
     """
     run_id = os.environ.get(RUN_ID_ENV)
     if run_id:
@@ -88,21 +96,30 @@ def train_run(
         client.join_run(run_id, run_name)
     else:
         run_id = client.open_run(experiment_id_for(client, experiment), run_name)
+    hook = orphan_hook_kwargs(run_id)
+    if watchdog is not None:
+        watchdog.arm(END_ORPHANED_RUN, **hook)
+
+    def settled(ended: bool) -> None:
+        if ended and watchdog is not None:
+            watchdog.cancel(END_ORPHANED_RUN, **hook)
+
     try:
         yield run_id
     except (Interrupted, KeyboardInterrupt) as exc:
         with deferring_stop_signals():  # a second and a third Ctrl-C do not cut the ending short
             record_failure(client, run_id, f"interrupted ({exc or 'signal'})", "")
-            patiently(lambda: end_run_surely(client, run_id, "KILLED"))  # whoever stopped it may write the store too
+            # whoever stopped it may write the store too
+            settled(patiently(lambda: end_run_surely(client, run_id, "KILLED")))
         raise
     except BaseException as exc:
         with deferring_stop_signals():
             detail = getattr(exc, "detail", "") if isinstance(exc, RooflineError) else traceback.format_exc()
             record_failure(client, run_id, str(exc) or type(exc).__name__, detail)
-            end_run_surely(client, run_id, "FAILED")
+            settled(end_run_surely(client, run_id, "FAILED"))
         raise
     else:
-        end_run_surely(client, run_id, "FINISHED", redeliver=True)
+        settled(end_run_surely(client, run_id, "FINISHED", redeliver=True))
 
 
 def record_failure(client: TrackingClient, run_id: str, message: str, detail: str) -> None:

@@ -81,3 +81,27 @@ def test_a_gpu_or_region_without_a_figure_logs_a_tag_naming_it_not_a_zero(tracki
     assert "no manufacturing figure for 'NVIDIA GeForce RTX 2080 Ti'" in run.data.tags["roofline.embodied_unknown"]
     assert "no site WUE for region 'DE'" in run.data.tags["roofline.water_unknown"]
     assert "co2e_g" in run.data.metrics  # the grid's intensity is known: operational carbon as before
+
+
+def test_the_watchdog_hook_is_taken_back_only_once_the_store_holds_the_run_ended(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ended: the hook is cancelled and the run stays FINISHED. Not ended (interrupts cut every attempt
+    short, faked here by an ending that reports failure): the hook stays armed and the watchdog, left
+    behind as the process's work is done, ends the run KILLED."""
+    from support.sweeps import wait_until
+
+    from mlflow_roofline.system.watchdog import Watchdog
+    from mlflow_roofline.train import run_logging
+
+    client = TrackingClient()
+    with Watchdog() as watchdog, train_run(client, "units", "ended", watchdog=watchdog) as ended_id:
+        assert watchdog.armed
+    assert not watchdog.armed and MlflowClient().get_run(ended_id).info.status == "FINISHED"
+
+    monkeypatch.setattr(run_logging, "end_run_surely", lambda *args, **kwargs: False)
+    with Watchdog() as watchdog, train_run(client, "units", "cut-short", watchdog=watchdog) as cut_id:
+        pass
+    assert watchdog.armed
+    wait_until(lambda: MlflowClient().get_run(cut_id).info.status == "KILLED", "the watchdog to end the run")
+    assert MlflowClient().get_run(ended_id).info.status == "FINISHED"
