@@ -94,6 +94,12 @@ class FleetFit:
                 f"  {name:20s} own {route.own_mape:.3g}  pooled {route.pooled_mape:.3g}  -> answered by {route.law}"
             )
         unmeasured = "the pooled covariate form" if self.law.answers_unmeasured else "refused"
+        pooled_law = self.law.pooled
+        if self.law.answers_unmeasured and pooled_law is not None and pooled_law.loho_mape is not None:
+            unmeasured += (
+                f" {pooled_law.covariate_form}, {pooled_law.loho_mape:.3g} % off on a measured GPU left out "
+                "(its energy interval widened by as much)"
+            )
         refusal = f" ({self.law.unmeasured_refusal})" if self.law.unmeasured_refusal else ""
         lines.append(f"a GPU of the hardware table no run measured: {unmeasured}{refusal}")
         return "\n".join(lines)

@@ -155,7 +155,8 @@ def test_predict_precision_moves_the_answer_where_the_tables_peak_differs(
         energy[f"{name} {precision}"] = answer["energy_j"]
     code, out, err = _cli(capsys, "--hardware", UNMEASURED, *placed)  # the law's fp16: the H100's bf16 peak
     assert code == 0 and json.loads(out)["energy_j"] == pytest.approx(energy[f"{UNMEASURED} bf16"], rel=1e-12)
-    assert energy[f"{UNMEASURED} fp32"] > 5 * energy[f"{UNMEASURED} bf16"]  # 67 TFLOP/s, not 989
+    # 67 TFLOP/s, not 989: the compute part of the cost grows 14.8x; memory and per-token parts do not
+    assert energy[f"{UNMEASURED} fp32"] > 2 * energy[f"{UNMEASURED} bf16"]
     code, _, err = _cli(capsys, "--hardware", "T4", *placed, "--precision", "bf16")
     assert code == 2 and "precision (row 0): hardware 'T4' (T4) has no bf16 peak" in err
 

@@ -36,7 +36,9 @@ def _cli(*args: str) -> int:
     return 0
 
 
-def test_a_gpu_left_out_of_a_real_table_is_answered_by_champion(tracking_uri: str, tmp_path: Path) -> None:
+def test_a_gpu_left_out_of_a_real_table_is_answered_by_champion(
+    tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     warnings.simplefilter("ignore")
     rows = pd.read_csv(TABLE)
     assert rows["hardware"].nunique() == 4 and (rows["hardware"] == LEFT_OUT).any()
@@ -44,6 +46,9 @@ def test_a_gpu_left_out_of_a_real_table_is_answered_by_champion(tracking_uri: st
     rows[rows["hardware"] != LEFT_OUT].to_csv(measured, index=False)
     assert _cli("import", str(measured), "--experiment", "zeus") == 0
     assert _cli("fit", "--experiment", "zeus", "--model-name", "zeus") == 0
+    report = capsys.readouterr().out
+    assert "no run measured: the pooled covariate form hardware_roofline, " in report
+    assert "off on a measured GPU left out (its energy interval widened by as much)" in report
     champion = mlflow.MlflowClient().get_model_version_by_alias("zeus", "champion")
     run = mlflow.MlflowClient().get_run(champion.run_id)
     assert run.data.tags.get("roofline.fleet_unmeasured_refusal") is None

@@ -22,6 +22,7 @@ from mlflow_roofline.fit.fleet_fit import FleetFit, fit_fleet, metric_slugs
 from mlflow_roofline.fit.fleet_routes import own_error
 from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.ols import fit_ols
+from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import (
     COVARIATE_FORMS,
@@ -131,10 +132,14 @@ def test_the_pooled_error_is_the_pooled_form_refitted_without_that_gpus_bigger_m
         mask[start : start + len(fit.data)] = held
         start += len(fit.data)
         form = pooled.forms[fleet.pooled_form]
-        refit = fit_ols(form.name, form.formula, pooled.data[~mask].reset_index(drop=True))
-        test = pooled.data[mask]
-        shift = test["log_jpf"].to_numpy() if form.name in COVARIATE_FORMS else 0.0  # a response relative to it
-        predicted = refit.law.mean({c: test[c].to_numpy() for c in test.columns}) + shift
+        train, test = pooled.data[~mask].reset_index(drop=True), pooled.data[mask]
+        features = {c: test[c].to_numpy() for c in test.columns}
+        if isinstance(form, RooflineFormFit):  # a roofline form refits from its own starts
+            predicted = form.refit(train).law.mean(features)
+        else:
+            refit = fit_ols(form.name, form.formula, train)
+            shift = test["log_jpf"].to_numpy() if form.name in COVARIATE_FORMS else 0.0  # a response relative to it
+            predicted = refit.law.mean(features) + shift
         expected = heldout_mape(test["log_E"].to_numpy(), predicted, test["workload_hash"].to_numpy())[0]
         assert fleet.law.routes[fit.hardware].pooled_mape == pytest.approx(expected, rel=1e-6)
 
