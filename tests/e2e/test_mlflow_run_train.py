@@ -1,8 +1,12 @@
-"""`mlflow run . -e train --env-manager local` for every strategy, against a temp SQLite store.
+"""`mlflow run . -e train --env-manager local`, one process and two, against a temp SQLite store.
 
-One module-scoped fixture launches the four runs (one per strategy, N=2 for the
-multi-device ones); the tests check the runs they logged against the docs/schema.md schema
-and the closed-form proxies.
+One module-scoped fixture launches two runs at once: ``single``, and ``ddp`` on N=2 torchrun
+ranks with its batch size passed as a float (as a sweep of floats passes it); the tests check the
+runs they logged against the docs/schema.md schema and the closed-form proxies. What the project's
+entry point adds (MLflow's parameter passing, the run it opened, the fresh torchrun launch) does
+not depend on the strategy; each strategy's own work is checked where it is: every strategy's
+two-rank run, its fields, per-rank readings and loss beside single's in tests/e2e/test_sweep_warm.py,
+and the sharding and numerics of ddp, fsdp and tp under torchrun in tests/train/test_parallel.py.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = "train-e2e"
 SHAPE = {"num_layers": 2, "hidden_size": 32, "num_heads": 2, "ffn_size": 64, "seq_len": 16, "batch_size": 4}
 STEPS, WARMUP = 3, 1
-STRATEGIES = {"single": 1, "ddp": 2, "fsdp": 2, "tp": 2}
+STRATEGIES = {"single": 1, "ddp": 2}
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +59,7 @@ pytestmark = pytest.mark.slow
 def runs(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> dict[str, mlflow.entities.Run]:
     tmp = tmp_path_factory.mktemp("train_e2e")
     copy_store(store_template, tmp / "mlflow.db")
-    # The four runs write concurrently: give SQLite's lock waits room on a loaded machine.
+    # The runs write concurrently: give SQLite's lock waits room on a loaded machine.
     uri = f"sqlite:///{tmp / 'mlflow.db'}?timeout=60"
     client = MlflowClient(uri)
     client.create_experiment(EXPERIMENT, artifact_location=(tmp / "artifacts").as_uri())
@@ -134,8 +138,7 @@ def test_finished_run_with_every_schema_field(runs: dict, strategy: str) -> None
 def test_strategies_train_the_same_model(runs: dict) -> None:
     # Same seed, same global batches: every strategy ends on the single-device loss.
     single = runs["single"].data.metrics[M_FINAL_LOSS]
-    for strategy in ("ddp", "fsdp", "tp"):
-        assert runs[strategy].data.metrics[M_FINAL_LOSS] == pytest.approx(single, abs=1e-5)
+    assert runs["ddp"].data.metrics[M_FINAL_LOSS] == pytest.approx(single, abs=1e-5)
     # and the runs of one workload share its hash, whatever the strategy
     assert len({r.data.tags[TAG_WORKLOAD_HASH] for r in runs.values()}) == 1
-    assert len({r.data.tags[TAG_CONFIG_HASH] for r in runs.values()}) == 4
+    assert len({r.data.tags[TAG_CONFIG_HASH] for r in runs.values()}) == len(STRATEGIES)

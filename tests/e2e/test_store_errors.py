@@ -45,15 +45,13 @@ COMMANDS = {
 }
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_template: Path) -> Iterator[Path]:
-    """A store holding an experiment with finished train runs (what fit needs to reach its writes)."""
-    db = copy_store(store_template, tmp_path / "mlflow.db")
-    monkeypatch.chdir(tmp_path)
-    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
-        monkeypatch.delenv(name, raising=False)
+@pytest.fixture(scope="module")
+def populated_store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> Path:
+    """A store holding an experiment with finished train runs (what fit needs to reach its writes), made once."""
+    root = tmp_path_factory.mktemp("populated-store")
+    db = copy_store(store_template, root / "mlflow.db")
     client = MlflowClient(f"sqlite:///{db}")
-    experiment_id = client.create_experiment("roofline-bert", artifact_location=(tmp_path / "art").as_uri())
+    experiment_id = client.create_experiment("roofline-bert", artifact_location=(root / "art").as_uri())
     log_synthetic_runs(
         client,
         experiment_id,
@@ -62,6 +60,16 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_template: Path)
         device_counts=(2,),
         seed=1,
     )
+    return db
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, populated_store: Path) -> Iterator[Path]:
+    """This test's own copy of :func:`populated_store`."""
+    db = copy_store(populated_store, tmp_path / "mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
     yield db
 
 

@@ -18,9 +18,21 @@ from typing import Any
 import psutil
 import pytest
 from support.cli_in_process import run_cli
-from support.sweeps import CLI, init_store, runs_of, wait_until, write_spec
+from support.sweeps import CLI, log_baselines_measured, runs_of, wait_until, write_spec
 
-from mlflow_roofline.core.schema import TAG_ERROR, TAG_PID
+from mlflow_roofline.core.schema import (
+    M_ENERGY_J,
+    M_FINAL_LOSS,
+    M_FLOPS_COUNTED,
+    M_PROXY_FLOPS,
+    M_PROXY_MEM_TRAFFIC,
+    M_PROXY_PARAMS,
+    PARAM_NAMES,
+    TAG_CONFIG_HASH,
+    TAG_ERROR,
+    TAG_PID,
+    TAG_WORKLOAD_HASH,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +48,7 @@ def _rank_processes(rank0_pid: int) -> list[psutil.Process]:
 
 
 def _in_flight_ranks(experiment: str) -> tuple[int, list[psutil.Process]]:
-    """Rank 0's pid and both ranks of the ddp run in flight (the sweep runs the single-device baseline first)."""
+    """Rank 0's pid and both ranks of the ddp run in flight (the sweep runs single-device configs first)."""
 
     def ddp_runs() -> list:
         return [
@@ -59,6 +71,7 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
         " {num_layers: 1, hidden_size: 32}]"
     )
     spec = write_spec(tmp_path / "warm.yaml", "warm", grid)
+    (baseline,) = log_baselines_measured(spec, "warm")  # the ddp config's 1000-step single baseline: done before
     seen: dict[str, Any] = {}
 
     def kill_rank_1() -> None:  # beside the sweep, which runs in this process's main thread (its signal handlers)
@@ -85,7 +98,9 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
     assert seen["server_parent"] == os.getpid()  # the sweep's own server, no torchrun agent in between
     rank0, out = seen["rank0"], done.stdout + done.stderr
     assert done.returncode == 1, out
-    by_strategy = {r.data.params["strategy"]: r for r in runs_of("warm", "train")}
+    runs = runs_of("warm", "train")
+    assert len(runs) == 3, [r.info.run_name for r in runs]  # the baseline logged before was not run again
+    by_strategy = {r.data.params["strategy"]: r for r in runs if r.info.run_id != baseline}
     killed = by_strategy["ddp"]
     assert killed.info.status == "FAILED"
     # the tag ends with the one-line cause; before it, rank 0's traceback when it raised before it was stopped
@@ -107,20 +122,29 @@ def test_every_strategy_runs_two_real_ranks_warm(tracking_uri: str, tmp_path: Pa
     assert sorted(runs) == ["ddp", "fsdp", "single", "tp"]
     for strategy, run in runs.items():
         assert run.info.status == "FINISHED"
+        assert set(PARAM_NAMES) <= set(run.data.params)
         ranks = 1 if strategy == "single" else 2
-        # every rank timed its own window and rank 0 gathered them over the process group
-        assert sorted(k for k in run.data.metrics if k.startswith("time_s_rank_")) == [
-            f"time_s_rank_{r}" for r in range(ranks)
-        ]
-    # one data-parallel loss: ddp and fsdp average the same global batch as single
-    single, ddp = runs["single"].data.metrics["final_loss"], runs["ddp"].data.metrics["final_loss"]
-    assert abs(single - ddp) < 1e-4
+        # every rank timed its own window and measured its own energy; rank 0 gathered them over the process group
+        metrics = run.data.metrics
+        for name in ("time_s_rank_", "energy_j_rank_"):
+            assert sorted(k for k in metrics if k.startswith(name)) == [f"{name}{r}" for r in range(ranks)]
+        assert metrics[M_ENERGY_J] == pytest.approx(sum(metrics[f"energy_j_rank_{r}"] for r in range(ranks)))
+    # same seed, same global batches: every strategy ends on the single-device loss
+    single = runs["single"].data.metrics[M_FINAL_LOSS]
+    for strategy in ("ddp", "fsdp", "tp"):
+        assert runs[strategy].data.metrics[M_FINAL_LOSS] == pytest.approx(single, abs=1e-5), strategy
+    # and the runs of one workload share its hash, its proxies and its counted FLOPs (their closed forms:
+    # tests/e2e/test_mlflow_run_train.py), whatever the strategy
+    assert len({r.data.tags[TAG_WORKLOAD_HASH] for r in runs.values()}) == 1
+    for name in (M_FLOPS_COUNTED, M_PROXY_FLOPS, M_PROXY_MEM_TRAFFIC, M_PROXY_PARAMS):
+        assert len({r.data.metrics[name] for r in runs.values()}) == 1, name
+    assert len({r.data.tags[TAG_CONFIG_HASH] for r in runs.values()}) == 4
 
 
 def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_path: Path) -> None:
-    grid = "{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}"  # its single baseline runs first
+    grid = "{num_layers: 1, hidden_size: 16, strategy: ddp, num_devices: 2}"
     spec = write_spec(tmp_path / "orphan.yaml", "orphan", grid, steps=1000)
-    init_store()
+    (baseline,) = log_baselines_measured(spec, "orphan")  # done before: the ddp job is the sweep's first
     sweep = subprocess.Popen(
         [*CLI, "sweep", str(spec), "--no-progress"],
         stdout=subprocess.DEVNULL,
@@ -142,10 +166,11 @@ def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_p
 
     # the sweep's watchdog ends the run in flight and the parent, and removes the job folder
     def ddp_run() -> Any:  # the ddp run (an mlflow Run)
-        return next(r for r in runs_of("orphan", "train") if r.data.params["strategy"] == "ddp")
+        (run,) = [r for r in runs_of("orphan", "train") if r.info.run_id != baseline]
+        return run
 
     wait_until(lambda: ddp_run().info.status != "RUNNING", "the watchdog to end the ddp run")
-    assert ddp_run().info.status == "KILLED"
+    assert ddp_run().info.status == "KILLED" and ddp_run().data.params["strategy"] == "ddp"
     assert "died without ending it" in ddp_run().data.tags[TAG_ERROR]
     (parent,) = runs_of("orphan", "sweep")
     assert parent.info.status == "KILLED"

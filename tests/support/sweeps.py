@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mlflow_roofline.core.schema import TAG_RUN_TYPE
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_RUN_TYPE
 
 CLI = [sys.executable, "-m", "mlflow_roofline.cli"]
 
@@ -77,6 +77,37 @@ def runs_of(experiment: str, run_type: str) -> list:
     return client.search_runs(
         [exp.experiment_id], filter_string=f"tags.`{TAG_RUN_TYPE}` = '{run_type}'", max_results=1000
     )
+
+
+def log_baselines_measured(spec: Path, experiment: str) -> list[str]:
+    """Log the ``single`` baselines the sweep of ``spec`` adds for its multi-device configs as FINISHED
+    train runs of ``experiment``, as an earlier sweep leaves them; their run ids.
+
+    The sweep then skips them (resume), where it would first train each one for the spec's steps: a
+    test that needs its multi-device job long-lived (to kill it in flight) does not pay for a
+    baseline as long. The hashes come from the sweep's own planning, so they cannot drift from it.
+    """
+    import dataclasses
+
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_roofline.sweep.plan import expand
+    from mlflow_roofline.sweep.spec import load_spec
+    from mlflow_roofline.train.device import hardware_name
+
+    plan = expand(load_spec(str(spec)), "cpu", hardware_name("cpu"))
+    multi = {dataclasses.replace(c, strategy="single", num_devices=1) for c in plan.configs if c.num_devices > 1}
+    client = MlflowClient()
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+    run_ids = []
+    for config in (c for c in plan.configs if c in multi):
+        tags = {TAG_RUN_TYPE: "train", TAG_CONFIG_HASH: str(plan.config_hash(config))}
+        run_id = client.create_run(experiment_id, run_name=config.run_name, tags=tags).info.run_id
+        client.set_terminated(run_id, "FINISHED")
+        run_ids.append(run_id)
+    assert run_ids, f"{spec} plans no baseline for a multi-device configuration"
+    return run_ids
 
 
 def init_store() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -27,6 +26,7 @@ CONFIG = TrainConfig(num_layers=1, hidden_size=16, num_heads=2, ffn_size=32, seq
 HASH = CONFIG.config_hash(HW)
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+CLAIMANTS = 4
 
 
 @pytest.fixture
@@ -118,19 +118,22 @@ def test_liveness_tests_the_recorded_process_itself_not_a_group_it_does_not_lead
     assert liveness(tags) == "dead" and liveness(sweep_tags) == "dead"
 
 
-# One claimant: waits for the start signal, then claims each config hash in turn, as a sweep does.
+# One claimant: says it is ready, waits for the start signal, then claims each config hash in turn, as a
+# sweep does; it stays alive until every claimant has claimed (the others check this process's tickets).
 CLAIMANT = """
 import os, sys, time
+from pathlib import Path
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.sweep.child_run import create_child_run
 from mlflow_roofline.sweep.claim import check_claim, withdraw
 from mlflow_roofline.sweep.lookup import config_status
-exp, go, hw = sys.argv[1], sys.argv[2], sys.argv[3]
+exp, go, hw, done, claimants = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), int(sys.argv[5])
 client = TrackingClient()
 configs = [TrainConfig(num_layers=n, hidden_size=16, num_heads=2, ffn_size=32, seq_len=8, batch_size=4)
            for n in range(1, 6)]
-while not os.path.exists(go):
+print("ready", flush=True)
+while not go.exists():
     time.sleep(0.005)
 for config in configs:
     key = config.config_hash(hw)
@@ -140,7 +143,10 @@ for config in configs:
     if not claim.won:
         withdraw(client, ticket, claim)
     print(key, "won" if claim.won else "lost", flush=True)
-time.sleep(5)  # stay alive while the others look at this process's tickets
+(done / str(os.getpid())).touch()
+deadline = time.monotonic() + 300  # a hang guard: a claimant that died shows in its own exit status
+while len(list(done.iterdir())) < claimants and time.monotonic() < deadline:
+    time.sleep(0.05)
 """
 
 
@@ -149,18 +155,20 @@ def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> N
     from collections import Counter
 
     _, exp = store
-    go = tmp_path / "go"
+    go, done = tmp_path / "go", tmp_path / "done"
+    done.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CLAIMANT, exp, str(go), HW],
+            [sys.executable, "-c", CLAIMANT, exp, str(go), HW, str(done), str(CLAIMANTS)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(4)
+        for _ in range(CLAIMANTS)
     ]
     try:
-        time.sleep(8)  # let every claimant import MLflow and wait at the line
+        for proc in procs:  # every claimant has imported MLflow and waits at the line
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.communicate()[1]
         go.touch()
         outputs = [proc.communicate(timeout=300) for proc in procs]
     finally:
@@ -168,9 +176,9 @@ def test_claimants_racing_in_real_processes_never_both_win(store, tmp_path) -> N
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert [proc.returncode for proc in procs] == [0, 0, 0, 0], [err for _, err in outputs]
+    assert [proc.returncode for proc in procs] == [0] * CLAIMANTS, [err for _, err in outputs]
     verdicts = [line.split() for out, _ in outputs for line in out.splitlines()]
-    assert len(verdicts) == 4 * 5
+    assert len(verdicts) == CLAIMANTS * 5
     wins = Counter(key for key, verdict in verdicts if verdict == "won")
     assert all(n == 1 for n in wins.values()), wins  # never two winners of one configuration
     # the store agrees: one live ticket per won configuration, every lost one withdrawn
