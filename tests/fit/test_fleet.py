@@ -21,8 +21,8 @@ from mlflow_roofline.core.schema import M_ENERGY_J
 from mlflow_roofline.fit.fleet_fit import FleetFit, fit_fleet, metric_slugs
 from mlflow_roofline.fit.fleet_routes import own_error
 from mlflow_roofline.fit.forms.cv import heldout_mape
-from mlflow_roofline.fit.forms.ols import fit_ols
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit
+from mlflow_roofline.fit.forms.ols import fit_ols
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import (
     COVARIATE_FORMS,
