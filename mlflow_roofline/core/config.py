@@ -287,14 +287,16 @@ class TrainConfig:
 
     @property
     def run_name(self) -> str:
-        """The configuration at a glance, e.g. ``L4-d256-h4-ff1024-S128-B16-fsdp-x2``.
+        """The configuration at a glance, placement first, e.g. ``fsdp-x2-L4-d256-h4-ff1024-S128-B16``: the
+        UI's runs table cuts a long name at its right end, and the placement is what tells a sweep's runs
+        of one model apart.
 
         Params beyond the paper's follow where they differ from their defaults, e.g.
-        ``...-ddp-x2-decoder-V1000-lora8-ckpt``.
+        ``ddp-x2-L2-...-B4-decoder-V1000-lora8-ckpt``.
         """
         name = (
-            f"L{self.num_layers}-d{self.hidden_size}-h{self.num_heads}-ff{self.ffn_size}"
-            f"-S{self.seq_len}-B{self.batch_size}-{self.strategy}-x{self.num_devices}"
+            f"{self.strategy}-x{self.num_devices}-L{self.num_layers}-d{self.hidden_size}-h{self.num_heads}"
+            f"-ff{self.ffn_size}-S{self.seq_len}-B{self.batch_size}"
         )
         differs = {k for k, v in self.hashed_params().items() if k in KIND_PARAM_NAMES}
         if "arch" in differs:

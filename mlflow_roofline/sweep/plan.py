@@ -231,10 +231,11 @@ def _skip(point: Mapping[str, object], error: ConfigError) -> Skipped:
 
 
 def point_label(point: Mapping[str, object]) -> str:
-    """A run-name-like label of a grid point, even one that is not a valid config."""
+    """A run-name-like label of a grid point, even one that is not a valid config (the order of
+    :attr:`~mlflow_roofline.core.config.TrainConfig.run_name`: placement first)."""
     heads = point.get("num_heads", f"{point.get('hidden_size')}/{point.get('head_size')}")
     ffn = point.get("ffn_size", f"{point.get('ffn_ratio')}d")
     return (
-        f"L{point.get('num_layers')}-d{point.get('hidden_size')}-h{heads}-ff{ffn}"
-        f"-S{point.get('seq_len')}-B{point.get('batch_size')}-{point.get('strategy')}-x{point.get('num_devices')}"
+        f"{point.get('strategy')}-x{point.get('num_devices')}-L{point.get('num_layers')}-d{point.get('hidden_size')}"
+        f"-h{heads}-ff{ffn}-S{point.get('seq_len')}-B{point.get('batch_size')}"
     )

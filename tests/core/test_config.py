@@ -102,7 +102,7 @@ def test_hashes_key_what_they_should() -> None:
 
 def test_run_name_and_per_device_batch() -> None:
     fsdp = TrainConfig(4, 256, 4, 1024, 128, 16, strategy="fsdp", num_devices=2)
-    assert fsdp.run_name == "L4-d256-h4-ff1024-S128-B16-fsdp-x2"
+    assert fsdp.run_name == "fsdp-x2-L4-d256-h4-ff1024-S128-B16"
     assert fsdp.per_device_batch_size == 8
     assert dataclasses.replace(fsdp, strategy="tp").per_device_batch_size == 16
 
@@ -141,7 +141,7 @@ def test_a_run_logged_before_the_kind_params_reads_back_as_the_paper_workload_wi
     )
     assert config.config_hash("gpu-a") == OLD_CONFIG_HASH
     assert config.workload_hash("gpu-a") == OLD_WORKLOAD_HASH
-    assert config.run_name == "L2-d64-h4-ff256-S32-B8-single-x1"
+    assert config.run_name == "single-x1-L2-d64-h4-ff256-S32-B8"
     # logged today, it says its defaults, and reads back the same
     params = config.to_params()
     assert {k: params[k] for k in KIND_PARAM_NAMES} == {

@@ -50,8 +50,8 @@ def test_sweep_then_fit_leave_nothing_in_default_and_name_every_run(tracking_uri
     assert parent.info.run_name == "sweep-tiny" and parent.data.params["spec"] == str(spec)  # the project run
     children = client.search_runs([sweep_id], f"tags.`{TAG_RUN_TYPE}` = 'train'")
     assert sorted(c.info.run_name for c in children) == [
-        "L1-d16-h2-ff32-S8-B4-single-x1",
-        "L2-d16-h2-ff32-S8-B4-single-x1",
+        "single-x1-L1-d16-h2-ff32-S8-B4",
+        "single-x1-L2-d16-h2-ff32-S8-B4",
     ]
     (fit_run,) = client.search_runs([fit_id], f"tags.`{TAG_RUN_TYPE}` = 'fit'")
     assert fit_run.info.run_name == "fit-e2e-fit" and fit_run.data.params["model_name"] == "e2e-law"

@@ -186,7 +186,7 @@ def test_dry_run_shows_done_and_to_run_from_the_store(tracking_uri: str, tmp_pat
     client.set_terminated(run.info.run_id, "FINISHED")
     proc = sweep_cli(spec, "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert f"L2-d16-h2-ff32-S8-B4-single-x1  already done (run {run.info.run_id})" in proc.stdout
+    assert f"single-x1-L2-d16-h2-ff32-S8-B4  already done (run {run.info.run_id})" in proc.stdout
     assert "4 configurations: 3 to run, 1 already done" in proc.stdout
     assert len(client.search_runs([exp])) == 1  # a dry run runs nothing
     assert dataclasses.replace(done, num_layers=1).run_name in proc.stdout

@@ -260,7 +260,7 @@ def test_a_configuration_past_its_timeout_fails_and_the_sweep_exits_1(
     proc = run_cli("sweep", str(spec), "--no-progress", "--launch", launch)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 configuration(s) failed:" in proc.stderr
-    assert "L1-d16-h2-ff32-S8-B4-single-x1" in proc.stderr and "timed out after 2 s" in proc.stderr
+    assert "single-x1-L1-d16-h2-ff32-S8-B4" in proc.stderr and "timed out after 2 s" in proc.stderr
     (run,) = runs_of("slow", "train")
     assert run.info.status == "FAILED"
     what = "train job" if launch == "warm" else "train process"  # warm: the ranks, forked; fresh: train's process

@@ -72,7 +72,7 @@ def test_a_lora_decoder_ddp_run_through_the_mlproject(tmp_path: Path) -> None:
     [run] = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
     config = TrainConfig.from_mapping({k: str(v) for k, v in PARAMS.items()})
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "L2-d32-h2-ff128-S16-B4-ddp-x2-decoder-V1000-lora4-ckpt"
+    assert run.info.run_name == "ddp-x2-L2-d32-h2-ff128-S16-B4-decoder-V1000-lora4-ckpt"
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     assert {k: params[k] for k in KIND_PARAM_NAMES} == {
         "arch": "decoder",

@@ -37,7 +37,7 @@ def test_logs_into_the_run_mlflow_run_id_names(tracking_uri: str, monkeypatch: p
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
     main(["train", *TINY, "--num-steps", "2", "--warmup-steps", "0", "--meter", "estimate"])
     run = client.get_run(run_id)
-    assert run.info.status == "FINISHED" and run.info.run_name == "L1-d32-h2-ff64-S8-B4-single-x1"
+    assert run.info.status == "FINISHED" and run.info.run_name == "single-x1-L1-d32-h2-ff64-S8-B4"
     assert client.search_runs([experiment_id]) and len(client.search_runs([experiment_id])) == 1
     params = run.data.params
     assert set(PARAM_NAMES) <= set(params)

@@ -28,7 +28,7 @@ def test_cartesian_product_with_baselines_first_and_single_on_one_device() -> No
     assert {c.num_devices for c in singles} == {1}
     assert all(c.num_devices >= 2 for c in plan.configs if c.strategy != "single")
     assert len(set(plan.configs)) == len(plan.configs)
-    assert [s.label for s in plan.skipped] == [f"L{L}-d{d}-h2-ff{2 * d}-S8-B4-tp-x4" for L in (1, 2) for d in (16, 32)]
+    assert [s.label for s in plan.skipped] == [f"tp-x4-L{L}-d{d}-h2-ff{2 * d}-S8-B4" for L in (1, 2) for d in (16, 32)]
     assert all(s.field == "num_heads" and "4 != 0" in s.reason for s in plan.skipped)
 
 
@@ -63,8 +63,8 @@ def test_impossible_points_are_skipped_with_the_rule() -> None:
         }
     )
     reasons = {s.label: s.reason for s in plan.skipped}
-    assert "hidden_size: must be divisible by num_heads (30 % 4 != 0)" in reasons["L1-d30-h4-ff60-S8-B4-single-x1"]
-    assert reasons["L1-d32-h4-ff64-S8-B6-ddp-x4"].startswith("batch_size: must be divisible by num_devices")
+    assert "hidden_size: must be divisible by num_heads (30 % 4 != 0)" in reasons["single-x1-L1-d30-h4-ff60-S8-B4"]
+    assert reasons["ddp-x4-L1-d32-h4-ff64-S8-B6"].startswith("batch_size: must be divisible by num_devices")
     assert {(c.hidden_size, c.batch_size, c.strategy) for c in plan.configs} == {
         (32, 4, "single"),
         (32, 6, "single"),

@@ -16,7 +16,7 @@ def test_mlflows_made_up_names_are_told_from_the_users() -> None:
 
     made_up = [_generate_random_name() for _ in range(50)]
     assert sum(is_generated_name(n) for n in made_up) >= 45  # MLflow cuts a few past 20 characters
-    for mine in ("sweep-smoke", "fit-roofline-bert", "L1-d16-h2-ff32-S8-B4-single-x1", "my-own-run", "bert-base-1"):
+    for mine in ("sweep-smoke", "fit-roofline-bert", "single-x1-L1-d16-h2-ff32-S8-B4", "my-own-run", "bert-base-1"):
         assert not is_generated_name(mine)
 
 

@@ -142,7 +142,7 @@ def test_more_devices_than_gpus_is_refused(
     assert _error_line(capsys) == f"Error: {message}"
     run = _only_run(DEFAULT_EXPERIMENT)
     assert run.info.status == "FAILED" and run.data.tags[TAG_ERROR] == message
-    assert run.info.run_name == "L2-d32-h2-ff64-S16-B4-ddp-x2"
+    assert run.info.run_name == "ddp-x2-L2-d32-h2-ff64-S16-B4"
 
 
 def test_a_param_the_run_already_holds_differently_refuses_it_untouched(
@@ -190,5 +190,5 @@ def test_run_name_even_for_a_config_that_breaks_a_rule() -> None:
         "num_devices": "2",
         "device": "cuda",
     }
-    assert train_run._run_name(options) == "L2-d30-h4-ff64-S8-B4-tp-x2"
+    assert train_run._run_name(options) == "tp-x2-L2-d30-h4-ff64-S8-B4"
     assert train_run._run_name({**options, "num_layers": "two"}) is None
