@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, ErrorCode
 
 from mlflow_roofline.core.errors import capped
 
@@ -31,6 +31,12 @@ class InputError(MlflowException):
         if self._message and value != self._message and value.endswith(self._message):
             return  # a wrapper prepending context (the input frame): keep the field first
         self._message = value
+
+
+def reworded(error: InputError, message: str) -> InputError:
+    """``error`` with another message and the same code. MlflowException keeps its code as the enum's *name*
+    and takes the enum's *number*: passing the name back silently made every such error a 500."""
+    return InputError(message, error_code=ErrorCode.Value(error.error_code))
 
 
 MAX_SHOWN_CHARS = 100

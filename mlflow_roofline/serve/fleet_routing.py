@@ -33,7 +33,7 @@ from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import POOLED, FleetLaw
-from mlflow_roofline.serve.errors import InputError, invalid, show
+from mlflow_roofline.serve.errors import InputError, invalid, reworded, show
 from mlflow_roofline.serve.precision_routing import PRECISION, answered_precision, given_precision, off_fitted, why_off
 
 LAW_COLUMN = "law"
@@ -95,7 +95,7 @@ def _in_request_rows(exc: InputError, rows: np.ndarray) -> InputError:
         return exc
     start, end = match.span(2)
     message = exc.message[:start] + str(int(rows[int(match[2])])) + exc.message[end:]
-    return InputError(message, error_code=exc.error_code)
+    return reworded(exc, message)
 
 
 def precision_parts(

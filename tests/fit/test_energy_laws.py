@@ -260,3 +260,36 @@ def test_cv_mape_is_zero_for_an_exact_law_and_counts_held_out_error() -> None:
     data.loc[data["workload_hash"] == 3, "log_E"] += np.log(1.1)
     mape, _ = cv_mape("log_E ~ x", data, folds)
     assert 9.1 / 12 < mape < 10.0
+
+
+def test_a_time_law_whose_proxies_barely_move_apart_is_the_per_work_one() -> None:
+    """Six of Zeus's P100 epochs (benchmarks/data/public): one model, one epoch each, so C and M
+    move together and the free OLS law splits them into exponents of about -46,000 and +39,000
+    that fit these six and overflow float64 at 1000 steps. It is not physical (twice the steps
+    would not take twice the seconds) and the per-work law is kept."""
+    from pathlib import Path
+
+    from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
+    from mlflow_roofline.fit.forms.time_law import TIME_PER_WORK, time_law_problem
+
+    table = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "public" / "zeus_bert_base.csv"
+    rows = pd.read_csv(table)
+    rows = rows[rows["hardware"].str.startswith("P100")].head(7)
+    shape = [rows[c].to_numpy(dtype=float) for c in ("num_layers", "hidden_size", "seq_len", "batch_size", "num_steps")]
+    data = pd.DataFrame(
+        {
+            "strategy": "single",
+            "log_C": np.log(proxy_flops(*shape)),
+            "log_M": np.log(proxy_mem_traffic(*shape)),
+            "log_t": np.log(rows["time_s"].to_numpy(dtype=float)),
+            "workload_hash": (rows["seq_len"].astype(str) + "/" + rows["batch_size"].astype(str)).to_numpy(),
+        }
+    )
+    free = fit_ols("time", "log_t ~ log_C + log_M", data)
+    assert time_law_problem(free)  # the OLS split: not physical
+    fit = fit_time_law(data)
+    assert fit.name == TIME_PER_WORK
+    thousand_steps = {"log_C": data["log_C"].to_numpy()[:1] - 2.5, "log_M": data["log_M"].to_numpy()[:1] - 2.5}
+    twice = {name: values + np.log(2.0) for name, values in thousand_steps.items()}
+    assert np.isfinite(np.exp(fit.law.mean(thousand_steps))).all()
+    assert fit.law.mean(twice) - fit.law.mean(thousand_steps) == pytest.approx(np.log(2.0), abs=1e-9)

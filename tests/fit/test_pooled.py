@@ -23,6 +23,7 @@ from mlflow_roofline.core.carbon import resolve_carbon
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
 from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
+from mlflow_roofline.fit.forms.hardware_roofline import HARDWARE_ROOFLINE, HARDWARE_ROOFLINE_COMPLETE
 from mlflow_roofline.fit.forms.selection import score
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import (
@@ -113,7 +114,8 @@ def true_seconds(hw: RooflineHardware, jobs: pd.DataFrame) -> np.ndarray:
 
 def test_a_pooled_form_wins_and_the_law_round_trips_through_json(pooled: PooledFit) -> None:
     assert pooled.chosen != HARDWARE_SLOPES and pooled.law is not None
-    assert set(pooled.loho) == set(COVARIATE_FORMS)  # the plain and the per-step covariate forms
+    # the plain and per-step covariate forms and the datasheet roofline (its complete variant needs mixed kinds)
+    assert set(pooled.loho) == set(COVARIATE_FORMS) - {HARDWARE_ROOFLINE_COMPLETE}
     assert pooled.metrics()["loho_mape"] == pooled.loho[pooled.covariate_form][0] < LOHO_MAPE
     law = FittedLaw.from_json(pooled.law.to_json())
     assert set(law.known_hardware) == {hw.name for hw in FLEET} and law.covariate_law is not None
@@ -219,6 +221,11 @@ def _falling_with_size(law: LinearLaw) -> LinearLaw:
 
 def test_a_pooled_form_that_breaks_a_sanity_property_is_not_chosen(pooled: PooledFit, fits: list[HardwareFit]) -> None:
     assert pooled.insane == {} and pooled_sanity(pooled.forms, fits, pooled.covariates) == {}
+    # the power-law forms alone (the datasheet roofline, sane by construction, is tested in test_hardware_roofline)
+    power_laws = {n: f for n, f in pooled.forms.items() if n not in (HARDWARE_ROOFLINE, HARDWARE_ROOFLINE_COMPLETE)}
+    pooled = dataclasses.replace(
+        pooled, forms=power_laws, loho={n: v for n, v in pooled.loho.items() if n in power_laws}
+    )
     broken = dict(pooled.forms)
     broken[HARDWARE_COVARIATES] = dataclasses.replace(
         broken[HARDWARE_COVARIATES], law=_falling_with_size(broken[HARDWARE_COVARIATES].law)
@@ -228,7 +235,7 @@ def test_a_pooled_form_that_breaks_a_sanity_property_is_not_chosen(pooled: Poole
     assert {p.split(":")[0] for p in insane[HARDWARE_COVARIATES]} == {f.hardware for f in fits}
     assert any("decreases as hidden_size grows" in p for p in insane[HARDWARE_COVARIATES])
     # with its errors unchanged it would win; broken, it is passed over, also for unmeasured GPUs
-    assert choose_pooled(pooled.forms, {}) == HARDWARE_COVARIATES == pooled.chosen
+    assert choose_pooled(pooled.forms, {}) == HARDWARE_COVARIATES
     assert choose_pooled(broken, insane) != HARDWARE_COVARIATES
     rechecked = dataclasses.replace(pooled, forms=broken, insane=insane)
     sane = {n: v for n, v in pooled.loho.items() if n != HARDWARE_COVARIATES}
@@ -289,7 +296,7 @@ def test_runs_of_gpus_the_shipped_table_knows_get_their_covariates_t4_included(f
     assert pooled.missing == [] and list(pooled.covariates) == list(REAL_NAMES)
     t4 = load_hardware_table(env={}).lookup("Tesla T4")
     assert t4 is not None and pooled.covariates["Tesla T4"] == t4.covariates()
-    assert set(pooled.loho) == set(COVARIATE_FORMS) and "loho_mape" in pooled.metrics()
+    assert set(pooled.loho) == set(COVARIATE_FORMS) - {HARDWARE_ROOFLINE_COMPLETE} and "loho_mape" in pooled.metrics()
     assert "no hardware covariates" not in pooled.report()
     # a name no table knows is still named, with the way to add it
     unknown = [dataclasses.replace(renamed[0], hardware="Lab GPU 9"), *renamed[1:]]

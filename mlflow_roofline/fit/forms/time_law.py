@@ -2,7 +2,12 @@
 
 Its per-work form (beta_c + beta_m = 1: twice the steps, twice the seconds) is fitted
 beside it and kept when it predicts held-out workloads as well (the 1-SE rule of
-:func:`fit.forms.selection.choose_form`).
+:func:`fit.forms.selection.choose_form`). The free form is a candidate only while it is
+physical (:func:`time_law_problem`): twice the steps within :data:`~fit.forms.sanity.STEP_TOLERANCE`
+of twice the seconds, and no size exponent below zero. Where ``log_C`` and ``log_M`` barely
+move apart (every run one epoch of one model: C and M nearly fixed) OLS splits them into huge
+opposite exponents (-46,349 and +38,931 on six of Zeus's P100 runs) that fit those runs and
+overflow float64 for a job of 1000 steps; the per-work form has no such split to make.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.catalog import PER_WORK_TERM
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, cv_mape, workload_folds
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
+from mlflow_roofline.fit.forms.sanity import STEP_TOLERANCE
 from mlflow_roofline.fit.forms.selection import choose_form
 
 MIN_SINGLE_RUNS_TIME_LAW = 4
@@ -44,4 +50,16 @@ def fit_time_law(data: pd.DataFrame, seed: int = 0) -> FormFit:
             cv, se = cv_mape(formula, singles, folds)
             fit = dataclasses.replace(fit, cv_mape=cv, cv_se=se)
         fits[name] = fit
-    return fits[choose_form(fits, default=TIME)]
+    eligible = {name: fit for name, fit in fits.items() if name != TIME or not time_law_problem(fit)}
+    return eligible[choose_form(eligible, default=TIME_PER_WORK)]
+
+
+def time_law_problem(fit: FormFit) -> str:
+    """What makes the free time law unphysical ("" where nothing): its steps exponent (beta_c + beta_m,
+    dimensionless) off 1 by more than the sanity tolerance, or a negative size exponent."""
+    beta = {term: fit.law.coefficient(term) for term in ("log_C", "log_M")}
+    steps = beta["log_C"] + beta["log_M"]
+    if abs(2.0**steps / 2.0 - 1.0) > STEP_TOLERANCE:
+        return f"twice the steps take {2.0**steps:.3g}x the seconds, not 2"
+    negative = [f"{term} {value:.3g}" for term, value in beta.items() if value < 0.0]
+    return f"time falls as the work grows ({', '.join(negative)})" if negative else ""
