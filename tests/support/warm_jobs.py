@@ -87,14 +87,18 @@ class WarmJobs:
         theirs.close()
         self.running: WarmJob | None = None
 
-    def start(self, *args: str, stderr: Path) -> WarmJob:
-        """Fork ``script ARGS`` with this process's environment and folder; its stderr to the file ``stderr``."""
+    def start(self, *args: str, stderr: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> WarmJob:
+        """Fork ``script ARGS`` in ``env`` and ``cwd`` (default: this process's); its stderr to the file ``stderr``."""
         if self.running is not None and self.running.returncode is None:
             self.running.kill()  # a test that failed before its job ended: the server waits for it
             self.running.wait(60)
         read, write = os.pipe()
         err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        request = {"argv": [str(self.script), *args], "cwd": os.getcwd(), "env": dict(os.environ)}
+        request = {
+            "argv": [str(self.script), *args],
+            "cwd": str(cwd or os.getcwd()),
+            "env": dict(os.environ if env is None else env),
+        }
         try:
             socket.send_fds(self.channel, [json.dumps(request).encode()], [write, err])
         finally:
@@ -104,9 +108,16 @@ class WarmJobs:
         self.running = WarmJob(self, pid, os.fdopen(read, "r"), stderr)
         return self.running
 
-    def run(self, *args: str, stderr: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *args: str,
+        stderr: Path,
+        timeout: float = 300,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """:meth:`start` the job and :meth:`WarmJob.finish` it."""
-        return self.start(*args, stderr=stderr).finish(timeout)
+        return self.start(*args, stderr=stderr, env=env, cwd=cwd).finish(timeout)
 
     def exit_status(self, pid: int, timeout: float | None) -> int:
         reply = self._reply(timeout)
