@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,7 +54,9 @@ class WarmJob:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        """Send ``sig`` to the job unless it was already waited for or is gone (as Popen does)."""
+        """Send ``sig`` to the job unless its exit was reported (as Popen does, its pid never one reused)."""
+        if self.returncode is None:
+            self.returncode = self.server.exit_status_if_reported(self.pid)
         if self.returncode is None:
             try:
                 os.kill(self.pid, sig)
@@ -64,11 +67,20 @@ class WarmJob:
         self.send_signal(signal.SIGKILL)
 
     def finish(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Read stdout to its end, wait for the exit; what ``subprocess.run(capture_output=True)`` returns."""
-        out = self.stdout.read()
+        """Read stdout to its end, wait for the exit; what ``subprocess.run(capture_output=True)`` returns.
+
+        Past ``timeout`` seconds the job is killed and TimeoutExpired raised, as ``subprocess.run`` does.
+        """
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(self.stdout.read()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self.kill()
+            raise subprocess.TimeoutExpired(str(self.pid), timeout)
         self.stdout.close()
         code = self.wait(timeout)
-        return subprocess.CompletedProcess([str(self.pid)], code, out, self.stderr_path.read_text())
+        return subprocess.CompletedProcess([str(self.pid)], code, out[0], self.stderr_path.read_text())
 
 
 class WarmJobs:
@@ -124,6 +136,15 @@ class WarmJobs:
         if reply.get("pid") != pid:
             raise AssertionError(f"the warm server answered {reply} while job {pid} ran")
         return int(reply["exit"])
+
+    def exit_status_if_reported(self, pid: int) -> int | None:
+        """Job ``pid``'s exit status if the server has reported it already, else None (without waiting)."""
+        self.channel.setblocking(False)
+        try:
+            message = self.channel.recv(4096, socket.MSG_PEEK)
+        except BlockingIOError:
+            return None
+        return self.exit_status(pid, None) if message else None
 
     def _reply(self, timeout: float | None) -> dict[str, Any]:
         self.channel.settimeout(timeout)
