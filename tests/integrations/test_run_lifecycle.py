@@ -1,15 +1,13 @@
 """The run of a measured training job ends with what happened to the process: Ctrl-C, SIGTERM,
 SIGKILL, a store that cannot be written. Real Trainer jobs in real processes, a real SQLite store. The jobs
-that a signal ends are forked from one warm Python for the module (:mod:`support.warm_jobs`: each its own
-process, signals and exit); the read-only store's job is a fresh ``python``, its capability dropped before exec."""
+are forked from one warm Python for the module (:mod:`support.warm_jobs`: each its own process, signals and
+exit); the read-only store's job loses root's file-mode override before it starts (support/file_modes.py)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,6 @@ import mlflow
 import pytest
 from integration_jobs import run_trainer, tiny_bert
 from mlflow import MlflowClient
-from support.file_modes import honour_file_modes
 from support.warm_jobs import WarmJob, WarmJobs
 
 from mlflow_roofline.core.schema import TAG_ERROR
@@ -125,18 +122,16 @@ def test_a_store_that_cannot_be_written_leaves_training_going_with_one_warning(
 
 
 @pytest.mark.slow
-def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(tracking_uri: str, tmp_path: Path) -> None:
+def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(
+    tracking_uri: str, tmp_path: Path, jobs: WarmJobs
+) -> None:
     store = Path(tracking_uri.removeprefix("sqlite:///"))
     MlflowClient().create_experiment("launched")  # the store exists, then cannot be written
     store.chmod(0o444)
     out = tmp_path / "run.json"
     try:
-        done = subprocess.run(
-            [sys.executable, JOBS, "trainer", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            preexec_fn=honour_file_modes,
+        done = jobs.run(
+            "trainer", str(out), stderr=tmp_path / "stderr", prepare="support.file_modes:honour_file_modes_now"
         )
     finally:
         store.chmod(0o644)

@@ -9,8 +9,9 @@ stdout is a pipe the test reads, as ``Popen(stdout=PIPE)``'s; its stderr goes to
 reads after the exit. The server forks one job at a time and reports its exit status as
 :class:`subprocess.Popen` does (``-N`` for a signal N).
 
-What does not survive a fork stays a fresh process: capabilities dropped before ``exec``
-(:mod:`support.file_modes`), and whatever tests the process start-up itself.
+What a ``preexec_fn`` did before ``exec`` the child does before the script (``prepare``: root's
+file-mode override lost at once, :func:`support.file_modes.honour_file_modes_now`). What tests the
+process start-up itself (what an import pulls in) stays a fresh ``python``.
 """
 
 from __future__ import annotations
@@ -99,8 +100,18 @@ class WarmJobs:
         theirs.close()
         self.running: WarmJob | None = None
 
-    def start(self, *args: str, stderr: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> WarmJob:
-        """Fork ``script ARGS`` in ``env`` and ``cwd`` (default: this process's); its stderr to the file ``stderr``."""
+    def start(
+        self,
+        *args: str,
+        stderr: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        prepare: str | None = None,
+    ) -> WarmJob:
+        """Fork ``script ARGS`` in ``env`` and ``cwd`` (default: this process's); its stderr to the file ``stderr``.
+
+        ``prepare``: ``module:function`` the child calls before the script (a ``preexec_fn`` with no exec after it).
+        """
         if self.running is not None and self.running.returncode is None:
             self.running.kill()  # a test that failed before its job ended: the server waits for it
             self.running.wait(60)
@@ -110,6 +121,7 @@ class WarmJobs:
             "argv": [str(self.script), *args],
             "cwd": str(cwd or os.getcwd()),
             "env": dict(os.environ if env is None else env),
+            "prepare": prepare,
         }
         try:
             socket.send_fds(self.channel, [json.dumps(request).encode()], [write, err])
@@ -127,9 +139,10 @@ class WarmJobs:
         timeout: float = 300,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        prepare: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """:meth:`start` the job and :meth:`WarmJob.finish` it."""
-        return self.start(*args, stderr=stderr, env=env, cwd=cwd).finish(timeout)
+        return self.start(*args, stderr=stderr, env=env, cwd=cwd, prepare=prepare).finish(timeout)
 
     def exit_status(self, pid: int, timeout: float | None) -> int:
         reply = self._reply(timeout)
@@ -200,6 +213,9 @@ def _become_job(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
+    if request["prepare"]:
+        module, function = request["prepare"].split(":")
+        getattr(importlib.import_module(module), function)()
     runpy.run_path(sys.argv[0], run_name="__main__")
     raise SystemExit(0)
 
