@@ -1,7 +1,7 @@
 """The run of a measured training job ends with what happened to the process: Ctrl-C, SIGTERM,
 SIGKILL, a store that cannot be written. Real Trainer jobs in real processes, a real SQLite store. The jobs
-are forked from one warm Python for the module (:mod:`support.warm_jobs`: each its own process, signals and
-exit); the read-only store's job loses root's file-mode override before it starts (support/file_modes.py)."""
+are forked from the worker's warm Python (``trainer_jobs`` in tests/conftest.py: each its own process, signals
+and exit); the read-only store's job loses root's file-mode override before it starts (support/file_modes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
@@ -21,8 +20,6 @@ from support.warm_jobs import WarmJob, WarmJobs
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.integrations.transformers import RooflineCallback
 
-JOBS = str(Path(__file__).resolve().parents[1] / "integration_jobs.py")
-
 
 def _run_id(out: Path) -> str:
     return str(json.loads(out.read_text())["run_id"])
@@ -32,14 +29,6 @@ def _history_steps(run_id: str) -> dict[str, list[int]]:
     """The steps of the run's energy history (points gathered in memory until the run's end wrote them)."""
     client = MlflowClient()
     return {k: [m.step for m in client.get_metric_history(run_id, k)] for k in ("energy_j", "energy_forecast_j")}
-
-
-@pytest.fixture(scope="module")
-def jobs() -> Iterator[WarmJobs]:
-    """The module's warm server: the jobs that a signal ends are forked from it."""
-    warm = WarmJobs(Path(JOBS))
-    yield warm
-    warm.close()
 
 
 def _stalled_job(jobs: WarmJobs, tmp_path: Path) -> tuple[WarmJob, str]:
@@ -56,10 +45,10 @@ def _stalled_job(jobs: WarmJobs, tmp_path: Path) -> tuple[WarmJob, str]:
 
 @pytest.mark.slow
 def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(
-    tracking_uri: str, tmp_path: Path, jobs: WarmJobs
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
     out = tmp_path / "run.json"
-    done = jobs.run("interrupt", str(out), stderr=tmp_path / "stderr")
+    done = trainer_jobs.run("interrupt", str(out), stderr=tmp_path / "stderr")
     assert done.returncode == -signal.SIGINT, done.stderr[-2000:]  # Python's exit on an uncaught KeyboardInterrupt
     run = MlflowClient().get_run(_run_id(out))
     assert "learning_rate" in run.data.params  # MLflowCallback's run, joined
@@ -70,8 +59,10 @@ def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(
 
 
 @pytest.mark.slow
-def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, tmp_path: Path, jobs: WarmJobs) -> None:
-    job, run_id = _stalled_job(jobs, tmp_path)
+def test_sigterm_of_the_training_process_ends_its_run_killed(
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
+) -> None:
+    job, run_id = _stalled_job(trainer_jobs, tmp_path)
     try:
         job.send_signal(signal.SIGTERM)
         assert job.wait(timeout=60) == -signal.SIGTERM  # the signal took its course
@@ -85,9 +76,9 @@ def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, 
 
 @pytest.mark.slow
 def test_a_training_process_killed_outright_has_its_run_ended_by_the_watchdog(
-    tracking_uri: str, tmp_path: Path, jobs: WarmJobs
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
-    job, run_id = _stalled_job(jobs, tmp_path)
+    job, run_id = _stalled_job(trainer_jobs, tmp_path)
     try:
         job.send_signal(signal.SIGKILL)
         job.wait(timeout=60)
@@ -123,14 +114,14 @@ def test_a_store_that_cannot_be_written_leaves_training_going_with_one_warning(
 
 @pytest.mark.slow
 def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(
-    tracking_uri: str, tmp_path: Path, jobs: WarmJobs
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
     store = Path(tracking_uri.removeprefix("sqlite:///"))
     MlflowClient().create_experiment("launched")  # the store exists, then cannot be written
     store.chmod(0o444)
     out = tmp_path / "run.json"
     try:
-        done = jobs.run(
+        done = trainer_jobs.run(
             "trainer", str(out), stderr=tmp_path / "stderr", prepare="support.file_modes:honour_file_modes_now"
         )
     finally:

@@ -1,4 +1,4 @@
-"""Job scripts forked from one warm Python: torch, transformers and MLflow imported once per test module.
+"""Job scripts forked from one warm Python: torch, transformers and MLflow imported once, not once per job.
 
 ``python tests/integration_jobs.py KIND OUT`` pays those imports again for every job (about 8 of
 its 11 CPU-seconds). :class:`WarmJobs` starts one server that imports them, then forks each job
