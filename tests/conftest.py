@@ -6,8 +6,12 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from support.warm_jobs import WarmJobs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,3 +83,14 @@ def tracking_uri(unopened_tracking_uri: str, tmp_path: Path, store_template: Pat
 
     copy_store(store_template, tmp_path / "mlflow.db")
     return unopened_tracking_uri
+
+
+@pytest.fixture(scope="session")
+def trainer_jobs() -> Iterator[WarmJobs]:
+    """This worker's warm Python for ``tests/integration_jobs.py`` (support/warm_jobs): the run-ending and
+    lifecycle modules fork their jobs from it, its torch, transformers and MLflow imports paid once."""
+    from support.warm_jobs import WarmJobs
+
+    warm = WarmJobs(REPO_ROOT / "tests" / "integration_jobs.py")
+    yield warm
+    warm.close()

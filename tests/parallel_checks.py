@@ -5,7 +5,9 @@ For each multi-device strategy it records, per rank, into OUT_DIR/rank<i>.json:
 - the global-batch loss and the pre-clip gradient norm of each of K steps, next to
   those of the single-device model trained on the same global batches here;
 - the largest difference between the trained weights and the single-device ones;
-- one step in fp16 (gradient scaler) and bf16, to show they run on sharded parameters.
+- one step in fp16 (gradient scaler) and bf16, to show they run on sharded parameters;
+- what the strategy probe reads from each strategy's model (tests/probe_checks.py), in the
+  same process group: one launch for both.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from mlflow_roofline.train.parallel import strategy
 from mlflow_roofline.train.parallel.dist import setup, teardown
 from mlflow_roofline.train.parallel.tp import LAYER_PLAN
 from mlflow_roofline.train.workload import Trainer, batches, build_model, build_optimizer
+from tests.probe_checks import probe_strategies
 
 STEPS = 5
 CLIP = 0.05  # below every step's gradient norm here, so clipping (on DTensors too) acts on each step
@@ -106,6 +109,7 @@ def main(out_dir: Path) -> None:
         if name in ("fsdp", "tp"):
             for precision in ("fp16", "bf16"):
                 record[name][precision] = train(config, env, precision, steps=2)[2]
+    record["probe"] = probe_strategies(env)
     (out_dir / f"rank{env.rank}.json").write_text(json.dumps(record))
     teardown(env)
 

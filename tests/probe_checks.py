@@ -1,30 +1,26 @@
-"""Run by tests/test_integrations_probe.py under torchrun (2 ranks, gloo): not a test module.
+"""Run by tests/parallel_checks.py inside its torchrun job (2 ranks, gloo): not a test module.
 
 Wraps the project's BERT with each of its strategies (DDP, FSDP2, tensor parallel) and
-writes what :func:`mlflow_roofline.integrations.parallel_probe.probe` reads from the
-wrapped model, and from the inner model plus the wrappers seen running one forward, to
-OUT_DIR/probe.json (rank 0).
+returns what :func:`mlflow_roofline.integrations.parallel_probe.probe` reads from the
+wrapped model, and from the inner model plus the wrappers seen running one forward
+(tests/train/test_parallel.py checks it).
 """
 
 from __future__ import annotations
-
-import json
-import sys
-from pathlib import Path
 
 import torch
 
 from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.integrations.parallel_probe import WrapperSpy, probe
 from mlflow_roofline.train.parallel import strategy
-from mlflow_roofline.train.parallel.dist import setup, teardown
+from mlflow_roofline.train.parallel.dist import DistEnv
 from mlflow_roofline.train.workload import build_model
 
 SHAPE = {"num_layers": 2, "hidden_size": 32, "num_heads": 2, "ffn_size": 64, "seq_len": 8, "batch_size": 4}
 
 
-def main(out: Path) -> None:
-    env = setup("cpu", 2)
+def probe_strategies(env: DistEnv) -> dict[str, dict[str, object]]:
+    """What the probe says of each strategy's model on this rank, and of an unwrapped model."""
     found: dict[str, dict[str, object]] = {}
     for name in ("ddp", "fsdp", "tp"):
         config = TrainConfig(**SHAPE, strategy=name, num_devices=2)
@@ -38,10 +34,4 @@ def main(out: Path) -> None:
         found[name] = {"direct": direct.strategy, "inner_and_seen": seen.strategy, "num_devices": direct.num_devices}
     plain = probe([build_model(TrainConfig(**SHAPE), env.device)])
     found["unwrapped"] = {"strategy": plain.strategy, "why": plain.why_unknown}
-    if env.rank == 0:
-        (out / "probe.json").write_text(json.dumps(found))
-    teardown(env)
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    return found

@@ -295,7 +295,7 @@ def test_hardware_names_that_make_one_alias_never_replace_each_others_law(tracki
         (both, "GPU-A", 6),
     ):
         log_synthetic_runs(
-            client, experiment_id, 5, hardware=hardware, seed=seed, strategies=("single", "ddp"), device_counts=(2,)
+            client, experiment_id, 3, hardware=hardware, seed=seed, strategies=("single", "ddp"), device_counts=(2,)
         )
     run_fit(["first"], model_name="m", alias="champion", echo=lambda _: None)
     gpu_a = client.get_model_version_by_alias("m", "champion-gpu-a")

@@ -10,6 +10,8 @@ still registered. The sharpness k of data drawn from the form is recovered withi
 
 from __future__ import annotations
 
+import functools
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -112,7 +114,9 @@ def test_smooth_intervals_cover_new_runs_at_their_level() -> None:
     assert 0.91 <= float(np.mean(covered)) <= 0.99
 
 
+@functools.cache
 def _regime_change_fit(seed: int) -> HardwareFit:
+    """The fit of the time-bound GPU's runs for ``seed``, once per module (read, never changed, by its tests)."""
     return fit_hardware(generate_roofline_runs(30, seed=seed, hardware=(TIME_BOUND_GPU,)), TIME_BOUND_GPU.name)
 
 

@@ -1,6 +1,7 @@
 """How a measured job's runs end when the process is stopped, the user's own runs included: a second and a
 third Ctrl-C while the run ends, SIGTERM inside the user's nested runs, Ctrl-C or an exception inside the
-user's ``with mlflow.start_run()``. Real Trainer jobs (tiny BERT, CPU) in real processes, a real SQLite
+user's ``with mlflow.start_run()``. Real Trainer jobs (tiny BERT, CPU) in real processes (forked from the
+worker's warm Python, ``trainer_jobs`` in tests/conftest.py: each its own process, signals and exit), a real SQLite
 store; the only thing injected is the Ctrl-C pressed again, raised as a real SIGINT in the flush of MLflow's
 asynchronous logging that ending a run begins with."""
 
@@ -9,22 +10,20 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from support.warm_jobs import WarmJobs
 
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.integrations.run_log import INTERRUPTED_REASON, SIGTERM_REASON
 
-JOBS = str(Path(__file__).resolve().parents[1] / "integration_jobs.py")
 
-
-def _job(how: str, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, JOBS, how, str(out), *flags], capture_output=True, text=True, timeout=300)
+def _job(jobs: WarmJobs, how: str, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return jobs.run(how, str(out), *flags, stderr=out.with_suffix(".stderr"))
 
 
 def _runs(out: Path) -> tuple[Run, Run | None]:
@@ -47,10 +46,12 @@ def _ended(run_id: str, within_s: float = 60.0) -> Run:
 
 @pytest.mark.slow
 def test_ctrl_c_pressed_again_while_autolog_ends_the_run_still_ends_it_killed(
-    tracking_uri: str, tmp_path: Path
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
     out = tmp_path / "run.json"
-    done = _job("interrupt", out, "--autolog", "--ctrl-c-at-flush=3")  # the second, third and fourth Ctrl-C
+    done = _job(
+        trainer_jobs, "interrupt", out, "--autolog", "--ctrl-c-at-flush=3"
+    )  # the second, third and fourth Ctrl-C
     assert done.returncode == -signal.SIGINT, done.stderr[-3000:]
     assert "Exception ignored in atexit" not in done.stderr, done.stderr[-3000:]
     run, _ = _runs(out)
@@ -61,10 +62,12 @@ def test_ctrl_c_pressed_again_while_autolog_ends_the_run_still_ends_it_killed(
 
 @pytest.mark.slow
 def test_a_run_that_interrupts_keep_from_ending_is_ended_by_the_watchdog_once_the_process_is_gone(
-    tracking_uri: str, tmp_path: Path
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
     out = tmp_path / "run.json"
-    done = _job("interrupt", out, "--autolog", "--ctrl-c-at-flush=1000")  # every attempt at ending it is cut short
+    done = _job(
+        trainer_jobs, "interrupt", out, "--autolog", "--ctrl-c-at-flush=1000"
+    )  # every attempt to end it cut short
     assert done.returncode == -signal.SIGINT, done.stderr[-3000:]
     run = _ended(_runs(out)[0].info.run_id)
     assert run.info.status == "KILLED"
@@ -73,14 +76,13 @@ def test_a_run_that_interrupts_keep_from_ending_is_ended_by_the_watchdog_once_th
 
 @pytest.mark.slow
 def test_sigterm_under_autolog_ends_the_users_nested_runs_killed_with_the_reason(
-    tracking_uri: str, tmp_path: Path
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
     out = tmp_path / "run.json"
-    job = subprocess.Popen([sys.executable, JOBS, "stall", str(out), "--autolog", "--nested"], stdout=subprocess.PIPE)
+    job = trainer_jobs.start("stall", str(out), "--autolog", "--nested", stderr=tmp_path / "stderr")
     try:
-        assert job.stdout is not None
         for line in job.stdout:
-            if line.strip() == b"stalled":
+            if line.strip() == "stalled":
                 break
         job.send_signal(signal.SIGTERM)
         assert job.wait(timeout=60) == -signal.SIGTERM  # the signal took its course
@@ -95,10 +97,10 @@ def test_sigterm_under_autolog_ends_the_users_nested_runs_killed_with_the_reason
 @pytest.mark.slow
 @pytest.mark.parametrize("autolog", [True, False], ids=["autolog", "callback"])
 def test_ctrl_c_inside_the_users_own_runs_ends_them_killed_with_the_reason(
-    tracking_uri: str, tmp_path: Path, autolog: bool
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs, autolog: bool
 ) -> None:
     out = tmp_path / "run.json"
-    done = _job("interrupt", out, "--nested", *(["--autolog"] if autolog else []))
+    done = _job(trainer_jobs, "interrupt", out, "--nested", *(["--autolog"] if autolog else []))
     assert done.returncode == -signal.SIGINT, done.stderr[-3000:]
     child, parent = _runs(out)
     assert parent is not None
@@ -110,10 +112,10 @@ def test_ctrl_c_inside_the_users_own_runs_ends_them_killed_with_the_reason(
 @pytest.mark.slow
 @pytest.mark.parametrize("autolog", [True, False], ids=["autolog", "callback"])
 def test_an_exception_inside_the_users_own_run_ends_it_failed_with_the_reason(
-    tracking_uri: str, tmp_path: Path, autolog: bool
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs, autolog: bool
 ) -> None:
     out = tmp_path / "run.json"
-    done = _job("raise", out, "--nested", *(["--autolog"] if autolog else []))
+    done = _job(trainer_jobs, "raise", out, "--nested", *(["--autolog"] if autolog else []))
     assert done.returncode == 1 and "ValueError: the data ran out" in done.stderr, done.stderr[-3000:]
     child, parent = _runs(out)
     assert (child.info.status, child.data.tags.get(TAG_ERROR)) == (

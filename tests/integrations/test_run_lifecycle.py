@@ -1,13 +1,13 @@
 """The run of a measured training job ends with what happened to the process: Ctrl-C, SIGTERM,
-SIGKILL, a store that cannot be written. Real Trainer jobs in real processes, a real SQLite store."""
+SIGKILL, a store that cannot be written. Real Trainer jobs in real processes, a real SQLite store. The jobs
+are forked from the worker's warm Python (``trainer_jobs`` in tests/conftest.py: each its own process, signals
+and exit); the read-only store's job loses root's file-mode override before it starts (support/file_modes.py)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,12 +15,10 @@ import mlflow
 import pytest
 from integration_jobs import run_trainer, tiny_bert
 from mlflow import MlflowClient
-from support.file_modes import honour_file_modes
+from support.warm_jobs import WarmJob, WarmJobs
 
 from mlflow_roofline.core.schema import TAG_ERROR
 from mlflow_roofline.integrations.transformers import RooflineCallback
-
-JOBS = str(Path(__file__).resolve().parents[1] / "integration_jobs.py")
 
 
 def _run_id(out: Path) -> str:
@@ -33,11 +31,10 @@ def _history_steps(run_id: str) -> dict[str, list[int]]:
     return {k: [m.step for m in client.get_metric_history(run_id, k)] for k in ("energy_j", "energy_forecast_j")}
 
 
-def _stalled_job(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+def _stalled_job(jobs: WarmJobs, tmp_path: Path) -> tuple[WarmJob, str]:
     """A Trainer job, own run, sleeping at step 4; its run id."""
     out = tmp_path / "run.json"
-    job = subprocess.Popen([sys.executable, JOBS, "stall", str(out)], stdout=subprocess.PIPE, text=True)
-    assert job.stdout is not None
+    job = jobs.start("stall", str(out), stderr=tmp_path / "stderr")
     for line in job.stdout:  # the Trainer prints its logs before
         if line.strip() == "stalled":
             break
@@ -47,9 +44,11 @@ def _stalled_job(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(tracking_uri: str, tmp_path: Path) -> None:
+def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
+) -> None:
     out = tmp_path / "run.json"
-    done = subprocess.run([sys.executable, JOBS, "interrupt", str(out)], capture_output=True, text=True, timeout=300)
+    done = trainer_jobs.run("interrupt", str(out), stderr=tmp_path / "stderr")
     assert done.returncode == -signal.SIGINT, done.stderr[-2000:]  # Python's exit on an uncaught KeyboardInterrupt
     run = MlflowClient().get_run(_run_id(out))
     assert "learning_rate" in run.data.params  # MLflowCallback's run, joined
@@ -60,8 +59,10 @@ def test_ctrl_c_under_report_to_mlflow_ends_the_run_killed_with_the_reason(track
 
 
 @pytest.mark.slow
-def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, tmp_path: Path) -> None:
-    job, run_id = _stalled_job(tmp_path)
+def test_sigterm_of_the_training_process_ends_its_run_killed(
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
+) -> None:
+    job, run_id = _stalled_job(trainer_jobs, tmp_path)
     try:
         job.send_signal(signal.SIGTERM)
         assert job.wait(timeout=60) == -signal.SIGTERM  # the signal took its course
@@ -75,9 +76,9 @@ def test_sigterm_of_the_training_process_ends_its_run_killed(tracking_uri: str, 
 
 @pytest.mark.slow
 def test_a_training_process_killed_outright_has_its_run_ended_by_the_watchdog(
-    tracking_uri: str, tmp_path: Path
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
 ) -> None:
-    job, run_id = _stalled_job(tmp_path)
+    job, run_id = _stalled_job(trainer_jobs, tmp_path)
     try:
         job.send_signal(signal.SIGKILL)
         job.wait(timeout=60)
@@ -112,18 +113,16 @@ def test_a_store_that_cannot_be_written_leaves_training_going_with_one_warning(
 
 
 @pytest.mark.slow
-def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(tracking_uri: str, tmp_path: Path) -> None:
+def test_a_read_only_store_is_one_warning_and_the_job_trains_to_its_end(
+    tracking_uri: str, tmp_path: Path, trainer_jobs: WarmJobs
+) -> None:
     store = Path(tracking_uri.removeprefix("sqlite:///"))
     MlflowClient().create_experiment("launched")  # the store exists, then cannot be written
     store.chmod(0o444)
     out = tmp_path / "run.json"
     try:
-        done = subprocess.run(
-            [sys.executable, JOBS, "trainer", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            preexec_fn=honour_file_modes,
+        done = trainer_jobs.run(
+            "trainer", str(out), stderr=tmp_path / "stderr", prepare="support.file_modes:honour_file_modes_now"
         )
     finally:
         store.chmod(0o644)

@@ -1,8 +1,8 @@
 """DDP, FSDP2 and tensor parallel on 2 real CPU processes (torchrun, gloo) against single.
 
 One torchrun launch runs tests/parallel_checks.py, which trains every strategy and the
-single-device reference on the same global batches and records what it sees; the tests
-below check the records.
+single-device reference on the same global batches and records what it sees, and what the
+strategy probe reads from each strategy's model; the tests below check the records.
 
 Tolerance: fp32 runs differ from single only by the order of floating-point reductions
 (gradient all-reduce / reduce-scatter, row-parallel partial sums), ~1e-7 relative per
@@ -96,3 +96,14 @@ def test_reduced_precision_runs_on_sharded_parameters(records: list[dict], name:
         for precision in ("fp16", "bf16"):
             losses = record[name][precision]
             assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+
+
+def test_probe_reads_the_strategy_from_the_models_own_types(records: list[dict]) -> None:
+    for record in records:
+        found = record["probe"]
+        for name in ("ddp", "fsdp", "tp"):
+            assert found[name] == {"direct": name, "inner_and_seen": name, "num_devices": 2}
+        assert found["unwrapped"]["strategy"] is None
+        assert found["unwrapped"]["why"] == (
+            "2 processes but the model is wrapped by neither DDP, FSDP nor tensor parallel"
+        )
