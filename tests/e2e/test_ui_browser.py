@@ -275,7 +275,7 @@ def test_the_printed_link_opens_the_named_runs_in_the_model_training_view(page: 
     shown = names_in_row_order(page)  # in the order an earlier sort left (the UI keeps it)
     assert sorted(shown) == sorted(["sweep-tiny", *(c.info.run_name for c in store.children)])
     children = [name for name in shown if name != "sweep-tiny"]
-    assert all(re.match(r"^L\d-d\d+-h\d-ff\d+-S\d+-B\d+-\w+-x\d$", name) for name in children)
+    assert all(re.match(r"^\w+-x\d-L\d-d\d+-h\d-ff\d+-S\d+-B\d+$", name) for name in children)  # placement first
 
 
 def test_the_fit_run_shows_its_dataset_and_a_description_naming_every_plot(

@@ -127,7 +127,9 @@ def test_a_failed_read_fails_only_the_windows_that_span_it(nvml) -> None:
 
 
 def test_estimate_timeline_is_cpu_utilisation_times_watts() -> None:
-    with EstimateMeter(watts_per_core=10.0) as meter:
+    # This process's CPU alone: a pytest worker's children (the session's warm-job server, a process an
+    # earlier test left to be reaped) would add their CPU time to the tree whenever they exit or are reaped.
+    with EstimateMeter(watts_per_core=10.0, include_children=False) as meter:
         meter.enable_timeline(0.05)
         meter.begin()
         spin_cpu(0.4)
