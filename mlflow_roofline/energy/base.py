@@ -46,11 +46,11 @@ from mlflow_roofline.energy.windows import (  # noqa: F401 - DEFAULT_WINDOW re-e
 )
 
 MAX_TIMELINE_POINTS = 100_000
+"""Points a session's timeline keeps; past it every other point is dropped (the rate halves)."""
 BRACKET_S = 0.002
 """Widest gap (s) between the clocks read either side of a timeline reading for it to be dated by their middle."""
 BRACKET_TRIES = 3
 """Readings tried for one timeline point before the last is kept, however wide its bracket."""
-"""Points a session's timeline keeps; past it every other point is dropped (the rate halves)."""
 
 
 class EnergyMeter(MeterWindows):
