@@ -96,7 +96,7 @@ def train_run(
         client.join_run(run_id, run_name)
     else:
         run_id = client.open_run(experiment_id_for(client, experiment), run_name)
-    hook = orphan_hook_kwargs(run_id)
+    hook = orphan_hook_kwargs(run_id, client.tracking_uri) if watchdog is not None else {}
     if watchdog is not None:
         watchdog.arm(END_ORPHANED_RUN, **hook)
 
