@@ -52,7 +52,6 @@ import statistics
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-import torch
 import torch.distributed as dist
 
 from mlflow_roofline.core.carbon import J_PER_KWH
@@ -85,6 +84,7 @@ from mlflow_roofline.core.schema import (
     TAG_STOP_REASON,
 )
 from mlflow_roofline.energy import EnergyMeter, Measurement, make_meter
+from mlflow_roofline.energy.devices import DEVICE_KINDS
 from mlflow_roofline.energy.live import LiveEnergy
 from mlflow_roofline.integrations.energy_window import RankReport, RankWindow, Sample, combine, gather
 from mlflow_roofline.integrations.forecast import Forecast, Prior, StepSamples, forecast
@@ -195,8 +195,8 @@ class JobMeasurement:
         """Build the meter and, on the main process, open or join the run and tag it."""
         self.facts = facts
         device = facts.device if facts.device in DEVICES else "auto"
-        gpus = [torch.cuda.current_device()] if device == "cuda" else None
-        meter = make_meter(self.options.meter, device=device, gpu_indices=gpus)
+        indices = DEVICE_KINDS[device].current_indices() if device in DEVICE_KINDS else None
+        meter = make_meter(self.options.meter, device=device, gpu_indices=indices)
         if hasattr(meter, "rescan_s"):  # estimate: the window is cut every step; list descendants less often
             meter.rescan_s = max(meter.rescan_s, ESTIMATE_RESCAN_S)
         reads = meter.scope != "node" or facts.parallel.local_rank == 0
@@ -387,9 +387,9 @@ class JobMeasurement:
         self._opened = True
 
     def _drain(self) -> None:
-        """Wait for the device's queued work (CUDA), so a window edge is where the work is."""
-        if self.facts is not None and self.facts.device == "cuda":
-            torch.cuda.synchronize()
+        """Wait for the device's queued work (an accelerator's), so a window edge is where the work is."""
+        if self.facts is not None and self.facts.device in DEVICE_KINDS:
+            DEVICE_KINDS[self.facts.device].synchronize()
 
     # -- a sync point --------------------------------------------------------------------
     def _sync(self, global_step: int) -> bool:

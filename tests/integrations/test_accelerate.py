@@ -100,3 +100,39 @@ def test_ctrl_c_in_the_loop_ends_its_run_killed_with_the_reason(tracking_uri: st
     run = MlflowClient().get_run(tracker.tracker.run.run_id)
     assert run.info.status == "KILLED"
     assert run.data.tags["roofline.error"] == "interrupted: KeyboardInterrupt (Ctrl-C) before training ended"
+
+
+def test_the_measurement_asks_the_device_kind_which_devices_to_meter_and_waits_on_them(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device kind is one entry of the registry: the measurement takes its meter's device indices and the wait
+    at each window edge from it (here the CPU kind's entry, wrapped to count), not from CUDA's API by name."""
+    import dataclasses
+
+    from mlflow_roofline.energy import devices
+
+    calls = {"indices": 0, "synchronize": 0}
+    cpu = devices.DEVICE_KINDS["cpu"]
+
+    def indices() -> None:
+        calls["indices"] += 1
+        return cpu.current_indices()
+
+    def synchronize() -> None:
+        calls["synchronize"] += 1
+
+    counted = dataclasses.replace(cpu, current_indices=indices, synchronize=synchronize)
+    monkeypatch.setitem(devices.DEVICE_KINDS, "cpu", counted)
+    accelerator = Accelerator(cpu=True)
+    model = tiny_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = accelerator.prepare(torch.utils.data.DataLoader(TokenData(8), batch_size=2))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    with track_training(accelerator, model, total_steps=4, meter="estimate", warmup_steps=1, forecast=False) as tracker:
+        for batch in data:
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            tracker.step()
+    assert calls["indices"] == 1 and calls["synchronize"] >= 2  # the warm-up's window and the measured one
+    assert MlflowClient().get_run(tracker.tracker.run.run_id).info.status == "FINISHED"
