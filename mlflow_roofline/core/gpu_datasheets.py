@@ -60,6 +60,9 @@ ENV_HARDWARE_TABLE = "ROOFLINE_HARDWARE_TABLE"
 ENV_ALLOW_SIMULATED = "ROOFLINE_ALLOW_SIMULATED_HARDWARE"
 """Set to 1 to read ``simulated:`` rows (the test generator's fleet); refused otherwise."""
 TABLE_RESOURCE = "hardware.csv"
+COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_jpv", "log_ridge", "log_peak")
+"""The covariates (logs) of :meth:`HardwareSpec.covariates` every law pooled over GPUs may read (``log_link``
+aside: only a pooled speedup law reads it, where the row gives it)."""
 NUMBER_COLUMNS: tuple[str, ...] = ("fp16_tensor_flops", "fp32_flops", "mem_bandwidth_bytes_per_s", "board_power_w")
 COLUMNS: tuple[str, ...] = ("name", "pattern", *NUMBER_COLUMNS, "source")
 PRECISION_COLUMNS: Mapping[str, str] = {
@@ -213,12 +216,15 @@ class HardwareSpec:
 
     def covariates(self, precision: str = TABLE_PRECISION) -> dict[str, float]:
         """What a law pooled over hardware knows of this GPU, natural logs: ``log_jpf`` (board watts per
-        peak FLOP/s: J/FLOP at peak), ``log_ridge`` (peak FLOP/s per byte/s of bandwidth: the roofline's
-        ridge point, FLOP/byte), ``log_peak`` (peak FLOP/s) and, where the row gives it, ``log_link``
-        (log interconnect bytes/s per device: what a pooled comm-time speedup law scales by)."""
+        peak FLOP/s: J/FLOP at peak), ``log_jpv`` (board watts per FP32 vector FLOP/s: J/FLOP of work that
+        runs off the tensor cores, whatever the precision), ``log_ridge`` (peak FLOP/s per byte/s of
+        bandwidth: the roofline's ridge point, FLOP/byte), ``log_peak`` (peak FLOP/s) and, where the row
+        gives it, ``log_link`` (log interconnect bytes/s per device: what a pooled comm-time speedup law
+        scales by)."""
         peak = self.peak_flops(precision)
         out = {
             "log_jpf": math.log(self.board_power_w / peak),
+            "log_jpv": math.log(self.board_power_w / self.fp32_flops),
             "log_ridge": math.log(peak / self.mem_bandwidth_bytes_per_s),
             "log_peak": math.log(peak),
         }

@@ -24,10 +24,11 @@ with the 1-SE rule (:func:`fit.forms.selection.choose_form`):
   construction, so they can pass the num_steps sanity check where the plain forms (whose size
   exponents also carry the steps) cannot.
 
-- ``hardware_roofline`` (and ``hardware_roofline_complete`` where some run is beyond the paper's
-  kind): the additive roofline times each GPU's board power over its peak and bandwidth
-  (:mod:`fit.forms.hardware_roofline`), no exponent to guess where the sizes were not varied, so it
-  passes the size and steps checks by construction; refitted on every CV fold and each left-out GPU.
+- ``hardware_roofline`` and ``hardware_roofline_complete`` (the same in the complete proxies, with the
+  kind factors where runs mix kinds): the additive roofline times each GPU's board power over its
+  tensor and vector peaks and bandwidth (:mod:`fit.forms.hardware_roofline`), no exponent to guess where
+  the sizes were not varied, so it passes the size and steps checks by construction; refitted on every
+  CV fold and each left-out GPU.
 
 Every run's covariates are its GPU's at the run's own precision (:func:`run_covariates`); the law keeps
 each GPU's at the precision most of its runs have (:func:`hardware_covariates`), and the precisions of
@@ -75,7 +76,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, HardwareTable
+from mlflow_roofline.core.gpu_datasheets import COVARIATE_NAMES, TABLE_PRECISION, HardwareTable
 from mlflow_roofline.core.schema import (
     HARDWARE_COLUMN,
     M_CV_MAPE_POOLED_PREFIX,
@@ -94,7 +95,7 @@ from mlflow_roofline.core.schema import (
     present_strategies,
     speedup_score_metric,
 )
-from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES, beyond_paper
+from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape, refit_cv_mape
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
@@ -363,7 +364,7 @@ def pooled_data(
     data[HARDWARE_COLUMN] = pd.Categorical(data[HARDWARE_COLUMN].astype(str), categories=[f.hardware for f in fits])
     if len(covariates) == len(fits):
         keys = list(zip(data[HARDWARE_COLUMN].astype(str), data["precision"].astype(str)))
-        for name in ("log_jpf", "log_ridge", "log_peak"):
+        for name in COVARIATE_NAMES:
             data[name] = [
                 float(by_precision[key][name]) if by_precision is not None else covariates[key[0]][name] for key in keys
             ]
@@ -431,9 +432,11 @@ def refit_leave_one_hardware_out(form: RooflineFormFit, data: pd.DataFrame) -> t
 
 
 def _roofline_forms(data: pd.DataFrame, seed: int) -> tuple[dict[str, FittedForm], dict[str, tuple[float, float]]]:
-    """The datasheet-pooled roofline forms (the complete one where some run is beyond the paper's kind),
-    each with its grouped-CV and leave-one-hardware-out errors."""
-    fits = [fit_hardware_roofline(data)] + ([fit_hardware_roofline_complete(data)] if beyond_paper(data) else [])
+    """The datasheet-pooled roofline forms in the paper's and the complete proxies, each with its grouped-CV and
+    leave-one-hardware-out errors. The complete one is fitted whatever the runs' kinds: its traffic carries the
+    optimizer's bytes per step, a cost per step that a GPU's datasheet bandwidth prices where the paper's
+    activations per token cannot (small batches cost more per token on every GPU)."""
+    fits = [fit_hardware_roofline(data), fit_hardware_roofline_complete(data)]
     forms: dict[str, FittedForm] = {}
     loho: dict[str, tuple[float, float]] = {}
     for fit in fits:

@@ -25,12 +25,17 @@ is 1 where the row's ``feature`` is ``level``, 0 elsewhere (the reference level)
 Each has a variant pooled over GPUs by their datasheets (kinds ``hardware_roofline`` and
 ``hardware_roofline_complete``, :class:`HardwareRooflineLaw`, :class:`HardwareCompleteRooflineLaw`):
 energy is the GPU's board power ``P`` times the roofline's time,
-``E = P * (eps_c*C/F + eps_m*M/B + e_0*T) * eta^alpha_eta * exp(psi)``, with ``F`` its peak FLOP/s at
-the run's precision and ``B`` its memory bandwidth (bytes/s), read from the row's hardware
-covariates (``log_jpf = log(P/F)``, ``log_ridge = log(F/B)``, ``log_peak = log F``,
-:meth:`~core.gpu_datasheets.HardwareSpec.covariates`). ``eps_c`` and ``eps_m`` are then
+``E = P * (eps_c*C/F + eps_v*C/F_v + eps_m*M/B + e_0*T) * eta^alpha_eta * exp(psi)``, with ``F`` its
+peak FLOP/s at the run's precision, ``F_v`` its vector (non-tensor FP32) FLOP/s and ``B`` its memory
+bandwidth (bytes/s), read from the row's hardware covariates (``log_jpf = log(P/F)``,
+``log_jpv = log(P/F_v)``, ``log_ridge = log(F/B)``, ``log_peak = log F``,
+:meth:`~core.gpu_datasheets.HardwareSpec.covariates`). ``eps_c``, ``eps_v`` and ``eps_m`` are then
 dimensionless (peak over achieved, times average over board power) and ``e_0`` is seconds per
-token: shared by every GPU, so a GPU no run measured is answered from its datasheet row.
+token: shared by every GPU, so a GPU no run measured is answered from its datasheet row. The
+vector term is the share of the FLOPs a mixed-precision step does not run on tensor cores (softmax,
+normalisation, activations, the optimizer in FP32, every FLOP of a GPU without tensor cores): across
+GPU generations the tensor peak grew many times faster than that rate, so a law that charged every
+FLOP at the tensor peak would price a GPU without tensor cores several times too high.
 
 The smooth form: energy is power times time, and a step's time is a smooth maximum of
 its compute time and its memory time plus a fixed per-step cost; with the (constant)
@@ -62,14 +67,18 @@ COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
 COMPLETE_COST_FEATURES: dict[str, str] = {"eps_c": "log_C_all", "eps_m": "log_M_all", "e0": "log_T"}
 """The cost features of the complete-proxy variants: FLOPs with the head, bytes with the optimizer's state."""
+VECTOR_TERM = "eps_v"
+"""The datasheet-pooled laws' cost of the FLOPs at the GPU's vector (non-tensor FP32) rate."""
+HARDWARE_COST_TERMS: tuple[str, ...] = ("eps_c", VECTOR_TERM, "eps_m", "e0")
 HARDWARE_COST_SCALES: dict[str, tuple[str, ...]] = {
     "eps_c": ("log_jpf",),
+    VECTOR_TERM: ("log_jpv",),
     "eps_m": ("log_jpf", "log_ridge"),
     "e0": ("log_jpf", "log_peak"),
 }
 """The hardware covariates (logs) each cost of a datasheet-pooled law is multiplied by the exponential of:
-FLOPs by joules per peak FLOP (P/F), bytes by joules per byte at full bandwidth (P/B = P/F * F/B), tokens
-by the board power (P = P/F * F, watts)."""
+FLOPs by joules per peak FLOP at the run's precision (P/F) and by joules per FLOP at the vector rate (P/F_v),
+bytes by joules per byte at full bandwidth (P/B = P/F * F/B), tokens by the board power (P = P/F * F, watts)."""
 ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
 DUMMY_MARK = "[T."
@@ -103,12 +112,14 @@ class RooflineLaw(LawCoefficients):
 
     KIND: ClassVar[str] = "roofline_eff"
     cost_features: ClassVar[Mapping[str, str]] = COST_FEATURES
-    """The feature (a log) each cost coefficient multiplies the exponential of."""
+    """The feature (a log) each cost coefficient multiplies the exponential of, in the order the fit estimates them."""
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient."""
-        costs = {t: np.exp(self.cost_log(features, t)) for t in COST_TERMS}
-        total = sum(self.coefficient(t) * costs[t] for t in COST_TERMS)
+        """The cost part (joules before the eta and strategy factors) and its gradient per cost coefficient
+        (the cost terms this law holds: a law stored before a term existed is evaluated without it)."""
+        held = [t for t in self.cost_features if t in self.terms]
+        costs = {t: np.exp(self.cost_log(features, t)) for t in held}
+        total = sum(self.coefficient(t) * costs[t] for t in held)
         return np.asarray(total, dtype=float), costs
 
     def mean_and_gradient(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -210,10 +221,16 @@ class SmoothCompleteRooflineLaw(SmoothRooflineLaw):
 class HardwareRooflineLaw(RooflineLaw):
     """The additive roofline pooled over GPUs by their datasheets (see the module docstring): each cost
     is the proxy times the row's hardware factor (:data:`HARDWARE_COST_SCALES`), so the coefficients are
-    shared by every GPU. ``terms``: ``eps_c``, ``eps_m`` (dimensionless), ``e0`` (s/token), then
-    ``alpha_eta`` and the dummies the fit estimated."""
+    shared by every GPU. ``terms``: ``eps_c``, ``eps_v``, ``eps_m`` (dimensionless), ``e0`` (s/token), then
+    ``alpha_eta`` and the dummies the fit estimated (a law stored before ``eps_v`` existed lacks it)."""
 
     KIND: ClassVar[str] = "hardware_roofline"
+    cost_features: ClassVar[Mapping[str, str]] = {
+        "eps_c": "log_C",
+        VECTOR_TERM: "log_C",
+        "eps_m": "log_M",
+        "e0": "log_T",
+    }
 
     @classmethod
     def cost_log(cls, features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
@@ -228,4 +245,9 @@ class HardwareCompleteRooflineLaw(HardwareRooflineLaw):
     """The datasheet-pooled additive roofline in the complete proxies, with the kind dummies."""
 
     KIND: ClassVar[str] = "hardware_roofline_complete"
-    cost_features: ClassVar[Mapping[str, str]] = COMPLETE_COST_FEATURES
+    cost_features: ClassVar[Mapping[str, str]] = {
+        "eps_c": "log_C_all",
+        VECTOR_TERM: "log_C_all",
+        "eps_m": "log_M_all",
+        "e0": "log_T",
+    }

@@ -41,14 +41,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, load_hardware_table
+from mlflow_roofline.core.gpu_datasheets import COVARIATE_NAMES, TABLE_PRECISION, load_hardware_table
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.speedup import SpeedupLaw, on_link, within_reach
 from mlflow_roofline.serve.errors import invalid, show
-
-COVARIATE_NAMES: tuple[str, ...] = ("log_jpf", "log_ridge", "log_peak")
 
 
 def covariates_at(name: str, precision: str = TABLE_PRECISION) -> dict[str, float] | None:

@@ -6,11 +6,12 @@ into a real SQLite store; ``models:/zeus@champion`` is then asked about the V100
 power law guesses the slopes along the sizes that this table never varies and fails the sanity
 checks, so before the datasheet roofline (:mod:`mlflow_roofline.fit.forms.hardware_roofline`) the
 V100 was refused. It is now answered, flagged ``extrapolated_hardware``, with the interval the left-out error
-widened. The accuracy of the answer is the benchmark's to report (docs/benchmarks.md), not a bound here.
+widened, within a stated bound (the benchmarks report the figures of every GPU left out: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.slow
 
 TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "public" / "zeus_bert_base.csv"
 LEFT_OUT = "V100 PCIe"
+LEFT_OUT_MAPE = 30.0
+"""Stated bound (%) on the left-out V100's energy error (19 % measured on 2026-12-03; 38 % before the vector term)."""
 
 
 def _cli(*args: str) -> int:
@@ -47,7 +50,7 @@ def test_a_gpu_left_out_of_a_real_table_is_answered_by_champion(
     assert _cli("import", str(measured), "--experiment", "zeus") == 0
     assert _cli("fit", "--experiment", "zeus", "--model-name", "zeus") == 0
     report = capsys.readouterr().out
-    assert "no run measured: the pooled covariate form hardware_roofline, " in report
+    assert re.search(r"no run measured: the pooled covariate form hardware_roofline(_complete)?, ", report), report
     assert "off on a measured GPU left out (its energy interval widened by as much)" in report
     champion = mlflow.MlflowClient().get_model_version_by_alias("zeus", "champion")
     run = mlflow.MlflowClient().get_run(champion.run_id)
@@ -60,3 +63,5 @@ def test_a_gpu_left_out_of_a_real_table_is_answered_by_champion(
     assert np.isfinite(energy).all() and (energy > 0).all()
     inside = (served["energy_j_lower"] <= asked["energy_j"]) & (asked["energy_j"] <= served["energy_j_upper"])
     assert inside.mean() >= 0.8, served.assign(measured=asked["energy_j"])
+    error = 100.0 * np.abs(energy / asked["energy_j"].to_numpy(dtype=float) - 1.0)
+    assert error.mean() < LEFT_OUT_MAPE, error

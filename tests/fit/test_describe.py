@@ -28,3 +28,10 @@ def test_the_datasheet_roofline_is_written_as_board_power_times_roofline_time() 
     pooled = roofline_formula(HardwareRooflineLaw("f", terms, coef, cov, 0.01, 10.0))
     assert pooled.startswith("P · (2·(C)/F + 3·(M)/B + 1e-06·T)")
     assert roofline_formula(RooflineLaw("f", terms, coef, cov, 0.01, 10.0)).startswith("(2·C + 3·M + 1e-06·T)")
+
+
+def test_the_datasheet_roofline_writes_its_vector_term_where_the_law_holds_one() -> None:
+    terms, coef = ["eps_c", "eps_v", "eps_m", "e0"], [2.0, 0.5, 3.0, 1e-6]
+    cov = np.zeros((4, 4)).tolist()
+    pooled = roofline_formula(HardwareRooflineLaw("f", terms, coef, cov, 0.01, 10.0))
+    assert pooled.startswith("P · (2·(C)/F + 0.5·(C)/F<sub>v</sub> + 3·(M)/B + 1e-06·T)")

@@ -115,7 +115,7 @@ def true_seconds(hw: RooflineHardware, jobs: pd.DataFrame) -> np.ndarray:
 def test_a_pooled_form_wins_and_the_law_round_trips_through_json(pooled: PooledFit) -> None:
     assert pooled.chosen != HARDWARE_SLOPES and pooled.law is not None
     # the plain and per-step covariate forms and the datasheet roofline (its complete variant needs mixed kinds)
-    assert set(pooled.loho) == set(COVARIATE_FORMS) - {HARDWARE_ROOFLINE_COMPLETE}
+    assert set(pooled.loho) == set(COVARIATE_FORMS)
     assert pooled.metrics()["loho_mape"] == pooled.loho[pooled.covariate_form][0] < LOHO_MAPE
     law = FittedLaw.from_json(pooled.law.to_json())
     assert set(law.known_hardware) == {hw.name for hw in FLEET} and law.covariate_law is not None
@@ -296,7 +296,7 @@ def test_runs_of_gpus_the_shipped_table_knows_get_their_covariates_t4_included(f
     assert pooled.missing == [] and list(pooled.covariates) == list(REAL_NAMES)
     t4 = load_hardware_table(env={}).lookup("Tesla T4")
     assert t4 is not None and pooled.covariates["Tesla T4"] == t4.covariates()
-    assert set(pooled.loho) == set(COVARIATE_FORMS) - {HARDWARE_ROOFLINE_COMPLETE} and "loho_mape" in pooled.metrics()
+    assert set(pooled.loho) == set(COVARIATE_FORMS) and "loho_mape" in pooled.metrics()
     assert "no hardware covariates" not in pooled.report()
     # a name no table knows is still named, with the way to add it
     unknown = [dataclasses.replace(renamed[0], hardware="Lab GPU 9"), *renamed[1:]]

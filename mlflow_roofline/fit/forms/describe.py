@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from mlflow_roofline.law.log_features import KIND_FEATURES
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, HardwareRooflineLaw, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, VECTOR_TERM, HardwareRooflineLaw, RooflineLaw
 
 SYMBOLS = {
     "log_C": "C",
@@ -62,15 +62,21 @@ def power_law_formula(terms: Sequence[str], coef: Sequence[float]) -> str:
 
 def roofline_formula(law: RooflineLaw) -> str:
     """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the smooth roofline's cost as its
-    ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, with the fitted values."""
+    ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, the datasheet-pooled one as
+    ``P · (ε_c·C/F + ε_v·C/F_v + ε_m·M/B + e_0·T) · ...``, with the fitted values."""
     compute, memory = (SYMBOLS[law.cost_features[n]] for n in ("eps_c", "eps_m"))  # C or C + C_head, ...
-    pooled = isinstance(law, HardwareRooflineLaw)  # times the GPU's board power P, over its peak F and bandwidth B
+    pooled = isinstance(
+        law, HardwareRooflineLaw
+    )  # times the GPU's board power P, over its peaks F, F_v and bandwidth B
+    vector = ""
     if pooled:
+        if VECTOR_TERM in law.terms:
+            vector = f" + {num(law.coefficient(VECTOR_TERM))}·({compute})/F<sub>v</sub>"
         compute, memory = f"({compute})/F", f"({memory})/B"
     flops, traffic, tokens = (
         f"{num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", compute), ("eps_m", memory), ("e0", "T"))
     )
-    cost = f"{flops} + {traffic} + {tokens}"
+    cost = f"{flops}{vector} + {traffic} + {tokens}"
     if SHARPNESS in law.terms:
         k = num(law.coefficient(SHARPNESS))
         cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"

@@ -1,10 +1,12 @@
 """The roofline pooled over GPUs by their datasheets: one law for a fleet, and for a GPU no run measured.
 
-``hardware_roofline``: ``E = P * (eps_c*C/F + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])``
-and ``hardware_roofline_complete``, the same in the complete proxies (``C_all``, ``M_all``) times
-``exp(psi[kind])`` for each kind measured at both levels. ``P``, ``F`` and ``B`` are each run's GPU's
-board power (W), peak FLOP/s at the run's precision and memory bandwidth (bytes/s) from the hardware
-table; the coefficients are shared by every GPU (:class:`~law.roofline_efficiency.HardwareRooflineLaw`).
+``hardware_roofline``: ``E = P * (eps_c*C/F + eps_v*C/F_v + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])``
+and ``hardware_roofline_complete``, the same in the complete proxies (``C_all``, ``M_all``: the optimizer's
+bytes per step in the traffic) times ``exp(psi[kind])`` for each kind measured at both levels. ``P``, ``F``,
+``F_v`` and ``B`` are each run's GPU's board power (W), peak FLOP/s at the run's precision, vector (non-tensor
+FP32) FLOP/s and memory bandwidth (bytes/s) from the hardware table; the coefficients are shared by every
+GPU (:class:`~law.roofline_efficiency.HardwareRooflineLaw`). ``eps_v`` is the share of the FLOPs that run off
+the tensor cores (why it is there: :mod:`law.roofline_efficiency`).
 
 Why it is in the pool: the pooled power laws (:mod:`fit.pooled`) split the energy between ``log_C`` and
 ``log_M`` by their slopes, which a table of one model size does not measure (the slopes along
@@ -23,14 +25,16 @@ import pandas as pd
 
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit, measured_kinds, scaled_design
 from mlflow_roofline.fit.forms.roofline_eff import fit_additive_design
-from mlflow_roofline.law.roofline_efficiency import COST_TERMS, HardwareCompleteRooflineLaw, HardwareRooflineLaw
+from mlflow_roofline.law.roofline_efficiency import HardwareCompleteRooflineLaw, HardwareRooflineLaw
 
 __all__ = ["HARDWARE_ROOFLINE", "HARDWARE_ROOFLINE_COMPLETE", "fit_hardware_roofline", "fit_hardware_roofline_complete"]
 
 HARDWARE_ROOFLINE = "hardware_roofline"
 HARDWARE_ROOFLINE_COMPLETE = "hardware_roofline_complete"
-FORMULA = "E = P * (eps_c*C/F + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])"
-COMPLETE_FORMULA = "E = P * (eps_c*C_all/F + eps_m*M_all/B + e0*T) * eta^alpha_eta * exp(psi[strategy] + psi[kind])"
+FORMULA = "E = P * (eps_c*C/F + eps_v*C/F_v + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])"
+COMPLETE_FORMULA = (
+    "E = P * (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T) * eta^alpha_eta * exp(psi[strategy] + psi[kind])"
+)
 _COST_COLUMN = "_hardware_cost_{}"
 """The design's column of each cost (log J at a coefficient of 1), added to a copy of the runs."""
 
@@ -38,9 +42,9 @@ _COST_COLUMN = "_hardware_cost_{}"
 def _fit(data: pd.DataFrame, name: str, formula: str, law_type: type[HardwareRooflineLaw]) -> RooflineFormFit:
     """Fit ``law_type`` on ``data`` (pooled runs with ``log_jpf``, ``log_ridge`` and ``log_peak``); the complete
     law takes a dummy per kind measured at both levels of ``data`` (each CV fold its own)."""
-    costs = data.assign(**{_COST_COLUMN.format(t): law_type.cost_log(data, t) for t in COST_TERMS})
+    costs = data.assign(**{_COST_COLUMN.format(t): law_type.cost_log(data, t) for t in law_type.cost_features})
     kinds = measured_kinds(data) if law_type is HardwareCompleteRooflineLaw else []
-    design = scaled_design(costs, {t: _COST_COLUMN.format(t) for t in COST_TERMS}, kinds)
+    design = scaled_design(costs, {t: _COST_COLUMN.format(t) for t in law_type.cost_features}, kinds)
     refit = functools.partial(_fit, name=name, formula=formula, law_type=law_type)
     return fit_additive_design(design, name, formula, refit, law_type)
 

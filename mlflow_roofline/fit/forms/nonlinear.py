@@ -31,7 +31,7 @@ from mlflow_roofline.fit.forms.cv import CV_FOLDS, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.forms.describe import roofline_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, COST_TERMS, RooflineLaw, dummy_term
+from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, RooflineLaw, dummy_term
 
 START_ROWS = 1000
 """Runs (rows) above which the starts are first tried on an evenly strided subset of at most this many."""
@@ -176,10 +176,11 @@ def scaled_design(
 ) -> ScaledDesign:
     """The scaled design of ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`).
 
-    ``cost_features``: the log feature of each cost term (the paper's proxies by default);
-    ``kinds``: the kind categoricals to give dummies (their levels beyond the paper's present in ``data``).
+    ``cost_features``: the log feature of each cost term, in the order the fit estimates them (the paper's
+    proxies by default); ``kinds``: the kind categoricals to give dummies (their levels beyond the paper's
+    present in ``data``).
     """
-    raw = np.column_stack([np.exp(data[cost_features[t]].to_numpy(dtype=float)) for t in COST_TERMS])
+    raw = np.column_stack([np.exp(data[column].to_numpy(dtype=float)) for column in cost_features.values()])
     scales = np.median(raw, axis=0)
     log_eta = data["log_eta"].to_numpy(dtype=float)
     strategy = data["strategy"].astype(str).to_numpy()

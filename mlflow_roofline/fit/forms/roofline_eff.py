@@ -24,7 +24,7 @@ from mlflow_roofline.fit.forms.nonlinear import (
     physical_covariance,
     scaled_design,
 )
-from mlflow_roofline.law.roofline_efficiency import COST_TERMS, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import RooflineLaw
 
 __all__ = [
     "FORMULA",
@@ -32,17 +32,28 @@ __all__ = [
     "STARTS",
     "START_ROWS",
     "RooflineFormFit",
+    "additive_starts",
     "fit_additive_design",
     "fit_roofline_eff",
 ]
 
 ROOFLINE_EFF = "roofline_eff"
 FORMULA = "E = (eps_c*C + eps_m*M + e0*T) * eta^alpha_eta * exp(psi[strategy])"
-STARTS = ((1 / 3, 1 / 3, 1 / 3), (0.9, 0.05, 0.05), (0.05, 0.9, 0.05), (0.05, 0.05, 0.9))
+
+
+def additive_starts(n_cost: int) -> tuple[tuple[float, ...], ...]:
+    """Starts of ``n_cost`` cost shares: balanced, then each term dominant (0.9, the rest sharing 0.1)."""
+    rest = 0.1 / (n_cost - 1)
+    dominant = tuple(tuple(0.9 if i == j else rest for i in range(n_cost)) for j in range(n_cost))
+    return ((1 / n_cost,) * n_cost, *dominant)
+
+
+STARTS = additive_starts(3)
+"""The three-term starts: balanced, compute-, memory- and token-dominated."""
 
 
 def _additive_cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``eps_c*C + eps_m*M + e0*T`` in scaled units and its gradient (the scaled costs themselves)."""
+    """The cost terms' sum (``eps_c*C + eps_m*M + e0*T``), scaled units, and its gradient (the scaled costs)."""
     return costs @ theta, costs
 
 
@@ -55,11 +66,13 @@ def fit_additive_design(
 ) -> RooflineFormFit:
     """Fit the additive roofline cost (times the extra factors of ``design``) and return it as a ``law_type``;
     ``refit`` fits the same form on other runs (CV folds, the extrapolation check)."""
-    n_cost = len(COST_TERMS)
-    theta, jac, resid = fit_log_least_squares(design, _additive_cost, STARTS, ([0.0] * n_cost, [np.inf] * n_cost))
+    cost_terms = list(law_type.cost_features)
+    n_cost = len(cost_terms)
+    starts = additive_starts(n_cost)
+    theta, jac, resid = fit_log_least_squares(design, _additive_cost, starts, ([0.0] * n_cost, [np.inf] * n_cost))
     to_physical = np.r_[design.e_scale / design.cost_scales, np.ones(len(design.extra_terms))]
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
-    terms = [*COST_TERMS, *design.extra_terms]
+    terms = [*cost_terms, *design.extra_terms]
     law = law_type(formula, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
     return RooflineFormFit(name=name, formula=formula, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
 
