@@ -7,15 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.fake_rapl import MAX_UJ, zone
+from fakes.fake_rapl import MAX_UJ, set_uj, zone
 from support.sweeps import wait_until
 
 from mlflow_roofline.energy import MeterError, make_meter
 from mlflow_roofline.energy.rapl import RaplMeter
-
-
-def set_uj(path: Path, value: int) -> None:
-    (path / "energy_uj").write_text(f"{value}\n")
 
 
 @pytest.fixture

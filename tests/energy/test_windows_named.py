@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 from fakes import fake_pynvml
 from fakes.fake_pynvml import FakeGPU
-from fakes.fake_rapl import zone
+from fakes.fake_rapl import set_uj, zone
 
 from mlflow_roofline.energy import MeterError, make_meter
 from mlflow_roofline.energy.estimate import EstimateMeter
@@ -23,13 +22,6 @@ def nvml(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     fake_pynvml.configure([FakeGPU(UUID, power_w=250.0, counter_period_s=0.01)])
     return fake_pynvml
-
-
-def set_uj(path: Path, value: int) -> None:
-    """Set a fake zone's counter atomically, as sysfs reads are (the sampler reads while the test writes)."""
-    tmp = path / "energy_uj.tmp"
-    tmp.write_text(f"{value}\n")
-    os.replace(tmp, path / "energy_uj")
 
 
 def busy_wait(seconds: float) -> None:

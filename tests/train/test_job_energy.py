@@ -5,14 +5,13 @@ The GPU is the faithful NVML fake, RAPL a fake powercap tree: neither exists her
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 from fakes import fake_pynvml
 from fakes.fake_pynvml import FakeGPU
-from fakes.fake_rapl import zone
+from fakes.fake_rapl import set_uj, zone
 from mlflow import MlflowClient
 
 from mlflow_roofline.energy.timeline import downsample, sum_aligned
@@ -32,12 +31,6 @@ UUIDS = [
     "GPU-00000000-0000-0000-0000-000000000001",
     "GPU-00000000-0000-0000-0000-000000000002",
 ]
-
-
-def set_uj(path: Path, value: int) -> None:
-    tmp = path / "energy_uj.tmp"
-    tmp.write_text(f"{value}\n")
-    os.replace(tmp, path / "energy_uj")
 
 
 @pytest.fixture
