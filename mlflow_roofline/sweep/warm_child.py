@@ -87,8 +87,7 @@ def run_child_warm(
                 checked.to_params(), meter=meter, seed=seed, live_interval_s=interval_s, flops_per_step=known_flops
             ).write(job_dir)
             job = WarmJob(server, checked.num_devices, job_dir)
-            client.log(run_id, tags=process_tags(job.pid))
-            log_setup(client, run_id, checked, meter, hardware)
+            log_setup(client, run_id, checked, meter, hardware, tags=process_tags(job.pid))
             with (
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)),
                 system_energy(run_id, LiveFiles(job_dir), client),
