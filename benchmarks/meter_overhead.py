@@ -50,6 +50,9 @@ def build(args: argparse.Namespace) -> tuple[torch.nn.Module, torch.optim.Optimi
     return model, optimizer, batch
 
 
+EMPTY_WINDOW_TARGET_US = 2.1
+"""Issue 39's target for an empty window of the ``estimate`` meter, microseconds."""
+
 ARMS = ("without meter", "without (A/A control)", "with meter window")
 """Three arms per round in random order: plain, plain again (the A/A control: how far two identical arms
 drift apart on this machine), and the step inside a meter window."""
@@ -169,7 +172,10 @@ def main() -> None:
     edge_us = 1e6 * statistics.median(edges)
     print(f"begin()+end() around a real step: median {edge_us:.1f} us = ratio {1 + edge_us / (1e6 * step_s):.4f}")
     window_us = 1e6 * statistics.median(empty)
-    print(f"empty window (begin+end): median {window_us:.1f} us = {window_us / (1e6 * step_s):.2e} of a step")
+    print(
+        f"empty window (begin+end): median {window_us:.1f} us = {window_us / (1e6 * step_s):.2e} of a step"
+        f" (target <= {EMPTY_WINDOW_TARGET_US:g} us: Zeus's figure for the same meter kind)"
+    )
     print("target: with/without ratio <= 1.005; compare it with the A/A control's distance from 1")
     if failed:
         print(f"windows without an energy reading: {failed} of {args.steps}")

@@ -32,3 +32,6 @@ class SweepContext:
     warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
     launch: str = "warm"  # what remote Ray workers do too (Slurm jobs always launch fresh)
     watchdog: Watchdog | None = None  # ends the sweep's runs KILLED if it is killed outright
+    # counted FLOPs of one step by workload hash, filled as configurations finish here: a workload
+    # measured again (another strategy or device count) is not counted again (launch="warm")
+    step_flops: dict[str, int] = dataclasses.field(default_factory=dict)

@@ -242,6 +242,7 @@ def claim_and_run(
             timeout_s=sweep.spec.timeout_s,
             carbon=sweep.spec.carbon,
             job_root=sweep.log_dir,
+            step_flops=sweep.step_flops,
         )
     return run_child(
         run_id,

@@ -58,11 +58,14 @@ def run_child_warm(
     carbon: CarbonKeys | None = None,
     seed: int = 0,
     job_root: str | None = None,
+    step_flops: dict[str, int] | None = None,
 ) -> Outcome:
     """Measure ``config`` into the RUNNING run ``run_id`` with ranks forked from ``server``; its outcome.
 
     The job's folder (spec, rendezvous file, rank logs) is made in ``job_root`` (the
-    system's temp folder if None) and removed at the end.
+    system's temp folder if None) and removed at the end. ``step_flops``: the sweep's counted
+    FLOPs of one step by workload hash; a workload counted before is not counted again (the
+    ranks are handed its count), and this one's count is added once measured.
 
     Raises whatever stops the sweep (``Interrupted``, ``KeyboardInterrupt``) after
     stopping the ranks and marking the run KILLED; any other failure ends the run FAILED
@@ -77,12 +80,14 @@ def run_child_warm(
             settings = resolved_carbon(carbon or {})
             checked = parse_config(config.to_params())  # train's own checks: devices, precision
             check_meter(meter, checked.device)
-            JobSpec(checked.to_params(), meter=meter, seed=seed, live_interval_s=sysm.sampling_interval_s()).write(
-                job_dir
-            )
+            workload = checked.workload_hash(hardware)
+            known_flops = None if step_flops is None else step_flops.get(workload)
+            interval_s = sysm.sampling_interval_s()
+            JobSpec(
+                checked.to_params(), meter=meter, seed=seed, live_interval_s=interval_s, flops_per_step=known_flops
+            ).write(job_dir)
             job = WarmJob(server, checked.num_devices, job_dir)
-            client.log(run_id, tags=process_tags(job.pid))
-            log_setup(client, run_id, checked, meter, hardware)
+            log_setup(client, run_id, checked, meter, hardware, tags=process_tags(job.pid))
             with (
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(None)),
                 system_energy(run_id, LiveFiles(job_dir), client),
@@ -93,6 +98,8 @@ def run_child_warm(
                 raise TrainingFailed(f"train job timed out after {timeout_s:g} s and was killed", job.output_tail())
             returncode = launched.returncode
             result = read_result(launched, job_dir, checked.num_devices)
+            if step_flops is not None:
+                step_flops[workload] = result.flops_per_step
             log_result(client, run_id, checked, result, settings)
         except Exception as exc:  # this configuration failed; the sweep goes on
             return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)

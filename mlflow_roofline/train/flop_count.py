@@ -52,9 +52,11 @@ def count_step_flops(config: TrainConfig, device: str = "meta", attn_implementat
         model.set_attn_implementation(attn_implementation)
     input_ids, labels = config_batch(config, 0, DEFAULT_SEED)
     input_ids, labels = input_ids.to(device), labels.to(device)
-    # On meta the batch enters as fake tensors: code that would read a value (the decoder's
+    # On meta the decoder's batch enters as fake tensors: code that would read a value (its
     # causal mask checks its positions for packed sequences) sees a trace and skips the read.
-    fake = FakeTensorMode(allow_non_fake_inputs=True) if device == "meta" else contextlib.nullcontext()
+    # The encoder reads none, and plain meta tensors count the same operators 2-4x faster.
+    on_fake = device == "meta" and config.arch == "decoder"
+    fake = FakeTensorMode(allow_non_fake_inputs=True) if on_fake else contextlib.nullcontext()
     with fake:
         if isinstance(fake, FakeTensorMode):
             input_ids, labels = fake.from_tensor(input_ids), fake.from_tensor(labels)

@@ -22,13 +22,17 @@ ERROR_FILE = "error-rank{rank}.txt"
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """What to run: the train params (resolved device), the meter to read, the seed, and every how many
-    seconds the ranks publish the train window's running energy (None: never; see ``train.live_energy``)."""
+    """What to run: the train params (resolved device), the meter to read, the seed, every how many
+    seconds the ranks publish the train window's running energy (None: never; see ``train.live_energy``),
+    and the FLOPs of one step when the launcher has them already (a sweep that counted the same workload
+    for an earlier configuration: strategy and device count do not change them; None: rank 0 counts them).
+    """
 
     params: dict[str, str]
     meter: str = "auto"
     seed: int = 0  # workload.DEFAULT_SEED
     live_interval_s: float | None = None
+    flops_per_step: int | None = None
 
     @property
     def config(self) -> TrainConfig:

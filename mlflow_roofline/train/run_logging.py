@@ -46,6 +46,7 @@ from mlflow_roofline.core.schema import (
     TAG_ERROR,
     TAG_HARDWARE,
     TAG_METER_CHECK,
+    TAG_NOTE,
     TAG_RUN_TYPE,
     TAG_SOURCE,
     TAG_WARMUP_ENERGY_ERROR,
@@ -57,7 +58,7 @@ from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
-from mlflow_roofline.tracking.notes import set_description
+from mlflow_roofline.tracking.notes import fit_note
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ending import end_run_surely
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
@@ -134,9 +135,17 @@ def record_failure(client: TrackingClient, run_id: str, message: str, detail: st
         logger.warning("could not record the error on run %s: %s", run_id, first_line)
 
 
-def log_setup(client: TrackingClient, run_id: str, config: TrainConfig, meter: str, hardware: str) -> None:
+def log_setup(
+    client: TrackingClient,
+    run_id: str,
+    config: TrainConfig,
+    meter: str,
+    hardware: str,
+    tags: Mapping[str, str] | None = None,
+) -> None:
     """Params and tags: what is known before training (the proxies are logged after the measurement, by
-    :func:`log_result`, so that the run's page lists energy and time first).
+    :func:`log_result`, so that the run's page lists energy and time first). ``tags``: more tags for the
+    same store batch (the sweep's: which process measures the run).
 
     A param the run already holds (``mlflow run`` logs the entry point's parameters) is
     left as it is when it says the same (``"4.0"`` for 4); ``device=auto`` stays, the
@@ -153,8 +162,8 @@ def log_setup(client: TrackingClient, run_id: str, config: TrainConfig, meter: s
             params[name] = value
         elif not same_param(name, existing[name], value):
             raise ConfigError(name, f"the run already has {name}={existing[name]!r}, which contradicts {value!r}")
-    tags = {**train_tags(config, hardware), TAG_DEVICE: config.device, TAG_SOURCE: SOURCE_TRAIN}
-    client.log(run_id, params=params, tags=tags)  # the proxies follow the measurement (log_result)
+    setup_tags = {**train_tags(config, hardware), TAG_DEVICE: config.device, TAG_SOURCE: SOURCE_TRAIN, **(tags or {})}
+    client.log(run_id, params=params, tags=setup_tags)  # the proxies follow the measurement (log_result)
 
 
 def train_tags(config: TrainConfig, hardware: str) -> dict[str, str]:
@@ -203,18 +212,19 @@ def log_result(
         metrics.update(footprint[0])
         tags.update(footprint[1])
     extra_metrics, extra_tags = extras_fields(result.extras)
+    paragraph = train_description(config, result.energy_j, result.time_s, result.energy_source, result.energy_error)
     now = now_ms()
-    history = [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]
-    history += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
     # energy and time first: MLflow's run page lists a run's metrics in the order they were first logged
     first = {k: metrics[k] for k in (M_ENERGY_J, M_TIME_S) if k in metrics}
     ordered = {**first, **metrics, **extra_metrics, **proxy_metrics(config)}
-    client.log(run_id, metrics=ordered, tags={**tags, **extra_tags})
-    client.log_history(run_id, history)
+    points = [MetricPoint(k, v, 0, now) for k, v in ordered.items()]
+    points += [MetricPoint(M_LOSS, loss, step, now) for step, loss in enumerate(result.losses)]
+    points += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
+    # one store batch (more only past the store's 1000 entities): the metrics in that order, then the
+    # histories, the tags and the run's description
+    client.log_history(run_id, points, tags={**tags, **extra_tags, TAG_NOTE: fit_note(paragraph)})
     if result.extras.power_timeline:
         log_power_plot(client, run_id, result.extras, result.energy_source)
-    paragraph = train_description(config, result.energy_j, result.time_s, result.energy_source, result.energy_error)
-    set_description(client, run_id, paragraph)
 
 
 def extras_fields(extras: JobExtras) -> tuple[dict[str, float], dict[str, str]]:

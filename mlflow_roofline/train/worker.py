@@ -79,7 +79,9 @@ def run_job(spec: JobSpec, job_dir: Path | None = None) -> JobResult | None:
 
 
 def _train_and_measure(config: TrainConfig, spec: JobSpec, env: DistEnv, job_dir: Path | None) -> JobResult | None:
-    flops_per_step = count_step_flops(config) if env.is_main else 0
+    flops_per_step = 0
+    if env.is_main:  # counted once per workload: a sweep hands the count of a workload it measured before
+        flops_per_step = count_step_flops(config) if spec.flops_per_step is None else spec.flops_per_step
     parallel = strategy(config.strategy)
     model = parallel.wrap(build_model(config, env.device, spec.seed), env)
     trainer = Trainer(model, build_optimizer(model), config.precision, env.device.type)

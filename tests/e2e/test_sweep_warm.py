@@ -33,6 +33,7 @@ from mlflow_roofline.core.schema import (
     TAG_PID,
     TAG_WORKLOAD_HASH,
 )
+from mlflow_roofline.train.job_io import JobSpec
 
 pytestmark = pytest.mark.slow
 
@@ -111,11 +112,21 @@ def test_ranks_are_forked_from_the_server_and_a_killed_rank_fails_only_its_confi
     assert by_strategy["single"].data.metrics["energy_j"] > 0
 
 
-def test_every_strategy_runs_two_real_ranks_warm(tracking_uri: str, tmp_path: Path) -> None:
+def test_every_strategy_runs_two_real_ranks_warm(
+    tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     grid = (
         "[{num_layers: 1, hidden_size: 32},{num_layers: 1, hidden_size: 32, strategy: [ddp, fsdp, tp], num_devices: 2}]"
     )
     spec = write_spec(tmp_path / "all.yaml", "all", grid, steps=3)
+    handed: dict[str, int | None] = {}  # each job's FLOPs per step as the sweep handed them to its ranks
+    write = JobSpec.write
+
+    def spy(job: JobSpec, job_dir: Path) -> None:
+        handed[job.params["strategy"]] = job.flops_per_step
+        write(job, job_dir)
+
+    monkeypatch.setattr(JobSpec, "write", spy)
     proc = run_cli("sweep", str(spec), "--no-progress")  # ranks forked from this process's warm server
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = {r.data.params["strategy"]: r for r in runs_of("all", "train")}
@@ -139,6 +150,9 @@ def test_every_strategy_runs_two_real_ranks_warm(tracking_uri: str, tmp_path: Pa
     for name in (M_FLOPS_COUNTED, M_PROXY_FLOPS, M_PROXY_MEM_TRAFFIC, M_PROXY_PARAMS):
         assert len({r.data.metrics[name] for r in runs.values()}) == 1, name
     assert len({r.data.tags[TAG_CONFIG_HASH] for r in runs.values()}) == 4
+    # the workload's FLOPs were counted once, by the single-device job (it runs first); the others were handed them
+    step_flops = runs["single"].data.metrics[M_FLOPS_COUNTED] / 3
+    assert handed == {"single": None, "ddp": step_flops, "fsdp": step_flops, "tp": step_flops}
 
 
 def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_path: Path) -> None:

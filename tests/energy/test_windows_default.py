@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from mlflow_roofline.energy import MeterError
 from mlflow_roofline.energy.base import DEFAULT_WINDOW
 from mlflow_roofline.energy.estimate import EstimateMeter
-from mlflow_roofline.energy.readings import Snapshot, window_measurement
+from mlflow_roofline.energy.readings import Measurement, Snapshot, window_measurement
 
 
 def spin_cpu(cpu_seconds: float) -> None:
@@ -97,3 +98,13 @@ def test_window_measurement_common_case_and_each_caveat() -> None:
 
     empty = window_measurement("estimate", 0.0, Snapshot({}), Snapshot({}), 1.0, None)
     assert empty.energy_j is None and empty.error is not None
+
+
+def test_a_good_reading_built_fast_is_the_measurement_the_constructor_builds() -> None:
+    fast = Measurement.good(5.0, {"a": 2.0, "b": 3.0}, 0.5, "rapl", 10.0)
+    assert fast == Measurement(5.0, {"a": 2.0, "b": 3.0}, 0.5, "rapl", started_at=10.0)
+    assert {f.name: getattr(fast, f.name) for f in dataclasses.fields(Measurement)} == dataclasses.asdict(fast)
+    assert fast.ok and fast.avg_power_w == 10.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.energy_j = 1.0  # type: ignore[misc]
+    assert dataclasses.replace(fast, energy_j=1.0).energy_j == 1.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mlflow_roofline.core.config import TrainConfig
@@ -53,3 +55,10 @@ def test_ffn_width_and_steps_enter_the_count() -> None:
     # 3 (backward included) * 4 d (ff_wide - ff_narrow) per token, over B S tokens.
     assert count_step_flops(wide) - count_step_flops(narrow) == 3 * 4 * 32 * (256 - 64) * 2 * 16
     assert flops_counted(_config(1, 32, 2, 16, 2, steps=7)) == 7 * count_step_flops(_config(1, 32, 2, 16, 2))
+
+
+@pytest.mark.parametrize("kind", [{"peft": "lora", "lora_rank": 4}, {"grad_checkpointing": True}])
+def test_the_encoders_meta_count_equals_a_real_cpu_step_with_adapters_or_checkpointing(kind: dict) -> None:
+    # The encoder counts on plain meta tensors (only the decoder needs fake ones): still the real step's work.
+    config = dataclasses.replace(_config(1, 32, 2, 16, 2), **kind)
+    assert count_step_flops(config) == count_step_flops(config, device="cpu", attn_implementation="eager")

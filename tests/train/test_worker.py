@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mlflow_roofline.core.config import TrainConfig
+from mlflow_roofline.train import worker
 from mlflow_roofline.train.job_io import JobResult, JobSpec, RankEnergy
 from mlflow_roofline.train.worker import _report
 
@@ -37,3 +39,14 @@ def test_job_files_round_trip(tmp_path) -> None:
     result = _result([RankEnergy(0, True, 2.0, 1.0)])
     result.write(tmp_path)
     assert JobResult.read(tmp_path) == result
+
+
+def test_a_job_handed_its_step_flops_does_not_count_them_again(tmp_path, monkeypatch) -> None:
+    # A sweep that measured the workload before hands its count to the next strategy's job.
+    def no_count(*args: object, **kwargs: object) -> int:
+        raise AssertionError("the FLOPs were counted again")
+
+    monkeypatch.setattr(worker, "count_step_flops", no_count)
+    params = TrainConfig(1, 16, 2, 32, 8, 2, num_steps=2, warmup_steps=0).to_params()
+    result = worker.run_job(JobSpec(params, meter="estimate", flops_per_step=12345))
+    assert result is not None and result.flops_per_step == 12345
