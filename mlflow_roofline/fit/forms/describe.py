@@ -65,9 +65,8 @@ def roofline_formula(law: RooflineLaw) -> str:
     ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, the datasheet-pooled one as
     ``P · (ε_c·C/F + ε_v·C/F_v + ε_m·M/B + e_0·T) · ...``, with the fitted values."""
     compute, memory = (SYMBOLS[law.cost_features[n]] for n in ("eps_c", "eps_m"))  # C or C + C_head, ...
-    pooled = isinstance(
-        law, HardwareRooflineLaw
-    )  # times the GPU's board power P, over its peaks F, F_v and bandwidth B
+    # the datasheet-pooled law: times the GPU's board power P, over its peaks F, F_v and bandwidth B
+    pooled = isinstance(law, HardwareRooflineLaw)
     vector = ""
     if pooled:
         if VECTOR_TERM in law.terms:

@@ -40,8 +40,9 @@ _COST_COLUMN = "_hardware_cost_{}"
 
 
 def _fit(data: pd.DataFrame, name: str, formula: str, law_type: type[HardwareRooflineLaw]) -> RooflineFormFit:
-    """Fit ``law_type`` on ``data`` (pooled runs with ``log_jpf``, ``log_ridge`` and ``log_peak``); the complete
-    law takes a dummy per kind measured at both levels of ``data`` (each CV fold its own)."""
+    """Fit ``law_type`` on ``data`` (pooled runs with the hardware covariates of
+    :data:`~core.gpu_datasheets.COVARIATE_NAMES`); the complete law takes a dummy per kind measured at both
+    levels of ``data`` (each CV fold its own)."""
     costs = data.assign(**{_COST_COLUMN.format(t): law_type.cost_log(data, t) for t in law_type.cost_features})
     kinds = measured_kinds(data) if law_type is HardwareCompleteRooflineLaw else []
     design = scaled_design(costs, {t: _COST_COLUMN.format(t) for t in law_type.cost_features}, kinds)
