@@ -193,10 +193,14 @@ def test_nvml_missing_is_unavailable_and_auto_cpu_never_tries_it(nvml) -> None:
     ("jump_mj", "what"), [(10**12, "jumped 1e+09 J"), (-(10**6), "went back from")], ids=["jump", "back"]
 )
 def test_a_counter_glitch_fails_the_window_and_the_next_one_is_measured(nvml, jump_mj: int, what: str) -> None:
-    nvml.configure([FakeGPU(UUIDS[0], jump_mj=jump_mj, jump_after_reads=2)])  # the probe, the window's start
+    gpu = FakeGPU(UUIDS[0], jump_mj=jump_mj)
+    nvml.configure([gpu])
     with make_meter("nvml", nvml=nvml) as meter:
         with meter.window() as glitched:
             busy_wait(0.05)
+            # every read from the window's end on is off by jump_mj (counted from here, not by reads: a loaded
+            # host may re-read the window's start, whose clocks either side lay too far apart)
+            gpu.jump_after_reads = gpu.reads
         with meter.window() as after:
             busy_wait(0.3)
     m = glitched.measurement

@@ -6,6 +6,7 @@ import dataclasses
 import time
 
 import pytest
+from support.sweeps import wait_until
 
 from mlflow_roofline.energy import MeterError
 from mlflow_roofline.energy.base import DEFAULT_WINDOW
@@ -73,7 +74,8 @@ def test_a_timeline_enabled_after_some_windows_records_the_next_ones() -> None:
         assert meter.power_timeline() == []
         meter.enable_timeline(0.02)
         meter.begin()
-        spin_cpu(0.2)
+        # until the sampler thread has recorded three points (a loaded host may not schedule it for a while)
+        wait_until(lambda: spin_cpu(0.02) or len(meter.power_timeline()) >= 3, "three timeline points")
         m = meter.end()
         timeline = meter.power_timeline()
     assert m.ok and len(timeline) >= 3
