@@ -53,6 +53,9 @@ class LazyGroup(click.Group):
 
 
 MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
+MLFLOW_PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+"""MLflow's artifact progress bars (three lines for the one small file of a logged law model) are off unless
+``--verbose`` or the user set this variable."""
 QUIET_MLFLOW_LEVEL = "WARNING"
 """MLflow's own log level unless ``--verbose``: its INFO lines (a system-metrics monitor started and
 stopped for every run) drown what the command says."""
@@ -67,12 +70,13 @@ def cli(verbose: bool) -> None:
 
 
 def quiet_mlflow(verbose: bool) -> None:
-    """MLflow's logging at WARNING for this process and the ones it starts, unless ``verbose`` or the user
-    set ``MLFLOW_LOGGING_LEVEL``."""
+    """MLflow's logging at WARNING and its artifact progress bars off, for this process and the ones it starts,
+    unless ``verbose`` or the user set ``MLFLOW_LOGGING_LEVEL`` or ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``."""
     if verbose:
         os.environ[MLFLOW_LEVEL_ENV] = "INFO"
     else:
         os.environ.setdefault(MLFLOW_LEVEL_ENV, QUIET_MLFLOW_LEVEL)
+        os.environ.setdefault(MLFLOW_PROGRESS_ENV, "false")
     logging.getLogger("mlflow").setLevel(os.environ[MLFLOW_LEVEL_ENV].upper())  # if MLflow is imported already
 
 

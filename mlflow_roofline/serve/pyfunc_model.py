@@ -44,6 +44,7 @@ import inspect
 import logging
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -336,7 +337,10 @@ def log_law_model(law: ServedLaw, name: str = "model") -> ModelInfo:
     query. The law's hardware, energy source, form, runs and cv_mape go into the
     MLmodel metadata. Register the returned ``model_uri`` to serve it by name.
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # MLflow infers a schema from the input example to check it, and hints that integer columns cannot hold
+        # missing values; the model's signature is declared (model_signature), not that inferred one
+        warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column", category=UserWarning)
         path = Path(tmp) / LAW_FILE
         path.write_text(law.to_json())
         code = copy_serving_code(Path(tmp) / "code")

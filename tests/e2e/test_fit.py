@@ -45,7 +45,8 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     assert logged.frame.groupby("workload_hash")["num_steps"].nunique().max() > 1  # steps differ in a workload
 
     main(["fit", "--experiment", "roofline-bert", "--model-name", "energy-law", "--alias", "best"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "Downloading artifacts" not in err  # MLflow's progress bars stay off (quiet console, unless --verbose)
     assert f"{len(logged.frame)} finished train runs found, {len(logged.frame)} usable" in out
     assert "registered energy-law version 1 as @best" in out
 
@@ -76,6 +77,10 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     version = client.get_model_version_by_alias("energy-law", "best")
     assert version.tags["roofline.fit_run_id"] == fit_run.info.run_id
     assert float(version.tags["roofline.cv_mape"]) == pytest.approx(m["cv_mape"], rel=1e-3)
+    # the logged model carries every metric of its fit run (MLflow's model page shows them)
+    (output,) = fit_run.outputs.model_outputs
+    model_metrics = {metric.key: metric.value for metric in client.get_logged_model(output.model_id).metrics}
+    assert model_metrics == m
 
     # New workloads (another seed), predicted from the registry against the noise-free truth.
     _, fresh = generate_synthetic_runs(15, seed=99)
