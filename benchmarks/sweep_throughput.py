@@ -36,7 +36,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 TARGET_S = {"single-process": 0.3, "multi-process": 0.5}
 """Issue 39's targets: median fixed cost per run of each class, seconds, with the warm launch."""
 
