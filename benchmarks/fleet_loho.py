@@ -5,7 +5,8 @@ GPU in turn the pooled forms are fitted on the other GPUs (``fit_pooled`` with t
 table) and the covariate form the fit would serve an unmeasured GPU with (``PooledFit.covariate_form``,
 the sane one with the smallest inner leave-one-out error) is asked about the left-out GPU from its
 table row alone, through ``serve.predict.predict_frame`` as ``@champion`` would: energy MAPE (%) and
-the share of runs inside the served 95 % interval.
+the share of runs inside the served 95 % interval; beside it, each sane covariate form's MAPE (%) were it
+the one served.
 
 The fleets span GPU generations (Pascal without tensor cores to Hopper), drawn from three generators
 of different physics, none in a law's own form (:mod:`testing.weak_fleet`, :mod:`testing.throttled_tiles`,
@@ -87,10 +88,8 @@ def loho_errors(frame: pd.DataFrame, seed: int) -> dict[str, dict[str, tuple[np.
         if not pooled.covariate_form:
             out[hw] = {CHOSEN: (np.full(len(rows), np.nan), np.zeros(len(rows), dtype=bool))}
             continue
-        answers = {
-            CHOSEN: _asked(pooled, others, rows),
-            f"{CHOSEN}:{pooled.covariate_form}": _asked(pooled, others, rows),
-        }
+        chosen = _asked(pooled, others, rows)
+        answers = {CHOSEN: chosen, f"{CHOSEN}:{pooled.covariate_form}": chosen}
         for form, score in pooled.loho.items():
             if np.isfinite(score[0]) and form not in pooled.insane:
                 answers[form] = _asked(dataclasses.replace(pooled, loho={form: score}), others, rows)
