@@ -72,8 +72,8 @@ class Measurement:
         measurement = _new_object(cls)
         fields = measurement.__dict__
         fields.update(_MEASUREMENT_DEFAULTS)
-        fields["energy_j"], fields["per_device_j"], fields["time_s"] = energy_j, per_device_j, time_s
-        fields["source"], fields["started_at"] = source, started_at
+        fields.update(zip(_MEASUREMENT_REQUIRED, (energy_j, per_device_j, time_s, source)))
+        fields["started_at"] = started_at
         return measurement
 
     @property
@@ -94,6 +94,8 @@ _MEASUREMENT_DEFAULTS = {
     f.name: f.default for f in dataclasses.fields(Measurement) if f.default is not dataclasses.MISSING
 }
 """Every field of :class:`Measurement` with a default, and the default: what :meth:`Measurement.good` starts from."""
+_MEASUREMENT_REQUIRED = tuple(f.name for f in dataclasses.fields(Measurement) if f.default is dataclasses.MISSING)
+"""The fields of :class:`Measurement` without a default, in order (energy, per device, time, source)."""
 
 
 @dataclasses.dataclass(slots=True)
