@@ -254,7 +254,7 @@ def _fit_gpu(rows, hardware: str, workload_aware: bool):
     return fit_hardware(rows.copy(), hardware, workload_aware=workload_aware)
 
 
-def _served(law, rows, *, hardware: bool = False, speedup: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def served_errors(law, rows, *, hardware: bool = False, speedup: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Absolute % errors of the served energy of ``rows`` (the law's own eta unless ``speedup``: the
     measured one), and whether each measured energy lies inside the served 95 % interval."""
     from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
@@ -323,11 +323,11 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
     for hw, rows in by_gpu.items():
         small = smaller[hw]
         law = small_fits[hw].law
-        extrap, inside = _served(law, rows[~small])
+        extrap, inside = served_errors(law, rows[~small])
         others = sorted((f for name, f in fits.items() if name != hw), key=lambda f: -len(f.frame))
         pooled = fit_pooled(others, table, seed, workload_aware)
         loho = (
-            _served(pooled_law(pooled, others), rows, hardware=True)[0]
+            served_errors(pooled_law(pooled, others), rows, hardware=True)[0]
             if pooled.covariate_form
             else np.full(len(rows), np.nan)
         )
@@ -339,7 +339,7 @@ def _weak_fleet_scores(workloads: int, seed: int, workload_aware: bool) -> dict[
             "extrap": extrap,
             "inside": inside,
             "extrap_strategy": rows.loc[~small, "strategy"].to_numpy(),
-            "extrap_eta_given": _served(law, rows[~small], speedup=True)[0],
+            "extrap_eta_given": served_errors(law, rows[~small], speedup=True)[0],
             "loho": loho,
             "loho_form": pooled.covariate_form or "-",
             "fleet_extrap": fleet_extrap,

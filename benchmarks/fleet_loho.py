@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fit_accuracy import served_errors  # benchmarks/ is the script's directory
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
-from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import PooledFit, fit_pooled, pooled_law
-from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.overlap_drift import generate_overlap_drift_runs
 from mlflow_roofline.testing.table_runs import runs_from_table
 from mlflow_roofline.testing.throttled_tiles import generate_throttled_runs
@@ -68,11 +67,7 @@ CHOSEN = "chosen"
 
 def _asked(pooled: PooledFit, others: Sequence[HardwareFit], rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Absolute % errors of the served energy of ``rows`` (a GPU ``pooled`` did not see) and inside-interval flags."""
-    served = predict_frame(pooled_law(pooled, others), rows[[*LAW_INPUT_NAMES, "hardware"]].reset_index(drop=True))
-    actual = rows[M_ENERGY_J].to_numpy(dtype=float)
-    errors = 100.0 * np.abs(served[M_ENERGY_J].to_numpy(dtype=float) / actual - 1.0)
-    inside = (served["energy_j_lower"].to_numpy() <= actual) & (actual <= served["energy_j_upper"].to_numpy())
-    return errors, inside
+    return served_errors(pooled_law(pooled, others), rows, hardware=True)
 
 
 def loho_errors(frame: pd.DataFrame, seed: int) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:

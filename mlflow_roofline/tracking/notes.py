@@ -18,6 +18,12 @@ def fit_note(markdown: str, limit: int = MAX_NOTE_CHARS) -> str:
     return head.rstrip() + CUT_LINE
 
 
+def description_tags(markdown: str) -> dict[str, str]:
+    """The tag that makes ``markdown`` a run's description (``mlflow.note.content``), cut to the tag limit:
+    for a caller that writes it in a batch with other tags."""
+    return {TAG_NOTE: fit_note(markdown)}
+
+
 def set_description(client: TrackingClient, run_id: str, markdown: str) -> None:
     """Make ``markdown`` the run's description (the tag ``mlflow.note.content``), cut to the tag limit."""
     client.set_tag(run_id, TAG_NOTE, fit_note(markdown))

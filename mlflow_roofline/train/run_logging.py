@@ -46,7 +46,6 @@ from mlflow_roofline.core.schema import (
     TAG_ERROR,
     TAG_HARDWARE,
     TAG_METER_CHECK,
-    TAG_NOTE,
     TAG_RUN_TYPE,
     TAG_SOURCE,
     TAG_WARMUP_ENERGY_ERROR,
@@ -58,7 +57,7 @@ from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import MetricPoint, TrackingClient, now_ms
 from mlflow_roofline.tracking.energy_logging import measurement_metrics, measurement_tags
 from mlflow_roofline.tracking.experiments import experiment_id_for
-from mlflow_roofline.tracking.notes import fit_note
+from mlflow_roofline.tracking.notes import description_tags
 from mlflow_roofline.tracking.orphans import END_ORPHANED_RUN, orphan_hook_kwargs
 from mlflow_roofline.tracking.run_ending import end_run_surely
 from mlflow_roofline.tracking.run_ownership import RUN_ID_ENV, check_joinable, same_param
@@ -222,7 +221,7 @@ def log_result(
     points += [MetricPoint(M_POWER_W, w, i, int(t * 1000)) for i, (t, w) in enumerate(result.extras.power_timeline)]
     # one store batch (more only past the store's 1000 entities): the metrics in that order, then the
     # histories, the tags and the run's description
-    client.log_history(run_id, points, tags={**tags, **extra_tags, TAG_NOTE: fit_note(paragraph)})
+    client.log_history(run_id, points, tags={**tags, **extra_tags, **description_tags(paragraph)})
     if result.extras.power_timeline:
         log_power_plot(client, run_id, result.extras, result.energy_source)
 

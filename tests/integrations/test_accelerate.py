@@ -114,7 +114,7 @@ def test_the_measurement_asks_the_device_kind_which_devices_to_meter_and_waits_o
     calls = {"indices": 0, "synchronize": 0}
     cpu = devices.DEVICE_KINDS["cpu"]
 
-    def indices() -> None:
+    def indices() -> list[int] | None:
         calls["indices"] += 1
         return cpu.current_indices()
 
