@@ -12,6 +12,7 @@ from fakes.fake_pynvml import FakeGPU
 from mlflow import MlflowClient
 
 from mlflow_roofline.core.errors import ConfigError
+from mlflow_roofline.energy import base as energy_base
 from mlflow_roofline.energy import make_meter
 from mlflow_roofline.energy.live import LiveEnergy
 from mlflow_roofline.tracking.system_energy import SystemEnergy, energy_wh_metrics, system_energy
@@ -55,7 +56,12 @@ def wait_for_points(client: MlflowClient, run_id: str, key: str, count: int) -> 
         time.sleep(0.01)
 
 
-def test_a_gpu_window_is_logged_from_the_meter_already_running(tracking_uri: str, gpu: FakeGPU) -> None:
+def test_a_gpu_window_is_logged_from_the_meter_already_running(
+    tracking_uri: str, gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One NVML read per reading: a reading whose clocks lie more than BRACKET_S apart (the thread
+    # preempted, as on a loaded machine) is read again, which would break the count below.
+    monkeypatch.setattr(energy_base, "BRACKET_TRIES", 1)
     client = MlflowClient()
     run_id = client.create_run(client.create_experiment("sys")).info.run_id
     meter = make_meter("nvml", device="cuda", nvml=fake_pynvml)
