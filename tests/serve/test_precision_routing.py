@@ -37,10 +37,17 @@ def ask(fleet: FleetFit, *rows: dict[str, object], mode: Callable[..., pd.DataFr
     return fleet_frame(fleet.law, pd.DataFrame([{**JOB, **row} for row in rows]), lambda law, part: mode(law, part))
 
 
+# The fixture refits the fleet: the pooled law comes from least_squares, which stops at a relative
+# tolerance of 1e-8, so its coefficients agree across CPUs only to about that (BLAS takes other kernels
+# on AVX2 than on AVX-512). Measured: 4.1e-9 between an AMD EPYC (AVX2) and the machine that wrote the
+# file. 1e-7 holds that and still fails on any real change (a precision moves answers by whole factors).
+FIT_RTOL = 1e-7
+
+
 def _close(got: dict[str, list[float]], expected: dict[str, list[float]]) -> None:
     assert got.keys() == expected.keys()
     for key, values in expected.items():
-        np.testing.assert_allclose(got[key], values, rtol=1e-9, atol=0, err_msg=key)
+        np.testing.assert_allclose(got[key], values, rtol=FIT_RTOL, atol=0, err_msg=key)
 
 
 def test_a_request_without_precision_answers_as_before_precision_entered_the_law(fleet: FleetFit) -> None:
@@ -56,7 +63,7 @@ def test_a_law_logged_without_precisions_keeps_its_answers_and_ignores_the_colum
     _close(answers(old), json.loads(EXPECTED.read_text()))
     queries = grid().assign(precision="fp32")  # as before: validated, then ignored
     out = fleet_frame(old.law, queries, lambda law, rows: predict_frame(law, rows))
-    np.testing.assert_allclose(out["energy_j"], json.loads(EXPECTED.read_text())["fleet_energy_j"], rtol=1e-9)
+    np.testing.assert_allclose(out["energy_j"], json.loads(EXPECTED.read_text())["fleet_energy_j"], rtol=FIT_RTOL)
 
 
 def test_precision_moves_an_unmeasured_gpu_where_the_tables_peak_differs_only(fleet: FleetFit) -> None:
