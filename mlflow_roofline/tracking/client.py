@@ -254,13 +254,15 @@ class TrackingClient:
         tags: Mapping[str, str] | None = None,
         step: int = 0,
         timestamp_ms: int | None = None,
+        model_id: str | None = None,
     ) -> None:
-        """Log params, metrics (all at ``step``) and tags in as few batches as the store allows."""
+        """Log params, metrics (all at ``step``; linked to the logged model ``model_id`` when given) and tags in
+        as few batches as the store allows."""
         stamp = now_ms() if timestamp_ms is None else timestamp_ms
         self._log_batches(
             run_id,
             [Param(k, str(v)) for k, v in (params or {}).items()],
-            [Metric(k, float(v), stamp, step) for k, v in (metrics or {}).items()],
+            [Metric(k, float(v), stamp, step, model_id=model_id) for k, v in (metrics or {}).items()],
             [RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 

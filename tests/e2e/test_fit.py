@@ -9,6 +9,7 @@ and within 5 % on every row when given the measured speedup.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -168,6 +169,13 @@ def test_several_hardware_get_one_law_each(tracking_uri: str) -> None:
     champion = client.get_model_version_by_alias("m", "champion")
     assert champion.tags["roofline.hardware"] == "GPU A, GPU B" and champion.run_id == outcome.parent_run_id
     assert champion.tags["roofline.form"] == "fleet" and parent.data.metrics["fleet_answers_unmeasured"] == 0.0
+    # each model carries every metric of its run, logged after it and linked by its id (MLflow's store gives a
+    # model's NaN metric back as 0.0: those are compared by name)
+    for run in (parent, *children):
+        (output,) = run.outputs.model_outputs
+        linked = {metric.key: metric.value for metric in client.get_logged_model(output.model_id).metrics}
+        assert linked.keys() == run.data.metrics.keys() and {"n_runs", "n_runs_found"} & linked.keys()
+        assert all(linked[k] == v for k, v in run.data.metrics.items() if not math.isnan(v))
     assert "the hardware table lacks the measured GPU A, GPU B" in parent.data.tags["roofline.fleet_unmeasured_refusal"]
     assert client.get_model_version_by_alias("m", "champion-gpu-a").tags["roofline.hardware"] == "GPU A"
     assert client.get_model_version_by_alias("m", "champion-gpu-b").tags["roofline.hardware"] == "GPU B"

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -131,16 +131,18 @@ def train_runs_table(fit: HardwareFit) -> pd.DataFrame:
     return fit.frame[[c for c in columns if c in fit.frame]].reset_index(drop=True)
 
 
-def log_run_page(client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData) -> None:
+def log_run_page(
+    client: TrackingClient, run_id: str, fit: HardwareFit, run_data: RunData, metrics: Mapping[str, float]
+) -> None:
     """The files, the measured-vs-predicted table, the train runs as the run's dataset input and the
-    Markdown description of the fit run ``run_id`` (its plots: :func:`figures_beside`)."""
+    Markdown description of the fit run ``run_id`` (its plots: :func:`figures_beside`); ``metrics``: what the
+    run logs as metrics (the description quotes them)."""
     name = f"{TRAIN_RUNS_DATASET} on {fit.hardware}"
     client.log_dataset(run_id, train_runs_table(fit), name, context="training", targets=M_ENERGY_J)
     with tempfile.TemporaryDirectory() as tmp:
         write_artifacts(fit, Path(tmp), run_data)
         client.log_artifacts(run_id, tmp)
     client.log_table(run_id, measured_vs_predicted_table(fit), TABLE_ARTIFACT)
-    metrics = {**fit.metrics(), **client.get_run(run_id).data.metrics}
     set_description(client, run_id, fit_markdown(fit, metrics, run_data.n_found, plot_paths(fit)))
 
 
