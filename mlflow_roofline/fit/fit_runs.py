@@ -211,11 +211,10 @@ def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, par
         M_N_RUNS_FOUND: float(run_data.n_found),
         M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
     }
-    with _metrics_kept_on_failure(client, run_id, metrics):
-        with figures_beside(client, run_id, fit):  # the plots, drawn while the rest is logged
-            log_run_page(client, run_id, fit, run_data, metrics)  # files, measured-vs-predicted, the description
-            tag_baselines(client, fit)
-        model_uri, model_id = _log_model(client, run_id, fit.law)
+    with _metrics_kept_on_failure(client, run_id, metrics), figures_beside(client, run_id, fit):
+        log_run_page(client, run_id, fit, run_data, metrics)  # files, measured-vs-predicted, the description
+        tag_baselines(client, fit)
+        model_uri, model_id = _log_model(client, run_id, fit.law)  # the plots are drawn beside all three
     client.log(run_id, metrics=metrics, model_id=model_id)  # after the model: see _log_model
     return model_uri
 
