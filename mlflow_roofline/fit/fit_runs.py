@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from mlflow_roofline.core.schema import (
@@ -164,8 +164,8 @@ def _log_model(client: TrackingClient, run_id: str, law: FittedLaw | FleetLaw) -
     """Log ``law`` as the run's pyfunc model (MLflow logs models only into the active run); its model URI and
     MLflow's id of the logged model.
 
-    Log it before the run's metrics and pass them the id (``TrackingClient.log(model_id=...)``): MLflow links
-    a run's metrics to a model logged after them by reading every metric's history back from the store, one
+    Log it before the run's metrics, which then carry the id (:func:`_metrics_after_model`): MLflow links a
+    run's metrics to a model logged after them by reading every metric's history back from the store, one
     query per metric (0.85 s a model on a three-GPU fit's parent run).
     """
     with client.active(run_id):
@@ -174,15 +174,23 @@ def _log_model(client: TrackingClient, run_id: str, law: FittedLaw | FleetLaw) -
 
 
 @contextlib.contextmanager
-def _metrics_kept_on_failure(client: TrackingClient, run_id: str, metrics: Mapping[str, float]) -> Iterator[None]:
-    """Logging that ends with the model, its metrics after it: on an error inside, ``metrics`` are logged unlinked
-    (the failed run still shows what the fit found) and the error is raised."""
+def _metrics_after_model(
+    client: TrackingClient, run_id: str, metrics: Mapping[str, float]
+) -> Iterator[Callable[[str], None]]:
+    """Log ``metrics`` into ``run_id`` once the logging inside is done; yields ``model_logged(model_id)``, to call
+    when the run's model is logged (see :func:`_log_model`).
+
+    The metrics are linked to that model, or logged unlinked where the run has none. On an error inside they
+    are logged unlinked too (the failed run still shows what the fit found) and the error is raised.
+    """
+    model_ids: list[str] = []
     try:
-        yield
+        yield model_ids.append
     except Exception:
         with contextlib.suppress(Exception):  # a store that is down too: the first error is the reason
             client.log(run_id, metrics=metrics)
         raise
+    client.log(run_id, metrics=metrics, model_id=model_ids[-1] if model_ids else None)
 
 
 def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, params: dict[str, str]) -> str:
@@ -211,11 +219,11 @@ def log_fit_run(client: TrackingClient, fit: HardwareFit, run_data: RunData, par
         M_N_RUNS_FOUND: float(run_data.n_found),
         M_N_RUNS_DROPPED_PULL: float(sum(run_data.dropped.values())),
     }
-    with _metrics_kept_on_failure(client, run_id, metrics), figures_beside(client, run_id, fit):
+    with _metrics_after_model(client, run_id, metrics) as model_logged, figures_beside(client, run_id, fit):
         log_run_page(client, run_id, fit, run_data, metrics)  # files, measured-vs-predicted, the description
         tag_baselines(client, fit)
         model_uri, model_id = _log_model(client, run_id, fit.law)  # the plots are drawn beside all three
-    client.log(run_id, metrics=metrics, model_id=model_id)  # after the model: see _log_model
+        model_logged(model_id)
     return model_uri
 
 
@@ -373,15 +381,13 @@ def _log_parent_and_children(job: _Logging, outcome: FitOutcome) -> FitOutcome:
     logged: list[HardwareFit] = []
     model_uris = []
     with _fit_run(client, job.start, opened=job.opened) as parent_id:
-        metrics = _parent_metrics(outcome)
         fleet_model: tuple[FleetFit, str] | None = None
-        model_id: str | None = None
-        with _metrics_kept_on_failure(client, parent_id, metrics):
+        with _metrics_after_model(client, parent_id, _parent_metrics(outcome)) as model_logged:
             _log_parent(client, parent_id, outcome, job.params)
             if outcome.fleet is not None:
                 logged_fleet, model_uri, model_id = _log_fleet(client, parent_id, outcome.fleet)
                 fleet_model = (logged_fleet, model_uri)
-        client.log(parent_id, metrics=metrics, model_id=model_id)  # after the fleet model: see _log_model
+                model_logged(model_id)
         experiment_id = client.get_run(parent_id).info.experiment_id
         for fit in outcome.fits:
             run_name = f"fit-{_slug(fit.hardware)}"
