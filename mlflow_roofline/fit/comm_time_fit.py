@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
+from mlflow_roofline.fit.multistart import best_of_starts
 from mlflow_roofline.law.comm_time import (
     COMM_TIME,
     PARAM_NAMES,
@@ -129,12 +129,7 @@ def fit_comm_time(strategy: str, rows: pd.DataFrame, s_scale: str | None = None)
         return -d_t / t_n[:, None]
 
     lower, upper = [0.0, 0.0, 0.0, 0.0], [1.0, np.inf, np.inf, OVERLAP_MAX]
-    best = None
-    for start in STARTS:
-        result = least_squares(residuals, np.array(start), jac=jacobian, bounds=(lower, upper), method="trf")
-        if best is None or result.cost < best.cost:
-            best = result
-    assert best is not None
+    best = best_of_starts(residuals, jacobian, [np.array(start) for start in STARTS], (lower, upper))
     params = {name: float(v) for name, v in params_of(best.x).items()}
     speedup = comm_time_speedup(strategy, n, job, {**params, "s_per_element": params["s_per_element"] * scale})
     rmse = float(np.sqrt(np.mean((speedup - np.exp(log_s)) ** 2)))

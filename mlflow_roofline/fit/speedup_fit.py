@@ -34,12 +34,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from mlflow_roofline.core.schema import BASELINE_PER_DEVICE, BASELINE_TIME_LAW
 from mlflow_roofline.fit.comm_time_fit import SHAPE_COLUMNS, fit_comm_time, fittable, job_of
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, workload_folds
 from mlflow_roofline.fit.forms.extrapolation import EXTRAP_QUANTILE
+from mlflow_roofline.fit.multistart import best_of_starts
 from mlflow_roofline.law.speedup import (
     AMDAHL,
     COMM_TIME,
@@ -165,13 +165,8 @@ def fit_speedup_law(strategy: str, num_devices: np.ndarray, speedup: np.ndarray)
 
     lower = [BOUNDS[form][name][0] for name in free]
     upper = [BOUNDS[form][name][1] for name in free]
-    best = None
-    for start in STARTS[form]:
-        x0 = np.clip([start[name] for name in free], lower, upper)
-        result = least_squares(residuals, x0, jac=jacobian, bounds=(lower, upper), method="trf")
-        if best is None or result.cost < best.cost:
-            best = result
-    assert best is not None
+    starts = [np.clip([start[name] for name in free], lower, upper) for start in STARTS[form]]
+    best = best_of_starts(residuals, jacobian, starts, (lower, upper))
     params = {**fixed, **{name: float(v) for name, v in zip(free, best.x)}}
     params = {name: params[name] for name in names}
     rmse = float(np.sqrt(np.mean(residuals(best.x) ** 2)))

@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import OptimizeResult, least_squares
+from scipy.optimize import OptimizeResult
 
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.forms.describe import roofline_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.fit.multistart import Vector, best_of_starts
 from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
 from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, RooflineLaw, dummy_term
 
@@ -41,9 +42,6 @@ form's sharpness on its bound) stops there, at the optimum to the fourth digit, 
 
 CostModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``cost(theta_cost, scaled_costs)``: the scaled cost part of each row and its gradient (rows x cost params)."""
-
-_Vector = Callable[[np.ndarray], np.ndarray]
-"""A function of the parameter vector: the residuals, or their Jacobian."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -197,19 +195,12 @@ def scaled_design(
     return ScaledDesign(raw / scales, scales, terms, extra, y - np.log(e_scale), e_scale, y)
 
 
-def _solve(
-    residuals: _Vector, jacobian: _Vector, starts: Sequence[np.ndarray], bounds: tuple[np.ndarray, np.ndarray]
+def _best(
+    residuals: Vector, jacobian: Vector, starts: Sequence[np.ndarray], bounds: tuple[np.ndarray, np.ndarray]
 ) -> OptimizeResult:
-    """The best optimum of bounded least squares from each start."""
-    best = None
-    for x0 in starts:
-        result = least_squares(
-            residuals, x0, jac=jacobian, bounds=bounds, method="trf", x_scale="jac", max_nfev=MAX_EVALUATIONS
-        )
-        if best is None or result.cost < best.cost:
-            best = result
-    assert best is not None
-    return best
+    """The best optimum from ``starts``, steps scaled by the Jacobian's columns, each start at most
+    :data:`MAX_EVALUATIONS` evaluations."""
+    return best_of_starts(residuals, jacobian, starts, bounds, x_scale="jac", max_nfev=MAX_EVALUATIONS)
 
 
 def fit_log_least_squares(
@@ -222,7 +213,7 @@ def fit_log_least_squares(
     k = len(cost_bounds[0])
     n_extra = design.extra.shape[1]
 
-    def problem(rows: np.ndarray) -> tuple[_Vector, _Vector]:
+    def problem(rows: np.ndarray) -> tuple[Vector, Vector]:
         def residuals(theta: np.ndarray) -> np.ndarray:
             total, _ = cost(theta[:k], design.costs[rows])
             return np.log(np.maximum(total, 1e-300)) + design.extra[rows] @ theta[k:] - design.target[rows]
@@ -238,9 +229,10 @@ def fit_log_least_squares(
     starts = [np.r_[np.asarray(s, dtype=float), np.zeros(n_extra)] for s in cost_starts]
     every = np.arange(len(design.y))
     if len(every) > START_ROWS:
-        starts = [_solve(*problem(every[:: len(every) // START_ROWS + 1]), starts, (lower, upper)).x]
+        subset = every[:: len(every) // START_ROWS + 1]
+        starts = [_best(*problem(subset), starts, (lower, upper)).x]
     residuals, jacobian = problem(every)
-    theta = np.asarray(_solve(residuals, jacobian, starts, (lower, upper)).x)
+    theta = np.asarray(_best(residuals, jacobian, starts, (lower, upper)).x)
     return theta, jacobian(theta), residuals(theta)
 
 
