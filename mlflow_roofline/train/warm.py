@@ -30,9 +30,11 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping
@@ -47,6 +49,12 @@ RANK_LOG = "rank-{rank}.log"
 RENDEZVOUS_FILE = "rendezvous"
 TAIL_BYTES = 16384
 """The end of each rank's log kept in the job's output tail."""
+SOCKET_PATH_MAX_BYTES = 107
+"""The longest Unix socket path Linux takes (``sun_path`` holds 108 bytes with the NUL)."""
+LISTENER_SUFFIX_BYTES = len("/pymp-12345678/listener-12345678")
+"""What multiprocessing appends to the temp folder for the forkserver's socket."""
+SHORT_TEMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+"""Where the socket goes when ``TMPDIR`` is too long for it, first writable one wins."""
 
 
 class WarmServer:
@@ -62,7 +70,7 @@ class WarmServer:
 
     def start(self) -> WarmServer:
         """Start the server now; it imports in the background while the caller goes on."""
-        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"):
+        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"), _socket_fits_temp_folder():
             multiprocessing.forkserver.ensure_running()
         return self
 
@@ -169,6 +177,41 @@ def run_rank(job_dir: str, rank: int, env: Mapping[str, str]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+@contextlib.contextmanager
+def _socket_fits_temp_folder() -> Iterator[None]:
+    """Have multiprocessing make its temp folder (the forkserver's socket lives there) where the path fits.
+
+    The socket goes under ``tempfile.gettempdir()``; a long ``TMPDIR`` (a job folder on a
+    cluster, a test's temp folder) makes the path longer than Linux takes, and the server
+    would not start (``OSError: AF_UNIX path too long``). Then the folder is made in the first
+    writable of :data:`SHORT_TEMP_FOLDERS` instead, for this process only; anything else the
+    process puts in its temp folder stays under ``TMPDIR``. multiprocessing removes the folder
+    at exit. Where none fits, the error says so and names ``TMPDIR``.
+    """
+    if _fits(tempfile.gettempdir()):
+        yield
+        return
+    short = next((folder for folder in SHORT_TEMP_FOLDERS if _fits(folder) and os.access(folder, os.W_OK)), None)
+    if short is None:
+        raise OSError(
+            f"TMPDIR={tempfile.gettempdir()!r} is too long for the warm launch's Unix socket "
+            f"(at most {SOCKET_PATH_MAX_BYTES - LISTENER_SUFFIX_BYTES} bytes) and none of "
+            f"{', '.join(SHORT_TEMP_FOLDERS)} is writable: "
+            "set TMPDIR to a shorter folder, or launch with --launch fresh"
+        )
+    before = tempfile.tempdir
+    tempfile.tempdir = short
+    try:
+        multiprocessing.util.get_temp_dir()  # made now under the short folder (unless made before), kept
+    finally:
+        tempfile.tempdir = before
+    yield
+
+
+def _fits(folder: str) -> bool:
+    return len(os.fsencode(folder)) + LISTENER_SUFFIX_BYTES <= SOCKET_PATH_MAX_BYTES
 
 
 def _release_server_liveness() -> None:
