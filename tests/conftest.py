@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -25,17 +27,21 @@ os.environ.setdefault("MLFLOW_TRACKING_INSECURE_TLS", "false")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-RUN_FIRST = ("tests/e2e/test_sweep_remote.py",)
-"""Modules collected first: long (a Ray cluster, a PostgreSQL-backed server, two and a half minutes)
-and mostly waiting on their services. First in the queue, their waits are filled by the other
-xdist worker's tests; where alphabetical order put them, the suite ended on them with one core
-idle (a fresh-clone CI run: the last 166 s on one worker, 26 s of them alone)."""
+MODULE_SECONDS: dict[str, float] = json.loads((REPO_ROOT / "tests" / "module_seconds.json").read_text())
+"""Seconds each test module took in a recent run (``scripts/module_seconds.py`` writes them)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the :data:`RUN_FIRST` modules' tests at the front, in their own order; the rest keep theirs."""
-    first = {module: rank for rank, module in enumerate(RUN_FIRST)}
-    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
+    """Collect the modules longest first (a module not in :data:`MODULE_SECONDS` first of all).
+
+    ``make test`` hands whole modules to the two xdist workers in this order (``--dist loadfile``).
+    The long modules, most of them waiting on a server, a cluster or a child process, start while
+    the other worker has short ones to fill their waits; the run ends on short modules, not on a
+    long one with a core idle; and a module's fixtures are set up once, on one worker (work stealing
+    split the UI module over both and set its sweep, fit and server up three times in one run).
+    A module's tests keep their order.
+    """
+    items.sort(key=lambda item: -MODULE_SECONDS.get(item.nodeid.split("::")[0], math.inf))
 
 
 @pytest.fixture(scope="session")
