@@ -70,7 +70,8 @@ class WarmServer:
 
     def start(self) -> WarmServer:
         """Start the server now; it imports in the background while the caller goes on."""
-        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"), _socket_fits_temp_folder():
+        _make_socket_folder_fit()
+        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"):
             multiprocessing.forkserver.ensure_running()
         return self
 
@@ -179,8 +180,7 @@ def run_rank(job_dir: str, rank: int, env: Mapping[str, str]) -> None:
         os._exit(code)
 
 
-@contextlib.contextmanager
-def _socket_fits_temp_folder() -> Iterator[None]:
+def _make_socket_folder_fit() -> None:
     """Have multiprocessing make its temp folder (the forkserver's socket lives there) where the path fits.
 
     The socket goes under ``tempfile.gettempdir()``; a long ``TMPDIR`` (a job folder on a
@@ -191,7 +191,6 @@ def _socket_fits_temp_folder() -> Iterator[None]:
     at exit. Where none fits, the error says so and names ``TMPDIR``.
     """
     if _fits(tempfile.gettempdir()):
-        yield
         return
     short = next((folder for folder in SHORT_TEMP_FOLDERS if _fits(folder) and os.access(folder, os.W_OK)), None)
     if short is None:
@@ -207,7 +206,6 @@ def _socket_fits_temp_folder() -> Iterator[None]:
         multiprocessing.util.get_temp_dir()  # made now under the short folder (unless made before), kept
     finally:
         tempfile.tempdir = before
-    yield
 
 
 def _fits(folder: str) -> bool:
