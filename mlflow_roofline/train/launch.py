@@ -35,6 +35,14 @@ RENDEZVOUS_FILE_ENV = "ROOFLINE_RENDEZVOUS_FILE"
 """The file the ranks of a warm-launched job meet in (unset under torchrun). Defined here, with the
 launchers, rather than in :mod:`~mlflow_roofline.train.parallel.dist`, which reads it: a launcher
 (the sweep) must not import torch for a name."""
+OMP_WAIT_POLICY = "PASSIVE"
+"""How a rank's OpenMP threads wait for work (``OMP_WAIT_POLICY``), unless the caller set it: asleep.
+
+OpenMP's default spins a thread at the end of every parallel region before it sleeps. A spinning
+thread holds a core; on a CPU shared with other work, or with more threads than cores, that time
+is taken from whoever else runs, and it is CPU time of the job's process, which the ``estimate``
+meter counts as energy: it grows with the machine's load, not with the job (measured in
+docs/benchmarks.md, ``benchmarks/omp_wait.py``). Read once, when torch loads its OpenMP runtime."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,14 +92,16 @@ def job_command(nproc: int, module: str, args: Sequence[str]) -> list[str]:
 
 
 def worker_env(nproc: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of the workers: ``base`` plus a CPU-thread share per rank.
+    """The environment of the workers: ``base`` plus a CPU-thread share per rank and how threads wait.
 
     For N > 1, ``OMP_NUM_THREADS`` defaults to the machine's cores divided among the ranks
-    (torchrun would otherwise force 1); a value already set is kept.
+    (torchrun would otherwise force 1); ``OMP_WAIT_POLICY`` defaults to :data:`OMP_WAIT_POLICY`;
+    a value already set is kept.
     """
     env = dict(os.environ if base is None else base)
     if nproc > 1:
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -15,7 +15,8 @@ A forked rank is the same job as a launched one (:func:`mlflow_roofline.train.wo
   started it does: a sweep killed outright leaves no rank training on;
 - its output goes to ``rank-<i>.log`` in the job's folder; its environment is the
   launcher's at the time of the job (``OMP_NUM_THREADS`` applied with
-  ``torch.set_num_threads``, since OpenMP read it when the server imported torch);
+  ``torch.set_num_threads``, since OpenMP read it when the server imported torch;
+  ``OMP_WAIT_POLICY`` is the server's, read then);
 - the ranks of a job of N > 1 meet in the file ``rendezvous`` of the job's folder
   (:data:`~mlflow_roofline.train.launch.RENDEZVOUS_FILE_ENV`).
 
@@ -42,7 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from mlflow_roofline.system.processes import die_with_parent
-from mlflow_roofline.train.launch import RENDEZVOUS_FILE_ENV, STOP_GRACE_S, LaunchResult, worker_env
+from mlflow_roofline.train.launch import (
+    OMP_WAIT_POLICY,
+    RENDEZVOUS_FILE_ENV,
+    STOP_GRACE_S,
+    LaunchResult,
+    worker_env,
+)
 
 PRELOAD_MODULE = "mlflow_roofline.train.preload"
 RANK_LOG = "rank-{rank}.log"
@@ -69,9 +76,14 @@ class WarmServer:
         self.context.set_forkserver_preload([PRELOAD_MODULE])
 
     def start(self) -> WarmServer:
-        """Start the server now; it imports in the background while the caller goes on."""
+        """Start the server now; it imports in the background while the caller goes on.
+
+        Its OpenMP runtime is loaded with torch, so it reads ``OMP_WAIT_POLICY`` here, once, for
+        every rank it forks (:data:`~mlflow_roofline.train.launch.OMP_WAIT_POLICY` unless set).
+        """
+        wait_policy = os.environ.get("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
         _make_socket_folder_fit()
-        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"):
+        with _environment(PYTORCH_NVML_BASED_CUDA_CHECK="1", OMP_WAIT_POLICY=wait_policy):
             multiprocessing.forkserver.ensure_running()
         return self
 

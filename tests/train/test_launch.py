@@ -15,3 +15,5 @@ def test_launch_commands() -> None:
     assert worker_env(2, {})["OMP_NUM_THREADS"] >= "1"
     assert worker_env(2, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
     assert "OMP_NUM_THREADS" not in worker_env(1, {})
+    assert worker_env(1, {})["OMP_WAIT_POLICY"] == worker_env(2, {})["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert worker_env(1, {"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
