@@ -60,17 +60,27 @@ def trial(policy: str | None, args: argparse.Namespace) -> dict[str, float]:
     if policy is not None:
         env["OMP_WAIT_POLICY"] = policy
     command = [sys.executable, "-c", TRIAL, str(args.hidden), str(args.steps)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"a trial with OMP_WAIT_POLICY={policy} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--busy", type=int, default=0, help="busy loops sharing the cores (default 0)")
-    parser.add_argument("--trials", type=int, default=3, help="trials per arm, alternated (default 3)")
-    parser.add_argument("--steps", type=int, default=40, help="measured AdamW steps per trial (default 40)")
-    parser.add_argument("--threads", type=int, default=2, help="torch/OpenMP threads (default 2)")
-    parser.add_argument("--hidden", type=int, default=256, help="BERT hidden size (default 256)")
+    parser.add_argument("--trials", type=positive_int, default=3, help="trials per arm, alternated (default 3)")
+    parser.add_argument("--steps", type=positive_int, default=40, help="measured AdamW steps per trial (default 40)")
+    parser.add_argument("--threads", type=positive_int, default=2, help="torch/OpenMP threads (default 2)")
+    parser.add_argument("--hidden", type=positive_int, default=256, help="BERT hidden size (default 256)")
     args = parser.parse_args()
 
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
