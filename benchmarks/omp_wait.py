@@ -50,19 +50,26 @@ for _ in range(steps):
 print(json.dumps({"cpu_s": time.process_time() - cpu_start, "wall_s": time.perf_counter() - wall_start}))
 """
 
-ARMS = {"OpenMP default (spin)": None, f"OMP_WAIT_POLICY={OMP_WAIT_POLICY}": OMP_WAIT_POLICY}
+#: The OpenMP variables each arm sets (the caller's own are removed first): libgomp's default
+#: (spin about 300,000 iterations before sleeping), a short spin, and never spinning.
+ARMS: dict[str, dict[str, str]] = {
+    "OpenMP default (spin)": {},
+    "GOMP_SPINCOUNT=10000": {"GOMP_SPINCOUNT": "10000"},
+    f"OMP_WAIT_POLICY={OMP_WAIT_POLICY}": {"OMP_WAIT_POLICY": OMP_WAIT_POLICY},
+}
+OPENMP_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
-def trial(policy: str | None, args: argparse.Namespace) -> dict[str, float]:
+def trial(arm_env: dict[str, str], args: argparse.Namespace) -> dict[str, float]:
     """One fresh process's measured steps: ``cpu_s`` (process CPU seconds) and ``wall_s``."""
-    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    env = {key: value for key, value in os.environ.items() if key not in OPENMP_WAIT_VARIABLES}
     env["OMP_NUM_THREADS"] = str(args.threads)
-    if policy is not None:
-        env["OMP_WAIT_POLICY"] = policy
+    env.update(arm_env)
     command = [sys.executable, "-c", TRIAL, str(args.hidden), str(args.steps)]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"a trial with OMP_WAIT_POLICY={policy} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        settings = arm_env or "the OpenMP default"
+        raise SystemExit(f"a trial with {settings} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -87,8 +94,8 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
     try:
         for round_index in range(args.trials):
-            for arm, policy in ARMS.items():
-                result = trial(policy, args)
+            for arm, arm_env in ARMS.items():
+                result = trial(arm_env, args)
                 results[arm].append(result)
                 print(f"round {round_index + 1} {arm:28s} cpu {result['cpu_s']:7.2f} s  wall {result['wall_s']:7.2f} s")
     finally:
