@@ -7,6 +7,7 @@ launcher is a real SIGKILL, its command a real process tree.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import mlflow
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
-from support.processes import descendants_running
+from support.processes import descendants_running_exactly
 
 from mlflow_roofline.core.schema import TAG_ERROR
 
@@ -84,7 +85,8 @@ def test_a_command_that_cannot_start_gets_the_shells_code_and_no_run(
 def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(tracking_uri: str, tmp_path: Path) -> None:
     MlflowClient().create_experiment("measured")
     # A process tree: a shell, and a python it waits for.
-    command = ["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(600)' & wait"]
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    command = ["sh", "-c", f"{shlex.join(sleeper)} & wait"]
     launcher = subprocess.Popen(
         [CLI, "measure", "--experiment", "measured", "--", *command],
         stdout=subprocess.DEVNULL,
@@ -96,7 +98,9 @@ def test_a_measure_killed_outright_takes_its_command_down_and_ends_its_run(track
         tree: list[psutil.Process] = []
         while time.monotonic() < deadline and not tree:
             assert launcher.poll() is None, launcher.stderr.read() if launcher.stderr else ""
-            sleepers = descendants_running(psutil.Process(launcher.pid), "time.sleep(600)", not_named="sh")
+            # the command's python itself: a child the launcher is just forking has the launcher's
+            # command line, which holds the command too, and the run may not exist yet
+            sleepers = descendants_running_exactly(psutil.Process(launcher.pid), sleeper)
             if sleepers:
                 tree = [sleepers[0].parent(), sleepers[0]]
             time.sleep(0.2)

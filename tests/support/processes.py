@@ -21,3 +21,20 @@ def descendants_running(
         except psutil.NoSuchProcess:
             pass
     return found
+
+
+def descendants_running_exactly(parent: psutil.Process, argv: list[str]) -> list[psutil.Process]:
+    """``parent``'s descendants whose command line is ``argv``, word for word.
+
+    Stricter than :func:`descendants_running`: between its fork and its exec, a child has its
+    parent's command line, so a launcher whose own arguments hold the command matches a substring
+    in every child it is just starting (a watchdog, a probe) before the command itself runs.
+    """
+    found = []
+    for child in parent.children(recursive=True):
+        try:
+            if child.cmdline() == argv:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
