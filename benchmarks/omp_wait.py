@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 from mlflow_roofline.train.launch import OMP_WAIT_POLICY
 
@@ -73,17 +74,24 @@ def trial(arm_env: dict[str, str], args: argparse.Namespace) -> dict[str, float]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--busy", type=int, default=0, help="busy loops sharing the cores (default 0)")
+    parser.add_argument("--busy", type=int_at_least(0), default=0, help="busy loops sharing the cores (default 0)")
     parser.add_argument("--trials", type=positive_int, default=3, help="trials per arm, alternated (default 3)")
     parser.add_argument("--steps", type=positive_int, default=40, help="measured AdamW steps per trial (default 40)")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch/OpenMP threads (default 2)")
