@@ -83,6 +83,8 @@ class SystemEnergy:
         readings: the window's readings (:class:`EnergyReadings`).
         client: the store (default: MLflow's current tracking URI).
         interval_s: seconds between points (default: MLflow's sampling interval).
+        new_run: the run was made for this window and holds no system metrics: the points start at
+            step 0, with no read of the run (else after its last ``system/`` step).
     """
 
     def __init__(
@@ -91,8 +93,11 @@ class SystemEnergy:
         readings: EnergyReadings,
         client: TrackingClient | None = None,
         interval_s: float | None = None,
+        *,
+        new_run: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.new_run = new_run
         self.readings = readings
         self.interval_s = sampling_interval_s() if interval_s is None else interval_s
         self.node_id = os.environ.get(NODE_ID_ENV) or None
@@ -115,7 +120,7 @@ class SystemEnergy:
             return
         try:
             self._client = self._client or TrackingClient()
-            self._step = next_system_step(self._client, self.run_id)
+            self._step = 0 if self.new_run else next_system_step(self._client, self.run_id)
         except Exception as exc:  # the store: one warning, the run goes on
             self._fail(exc)
             return
@@ -181,10 +186,11 @@ def next_system_step(client: TrackingClient, run_id: str) -> int:
 
 @contextlib.contextmanager
 def system_energy(
-    run_id: str, readings: EnergyReadings, client: TrackingClient | None = None
+    run_id: str, readings: EnergyReadings, client: TrackingClient | None = None, *, new_run: bool = False
 ) -> Iterator[SystemEnergy]:
-    """Log ``readings`` as the run's ``system/..._energy_wh`` while the block runs (the last reading at its end)."""
-    energy = SystemEnergy(run_id, readings, client)
+    """Log ``readings`` as the run's ``system/..._energy_wh`` while the block runs (the last reading at its end);
+    ``new_run``: see :class:`SystemEnergy`."""
+    energy = SystemEnergy(run_id, readings, client, new_run=new_run)
     energy.start()
     try:
         yield energy

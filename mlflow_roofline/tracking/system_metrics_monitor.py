@@ -69,15 +69,23 @@ class SystemMetrics:
 
     ``start()`` does nothing (and says why once, as a warning) without ``psutil``.
     ``stop()`` also logs the samples of a run shorter than one logging period, which
-    MLflow's monitor would otherwise drop.
+    MLflow's monitor would otherwise drop. The samples go on after the last step the run
+    holds (MLflow reads the whole run back for it), except in a ``new_run``, made for this
+    block and holding none: there they start at step 0, with no read.
     """
 
     def __init__(
-        self, run_id: str, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S, tracking_uri: str | None = None
+        self,
+        run_id: str,
+        sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S,
+        tracking_uri: str | None = None,
+        *,
+        new_run: bool = False,
     ) -> None:
         self.run_id = run_id
         self.sampling_interval_s = sampling_interval_s
         self.tracking_uri = tracking_uri
+        self.new_run = new_run
         self._monitor: SystemMetricsMonitor | None = None
 
     @property
@@ -97,7 +105,7 @@ class SystemMetrics:
             monitor = SystemMetricsMonitor(
                 self.run_id,
                 sampling_interval=self.sampling_interval_s,
-                resume_logging=True,
+                resume_logging=not self.new_run,
                 tracking_uri=self.tracking_uri,
             )
             monitor.start()
@@ -123,13 +131,18 @@ class SystemMetrics:
 
 @contextlib.contextmanager
 def system_metrics(
-    run_id: str, enabled: bool = True, sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S
+    run_id: str,
+    enabled: bool = True,
+    sampling_interval_s: float = DEFAULT_SAMPLING_INTERVAL_S,
+    *,
+    new_run: bool = False,
 ) -> Iterator[SystemMetrics | None]:
-    """Log MLflow's system metrics for ``run_id`` while the block runs (nothing when not ``enabled``)."""
+    """Log MLflow's system metrics for ``run_id`` while the block runs (nothing when not ``enabled``);
+    ``new_run``: see :class:`SystemMetrics`."""
     if not enabled:
         yield None
         return
-    metrics = SystemMetrics(run_id, sampling_interval_s)
+    metrics = SystemMetrics(run_id, sampling_interval_s, new_run=new_run)
     metrics.start()
     try:
         yield metrics

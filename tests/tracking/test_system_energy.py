@@ -15,6 +15,7 @@ from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.energy import base as energy_base
 from mlflow_roofline.energy import make_meter
 from mlflow_roofline.energy.live import LiveEnergy
+from mlflow_roofline.tracking import system_energy as system_energy_module
 from mlflow_roofline.tracking.system_energy import SystemEnergy, energy_wh_metrics, system_energy
 from mlflow_roofline.tracking.system_metrics_monitor import INTERVAL_ENV, sampling_interval_s
 
@@ -117,3 +118,22 @@ def test_beside_mlflows_own_system_metrics_or_without_them(
     else:
         assert ours[0].step == 0
     assert ours[-1].value == pytest.approx(measurement.per_device_j["cpu"] / 3600, rel=1e-12)
+
+
+def test_a_new_run_starts_at_step_0_without_reading_the_run_back(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_read(client: object, run_id: str) -> int:
+        raise AssertionError("the run was read back for its last system step")
+
+    monkeypatch.setattr(system_energy_module, "next_system_step", no_read)
+    meter = make_meter("estimate", device="cpu")
+    client = MlflowClient()
+    run_id = client.create_run(client.create_experiment("sys-new")).info.run_id
+    live = LiveEnergy(meter)
+    live.begin()
+    with system_energy(run_id, live, new_run=True):
+        live.end()
+    meter.close()
+    history = client.get_metric_history(run_id, "system/cpu_energy_wh")
+    assert [p.step for p in history] == list(range(len(history))) and len(history) >= 1

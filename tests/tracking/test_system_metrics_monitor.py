@@ -3,6 +3,7 @@ the meter's running energy beside them either way."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -73,6 +74,30 @@ def test_samples_are_logged_per_interval_and_a_short_block_still_gets_one(tracki
     stopped = SystemMetrics(off_run)
     stopped.stop()  # never started: nothing to do
     assert not stopped.running
+
+
+def test_a_second_block_goes_on_after_the_runs_samples_and_a_new_run_starts_at_0_without_reading_it(
+    tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = MlflowClient()
+    experiment = client.create_experiment("sysm-steps")
+    run = client.create_run(experiment).info.run_id
+    for _ in range(2):
+        with system_metrics(run, sampling_interval_s=30.0):
+            time.sleep(0.05)
+    assert [m.step for m in client.get_metric_history(run, "system/cpu_utilization_percentage")] == [0, 1]
+
+    reads: list[str] = []  # the threads that read a run back (MLflow's sampling thread checks its status)
+    get_run = MlflowClient.get_run
+    monkeypatch.setattr(
+        MlflowClient, "get_run", lambda self, rid: reads.append(threading.current_thread().name) or get_run(self, rid)
+    )
+    new = client.create_run(experiment).info.run_id
+    with system_metrics(new, sampling_interval_s=30.0, new_run=True):
+        time.sleep(0.05)
+    assert threading.current_thread().name not in reads  # a sweep's configuration pays no read of its run to start
+    monkeypatch.undo()
+    assert [m.step for m in client.get_metric_history(new, "system/cpu_utilization_percentage")] == [0]
 
 
 @pytest.mark.slow
