@@ -233,15 +233,33 @@ class HardwareSpec:
         return out
 
 
+LOOKUPS_KEPT = 4096
+"""Hardware names a table remembers the row of (a served model looks one up per request)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class HardwareTable:
     """Devices by datasheet; :meth:`lookup` finds the row of a hardware name (the first that matches)."""
 
     specs: tuple[HardwareSpec, ...]
+    _found: dict[str, HardwareSpec | None] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def lookup(self, hardware: str) -> HardwareSpec | None:
-        """The row of ``hardware``, or None when no row matches it."""
-        return next((spec for spec in self.specs if spec.matches(hardware)), None)
+        """The row of ``hardware``, or None when no row matches it.
+
+        Each row's name and globs are tried in turn (about 0.8 ms over the shipped table), so the
+        first :data:`LOOKUPS_KEPT` names looked up are remembered: the table never changes.
+        """
+        try:
+            return self._found[hardware]
+        except KeyError:
+            pass
+        spec = next((spec for spec in self.specs if spec.matches(hardware)), None)
+        if len(self._found) < LOOKUPS_KEPT:
+            self._found[hardware] = spec
+        return spec
 
     def names(self) -> list[str]:
         """Every row's name, in lookup order."""
@@ -398,5 +416,12 @@ def load_hardware_table(extra: str | Path | None = None, env: Mapping[str, str] 
     env = os.environ if env is None else env
     path = extra if extra is not None else env.get(ENV_HARDWARE_TABLE) or None
     allow_simulated = env.get(ENV_ALLOW_SIMULATED, "").strip().lower() in ("1", "true")
-    user = read_user_table(path, allow_simulated) if path else ()
-    return HardwareTable(user + shipped_specs())
+    if not path:
+        return shipped_table()
+    return HardwareTable(read_user_table(path, allow_simulated) + shipped_specs())
+
+
+@functools.cache
+def shipped_table() -> HardwareTable:
+    """The shipped table alone: one object per process, so its lookups are remembered."""
+    return HardwareTable(shipped_specs())

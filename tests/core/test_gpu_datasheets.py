@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mlflow_roofline.core import gpu_datasheets
 from mlflow_roofline.core.errors import ConfigError
 from mlflow_roofline.core.gpu_datasheets import (
     COLUMNS,
@@ -16,6 +17,7 @@ from mlflow_roofline.core.gpu_datasheets import (
     ENV_HARDWARE_TABLE,
     OPTIONAL_COLUMNS,
     PRECISION_COLUMNS,
+    HardwareTable,
     glob_match_steps,
     glob_matches,
     load_hardware_table,
@@ -336,3 +338,16 @@ def test_a_name_or_pattern_naming_two_rows_is_refused(tmp_path: Path, second: di
 def test_a_user_row_may_override_a_shipped_one_with_the_same_name(tmp_path: Path) -> None:
     path = _table(tmp_path / "mine.csv", [_row("T4 capped", "Tesla T4", board_power_w="60")])
     assert load_hardware_table(path, env={}).lookup("Tesla T4").board_power_w == 60
+
+
+def test_remembered_lookups_answer_as_a_scan_of_the_rows_and_stop_growing_at_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_hardware_table() is load_hardware_table()  # one shipped table per process: its lookups are kept
+    monkeypatch.setattr(gpu_datasheets, "LOOKUPS_KEPT", 3)
+    table = HardwareTable(shipped_specs())
+    names = [nvml for nvml, *_ in KNOWN[:4]] + ["no such GPU", "nvidia a100-sxm4-80gb"]
+    for _ in range(2):  # the second pass answers the first three from memory, the rest by scanning again
+        for name in names:
+            assert table.lookup(name) == next((spec for spec in table.specs if spec.matches(name)), None)
+    assert list(table._found) == names[:3]
