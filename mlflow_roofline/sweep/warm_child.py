@@ -60,8 +60,8 @@ def run_child_warm(
     job_root: str | None = None,
     step_flops: dict[str, int] | None = None,
 ) -> Outcome:
-    """Measure ``config`` into the RUNNING run ``run_id``, made for this measurement (its system metrics
-    start at step 0), with ranks forked from ``server``; its outcome.
+    """Measure ``config`` into the new RUNNING run ``run_id`` (made for this measurement: its system
+    metrics start at step 0 unread) with ranks forked from ``server``; its outcome.
 
     The job's folder (spec, rendezvous file, rank logs) is made in ``job_root`` (the
     system's temp folder if None) and removed at the end. ``step_flops``: the sweep's counted
@@ -90,8 +90,6 @@ def run_child_warm(
             job = WarmJob(server, checked.num_devices, job_dir)
             log_setup(client, run_id, checked, meter, hardware, tags=process_tags(job.pid))
             with (
-                # the run was made for this measurement (a remote task is never retried into it): the
-                # system metrics start at step 0 without reading it back
                 sysm.system_metrics(run_id, sysm.system_metrics_wanted(None), new_run=True),
                 system_energy(run_id, LiveFiles(job_dir), client, new_run=True),
             ):
