@@ -99,7 +99,9 @@ def test_mlflow_run_sweep_nests_finished_children_and_resumes_as_a_no_op(trackin
 
 
 def test_sigkill_then_resume_finishes_every_configuration_exactly_once(tracking_uri: str, tmp_path: Path) -> None:
-    grid = "[{num_layers: [1, 2], hidden_size: 16}, {num_layers: 1, hidden_size: 32}]"
+    # the configurations after the first train for ~1 s each: a fixed cost of ~0.3 s a configuration
+    # would let a loaded machine's sweep end between the first run finishing and the kill
+    grid = "[{num_layers: 1, hidden_size: 16}, {num_layers: [1, 2], hidden_size: 32, num_steps: 120}]"
     spec = write_spec(tmp_path / "resume.yaml", "resume", grid, steps=3)
     init_store()
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # the sweep's temp folder, which its watchdog removes
