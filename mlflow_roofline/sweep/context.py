@@ -12,6 +12,7 @@ import dataclasses
 from mlflow_roofline.sweep.plan import Plan
 from mlflow_roofline.sweep.remote.executors import Executor
 from mlflow_roofline.sweep.spec import SweepSpec
+from mlflow_roofline.sweep.step_flops import StepFlops
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
 from mlflow_roofline.train.warm import WarmServer
@@ -32,6 +33,5 @@ class SweepContext:
     warm: WarmServer | None = None  # the server ranks are forked from (launch="warm"), None: fresh processes
     launch: str = "warm"  # what remote Ray workers do too (Slurm jobs always launch fresh)
     watchdog: Watchdog | None = None  # ends the sweep's runs KILLED if it is killed outright
-    # counted FLOPs of one step by workload hash, filled as configurations finish here: a workload
-    # measured again (another strategy or device count) is not counted again (launch="warm")
-    step_flops: dict[str, int] = dataclasses.field(default_factory=dict)
+    # counted FLOPs of one step by workload, the next one counted ahead (launch="warm"; None otherwise)
+    step_flops: StepFlops | None = None

@@ -43,6 +43,7 @@ from mlflow_roofline.sweep.queue import Result, run_entries
 from mlflow_roofline.sweep.reconcile import Entry, reconcile
 from mlflow_roofline.sweep.remote.executors import Executor
 from mlflow_roofline.sweep.spec import SweepSpec
+from mlflow_roofline.sweep.step_flops import StepFlops
 from mlflow_roofline.system.signals import ignore_stop_signals, raising_on_signals
 from mlflow_roofline.system.watchdog import Watchdog
 from mlflow_roofline.tracking.client import TrackingClient
@@ -155,12 +156,27 @@ def _sweep(
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")  # output of fresh processes, warm job folders
     watchdog.remove(log_dir)
+    planned = [e.config for e in entries if e.action in ("run", "wait")]
+    step_flops = None if warm is None else StepFlops(plan.hardware or "", planned, warm, log_dir)
     try:
         sweep = SweepContext(
-            client, spec, plan, experiment_id, parent_id, retry_failed, log_dir, executor, warm, launch, watchdog
+            client,
+            spec,
+            plan,
+            experiment_id,
+            parent_id,
+            retry_failed,
+            log_dir,
+            executor,
+            warm,
+            launch,
+            watchdog,
+            step_flops,
         )
         results = run_entries(sweep, entries, echo, progress)
     finally:
+        if step_flops is not None:
+            step_flops.close()
         shutil.rmtree(log_dir, ignore_errors=True)  # failed runs hold their output as an artifact
     by_key = {r.entry.key: r.outcome for r in results}
     rows = [e.to_dict(plan.hardware, by_key.get(e.key)) for e in entries]

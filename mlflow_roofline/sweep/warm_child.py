@@ -33,6 +33,7 @@ from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.sweep.fresh_child import LOG_ARTIFACT_DIR, mark_abandoned
 from mlflow_roofline.sweep.spec import CarbonKeys, resolved_carbon
 from mlflow_roofline.sweep.status import Outcome
+from mlflow_roofline.sweep.step_flops import StepFlops
 from mlflow_roofline.system.liveness import process_tags
 from mlflow_roofline.system.signals import ignore_stop_signals
 from mlflow_roofline.tracking import system_metrics_monitor as sysm
@@ -58,15 +59,15 @@ def run_child_warm(
     carbon: CarbonKeys | None = None,
     seed: int = 0,
     job_root: str | None = None,
-    step_flops: dict[str, int] | None = None,
+    step_flops: StepFlops | None = None,
 ) -> Outcome:
     """Measure ``config`` into the new RUNNING run ``run_id`` (made for this measurement: its system
     metrics start at step 0 unread) with ranks forked from ``server``; its outcome.
 
     The job's folder (spec, rendezvous file, rank logs) is made in ``job_root`` (the
     system's temp folder if None) and removed at the end. ``step_flops``: the sweep's counted
-    FLOPs of one step by workload hash; a workload counted before is not counted again (the
-    ranks are handed its count), and this one's count is added once measured.
+    FLOPs of one step by workload (:mod:`~mlflow_roofline.sweep.step_flops`): a workload counted
+    before is handed to the ranks; this one's count is kept, and the next one counted ahead.
 
     Raises whatever stops the sweep (``Interrupted``, ``KeyboardInterrupt``) after
     stopping the ranks and marking the run KILLED; any other failure ends the run FAILED
@@ -82,11 +83,8 @@ def run_child_warm(
             checked = parse_config(config.to_params())  # train's own checks: devices, precision
             check_meter(meter, checked.device)
             workload = checked.workload_hash(hardware)
-            known_flops = None if step_flops is None else step_flops.get(workload)
-            interval_s = sysm.sampling_interval_s()
-            JobSpec(
-                checked.to_params(), meter=meter, seed=seed, live_interval_s=interval_s, flops_per_step=known_flops
-            ).write(job_dir)
+            known_flops = None if step_flops is None else step_flops.known(workload)
+            JobSpec(checked.to_params(), meter, seed, sysm.sampling_interval_s(), known_flops).write(job_dir)
             job = WarmJob(server, checked.num_devices, job_dir)
             log_setup(client, run_id, checked, meter, hardware, tags=process_tags(job.pid))
             with (
@@ -99,8 +97,9 @@ def run_child_warm(
                 raise TrainingFailed(f"train job timed out after {timeout_s:g} s and was killed", job.output_tail())
             returncode = launched.returncode
             result = read_result(launched, job_dir, checked.num_devices)
-            if step_flops is not None:
-                step_flops[workload] = result.flops_per_step
+            if step_flops is not None:  # the next workload is counted while this one is logged
+                step_flops.record(workload, result.flops_per_step)
+                step_flops.count_ahead(config)
             log_result(client, run_id, checked, result, settings)
         except Exception as exc:  # this configuration failed; the sweep goes on
             return _failed(client, run_id, exc, job, job_dir, returncode, time.monotonic() - started)

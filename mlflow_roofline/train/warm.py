@@ -166,8 +166,7 @@ class WarmJob:
 def run_rank(job_dir: str, rank: int, env: Mapping[str, str]) -> None:
     """A forked rank: leave the launcher's group, log to its file, run the job, exit with its status."""
     os.setsid()
-    _release_server_liveness()
-    die_with_parent()
+    detach_from_server()
     log = os.open(Path(job_dir) / RANK_LOG.format(rank=rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -190,6 +189,16 @@ def run_rank(job_dir: str, rank: int, env: Mapping[str, str]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def detach_from_server() -> None:
+    """In a process forked from the server: end with it, and let it end with its launcher.
+
+    The process gets SIGTERM when the server dies, and drops its copy of the pipe that tells
+    the server its launcher died (:func:`_release_server_liveness`).
+    """
+    _release_server_liveness()
+    die_with_parent()
 
 
 def _make_socket_folder_fit() -> None:

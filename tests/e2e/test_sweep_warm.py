@@ -20,6 +20,7 @@ import pytest
 from support.cli_in_process import run_cli
 from support.sweeps import CLI, log_baselines_measured, runs_of, wait_until, write_spec
 
+from mlflow_roofline.core.config import TrainConfig
 from mlflow_roofline.core.schema import (
     M_ENERGY_J,
     M_FINAL_LOSS,
@@ -32,7 +33,9 @@ from mlflow_roofline.core.schema import (
     TAG_ERROR,
     TAG_PID,
     TAG_WORKLOAD_HASH,
+    TRAIN_PARAM_NAMES,
 )
+from mlflow_roofline.train.flop_count import count_step_flops
 from mlflow_roofline.train.job_io import JobSpec
 
 pytestmark = pytest.mark.slow
@@ -116,21 +119,23 @@ def test_every_strategy_runs_two_real_ranks_warm(
     tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     grid = (
-        "[{num_layers: 1, hidden_size: 32},{num_layers: 1, hidden_size: 32, strategy: [ddp, fsdp, tp], num_devices: 2}]"
+        "[{num_layers: 1, hidden_size: 32},{num_layers: 1, hidden_size: 32, strategy: [ddp, fsdp, tp], num_devices: 2},"
+        " {num_layers: 1, hidden_size: 16}]"
     )
     spec = write_spec(tmp_path / "all.yaml", "all", grid, steps=3)
     handed: dict[str, int | None] = {}  # each job's FLOPs per step as the sweep handed them to its ranks
     write = JobSpec.write
 
     def spy(job: JobSpec, job_dir: Path) -> None:
-        handed[job.params["strategy"]] = job.flops_per_step
+        handed[job.config.run_name] = job.flops_per_step
         write(job, job_dir)
 
     monkeypatch.setattr(JobSpec, "write", spy)
     proc = run_cli("sweep", str(spec), "--no-progress")  # ranks forked from this process's warm server
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    runs = {r.data.params["strategy"]: r for r in runs_of("all", "train")}
-    assert sorted(runs) == ["ddp", "fsdp", "single", "tp"]
+    every_run = runs_of("all", "train")
+    runs = {r.data.params["strategy"]: r for r in every_run if r.data.params["hidden_size"] == "32"}
+    assert sorted(runs) == ["ddp", "fsdp", "single", "tp"] and len(every_run) == 5
     for strategy, run in runs.items():
         assert run.info.status == "FINISHED"
         assert set(PARAM_NAMES) <= set(run.data.params)
@@ -150,9 +155,18 @@ def test_every_strategy_runs_two_real_ranks_warm(
     for name in (M_FLOPS_COUNTED, M_PROXY_FLOPS, M_PROXY_MEM_TRAFFIC, M_PROXY_PARAMS):
         assert len({r.data.metrics[name] for r in runs.values()}) == 1, name
     assert len({r.data.tags[TAG_CONFIG_HASH] for r in runs.values()}) == 4
-    # the workload's FLOPs were counted once, by the single-device job (it runs first); the others were handed them
+    # the workload's FLOPs were counted once, by the single-device job (it runs first); the others were handed
+    # them, and the last job's workload was counted ahead, while the sweep logged the first job
     step_flops = runs["single"].data.metrics[M_FLOPS_COUNTED] / 3
-    assert handed == {"single": None, "ddp": step_flops, "fsdp": step_flops, "tp": step_flops}
+    (last,) = (r for r in every_run if r.data.params["hidden_size"] == "16")
+    assert last.info.status == "FINISHED"
+    assert handed == {
+        **{runs[strategy].info.run_name: step_flops for strategy in ("ddp", "fsdp", "tp")},
+        runs["single"].info.run_name: None,
+        last.info.run_name: last.data.metrics[M_FLOPS_COUNTED] / 3,
+    }
+    params = {name: value for name, value in last.data.params.items() if name in TRAIN_PARAM_NAMES}
+    assert last.data.metrics[M_FLOPS_COUNTED] == 3 * count_step_flops(TrainConfig.from_mapping(params))
 
 
 def test_a_sweep_killed_outright_leaves_no_rank_running(tracking_uri: str, tmp_path: Path) -> None:
