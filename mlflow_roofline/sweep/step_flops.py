@@ -85,7 +85,8 @@ class StepFlops:
         """Start counting the first planned workload after ``after`` that nobody counted yet (if any).
 
         Call it once a job's ranks have ended: the count takes a core until the next
-        :meth:`known` collects it.
+        :meth:`known` collects it. A count that cannot start is skipped: it never fails the
+        job just measured.
         """
         if self._ahead is not None:
             return
@@ -97,7 +98,10 @@ class StepFlops:
             process = self.server.context.Process(
                 target=count_into, args=(config.to_params(), str(path)), name="roofline-flops-ahead", daemon=True
             )
-            process.start()
+            try:
+                process.start()
+            except (OSError, EOFError):  # no fork, or no server: the rank counts; its job reports the server
+                return
             self._ahead = _Ahead(workload, process, path)
             return
 

@@ -75,3 +75,22 @@ def test_a_count_ahead_still_running_when_the_sweep_ends_is_stopped(server: Warm
     flops.count_ahead(first)
     flops.close()
     assert _counting_ahead() == [] and list(tmp_path.iterdir()) == []
+
+
+class _NoFork:
+    """A server whose processes cannot start, as when the system has no process left to fork (EAGAIN)."""
+
+    class context:  # the attribute WarmServer has
+        class Process:
+            def __init__(self, **kwargs: object) -> None:
+                pass
+
+            def start(self) -> None:
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+
+
+def test_a_count_ahead_that_cannot_start_is_skipped_and_the_job_just_measured_is_not_failed(tmp_path: Path) -> None:
+    first, other = _config(16), _config(32)
+    flops = StepFlops(HARDWARE, [first, other], _NoFork(), str(tmp_path))  # type: ignore[arg-type]
+    flops.count_ahead(first)  # no exception reaches the measured job
+    assert flops.known(other.workload_hash(HARDWARE)) is None  # its rank counts
