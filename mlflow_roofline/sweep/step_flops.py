@@ -123,10 +123,11 @@ class StepFlops:
         return upcoming
 
     def _collect(self) -> None:
-        ahead, self._ahead = self._ahead, None
+        ahead = self._ahead
         if ahead is None:
             return
-        ahead.process.join(AHEAD_WAIT_S)
+        ahead.process.join(AHEAD_WAIT_S)  # a Ctrl-C here leaves it to close()
+        self._ahead = None
         if ahead.process.exitcode is None:
             _stop(ahead.process)
         elif ahead.process.exitcode == 0:
