@@ -60,6 +60,10 @@ KIND_COLUMNS: tuple[JobColumn, ...] = tuple(c for c in job_table.JOB_COLUMNS if 
 """The job table's optional request columns (precision, arch, vocab_size, ...), deciding columns first."""
 
 
+FEW_ROWS = 16
+"""Up to how many rows a column's defaults are looked up row by row (numpy's per-call cost dominates below)."""
+
+
 def kind_indicators(features: Mapping[str, object]) -> dict[str, np.ndarray]:
     """Each of :data:`KIND_INDICATORS` as a 0/1 float array, from the kind features (text levels) of rows."""
     return {
@@ -82,6 +86,8 @@ def _defaults(entry: JobColumn, decided_by: np.ndarray) -> np.ndarray:
     by_level = job_table.defaults_by_level(entry.name)
     fallback = float(next(iter(by_level.values())))
     levels = np.asarray(decided_by, dtype=object)
+    if len(levels) <= FEW_ROWS:  # a served request's few rows: a lookup each, not a numpy call per level
+        return np.array([by_level.get(v, fallback) if isinstance(v, str) else fallback for v in levels], dtype=float)
     return np.select([levels == level for level in by_level], [float(v) for v in by_level.values()], fallback)
 
 
@@ -104,13 +110,16 @@ def kind_columns(n_rows: int, given: Mapping[str, np.ndarray | None] | None = No
         elif entry.type == "bool":
             out[entry.name] = np.full(n_rows, bool(entry.default)) if values is None else _flags(values)
         else:
-            numbers = np.full(n_rows, np.nan) if values is None else np.asarray(values, dtype=float)
-            default = (
-                _defaults(entry, out[entry.default_by[0]])
-                if entry.default_by is not None
-                else np.full(n_rows, float(entry.default))  # type: ignore[arg-type] # an int column's default
-            )
-            out[entry.name] = np.where(np.isnan(numbers), default, numbers)
+            numbers = np.full(n_rows, np.nan) if values is None else np.array(values, dtype=float)
+            missing = np.isnan(numbers)
+            if missing.any():  # the defaults only where some row needs them (each costs a few numpy calls)
+                default = (
+                    _defaults(entry, out[entry.default_by[0]])
+                    if entry.default_by is not None
+                    else np.full(n_rows, float(entry.default))  # type: ignore[arg-type] # an int column's default
+                )
+                numbers = np.where(missing, default, numbers)
+            out[entry.name] = numbers
     return out
 
 

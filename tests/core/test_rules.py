@@ -70,6 +70,16 @@ def test_scalar_and_vector_checks_agree(rows: list[dict[str, object]]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(configs())
+def test_one_row_is_checked_by_the_scalar_forms_as_the_vectorised_table_checks_it(values: dict[str, object]) -> None:
+    one = first_broken_rows(_columns([values]))  # one row: the scalar forms
+    two = first_broken_rows(_columns([values, values]))  # the vectorised forms
+    assert (one is None) == (two is None)
+    if one is not None and two is not None:
+        assert one[0] is two[0] and one[1].tolist() == [0] and two[1].tolist() == [0, 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(configs())
 def test_train_config_reports_the_first_broken_rule_of_the_table(values: dict[str, object]) -> None:
     expected = first_broken(values)
     config = TrainConfig(**values)  # type: ignore[arg-type]

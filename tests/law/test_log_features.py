@@ -13,7 +13,7 @@ from mlflow_roofline.core.proxies import (
     proxy_mem_traffic,
     proxy_opt_traffic,
 )
-from mlflow_roofline.law.log_features import kind_indicators, law_features
+from mlflow_roofline.law.log_features import FEW_ROWS, kind_columns, kind_indicators, law_features
 
 CONFIGS = [
     TrainConfig(2, 64, 2, 256, 32, 8, 10, 2, "single", 1, "cpu", "fp32"),
@@ -67,3 +67,16 @@ def test_a_configuration_without_its_kind_is_the_paper_encoder() -> None:
     )
     for key in plain:
         assert list(plain[key]) == list(said[key]), key
+
+
+def test_defaults_filled_row_by_row_for_few_rows_are_the_vectorised_ones() -> None:
+    arch = np.array(["decoder", "encoder", "rnn", None, 3], dtype=object)  # unknown levels: the first level's
+    peft = np.array(["lora", "none", "lora", "none", "lora"], dtype=object)
+    missing = np.full(len(arch), np.nan)
+    given = {"arch": arch, "peft": peft, "vocab_size": missing, "lora_rank": missing}
+    few = kind_columns(len(arch), given)
+    repeats = FEW_ROWS // len(arch) + 1  # enough rows for the vectorised path
+    many = kind_columns(len(arch) * repeats, {name: np.tile(values, repeats) for name, values in given.items()})
+    for name in ("vocab_size", "lora_rank"):
+        np.testing.assert_array_equal(np.tile(few[name], repeats), many[name], err_msg=name)
+    assert few["vocab_size"].tolist()[:2] == [50257.0, 30522.0]
