@@ -79,7 +79,7 @@ def run_entries(sweep: SweepContext, entries: list[Entry], echo: Callable[[str],
     executor, claimed entries are submitted while it has room, and outcomes are recorded
     as they come back (:mod:`mlflow_roofline.sweep.remote_dispatch`).
     """
-    queue = collections.deque(e for e in entries if e.action in ("run", "wait"))
+    queue = collections.deque(e for e in entries if e.pending)
     results: list[Result] = []
 
     def describe() -> None:  # the sweep run's Markdown description, rewritten with its counts

@@ -38,6 +38,11 @@ class Entry:
     repeat: int = 0
 
     @property
+    def pending(self) -> bool:
+        """Whether this sweep settles it: runs it, or waits for the process that runs it."""
+        return self.action in ("run", "wait")
+
+    @property
     def key(self) -> tuple[TrainConfig, int]:
         """The unit this entry stands for: (configuration, repeat)."""
         return self.config, self.repeat

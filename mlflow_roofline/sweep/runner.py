@@ -156,7 +156,7 @@ def _sweep(
     log_plan(client, parent_id, spec, plan, entries)
     log_dir = tempfile.mkdtemp(prefix="roofline-sweep-")  # output of fresh processes, warm job folders
     watchdog.remove(log_dir)
-    planned = [e.config for e in entries if e.action in ("run", "wait")]
+    planned = [e.config for e in entries if e.pending]
     step_flops = None if warm is None else StepFlops(plan.hardware or "", planned, warm, log_dir)
     try:
         sweep = SweepContext(
