@@ -34,6 +34,7 @@ from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.fleet import POOLED, FleetLaw
 from mlflow_roofline.serve.errors import InputError, invalid, reworded, show
+from mlflow_roofline.serve.frames import optional_object_column
 from mlflow_roofline.serve.precision_routing import PRECISION, answered_precision, given_precision, off_fitted, why_off
 
 LAW_COLUMN = "law"
@@ -45,13 +46,13 @@ Answer = Callable[[FittedLaw, pd.DataFrame], pd.DataFrame]
 
 def _hardware_column(frame: pd.DataFrame, fleet: FleetLaw) -> np.ndarray:
     """The validated ``hardware`` column: present, text in every row."""
-    if HARDWARE_COLUMN not in frame.columns:
+    values = optional_object_column(frame, HARDWARE_COLUMN)
+    if values is None:
         raise invalid(
             HARDWARE_COLUMN,
             f"missing column; this model knows {len(fleet.known_hardware)} hardware, say which per row: "
             f"{', '.join(fleet.known_hardware)} (or a GPU of the hardware table)",
         )
-    values = frame[HARDWARE_COLUMN].to_numpy(dtype=object)
     not_text = np.flatnonzero([not isinstance(v, str) for v in values])
     if len(not_text):
         raise invalid(HARDWARE_COLUMN, f"must be a hardware name, got {show(values[not_text[0]])}", not_text)

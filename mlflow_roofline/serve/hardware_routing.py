@@ -47,6 +47,7 @@ from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.law.speedup import SpeedupLaw, on_link, within_reach
 from mlflow_roofline.serve.errors import invalid, show
+from mlflow_roofline.serve.frames import optional_object_column
 
 
 def covariates_at(name: str, precision: str = TABLE_PRECISION) -> dict[str, float] | None:
@@ -65,14 +66,14 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
             a covariate form) the hardware table knows.
     """
     known = law.known_hardware
-    if HARDWARE_COLUMN not in frame.columns:
+    values = optional_object_column(frame, HARDWARE_COLUMN)
+    if values is None:
         if len(known) > 1:
             raise invalid(
                 HARDWARE_COLUMN,
                 f"missing column; this model knows {len(known)} hardware, say which per row: {', '.join(known)}",
             )
         return None, {}
-    values = frame[HARDWARE_COLUMN].to_numpy(dtype=object)
     not_text = np.flatnonzero([not isinstance(v, str) for v in values])
     if len(not_text):
         raise invalid(HARDWARE_COLUMN, f"must be a hardware name, got {show(values[not_text[0]])}", not_text)

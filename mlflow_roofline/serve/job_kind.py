@@ -21,6 +21,7 @@ from mlflow_roofline.core.job_table import JobColumn
 from mlflow_roofline.law.log_features import KIND_COLUMNS as KIND_ENTRIES
 from mlflow_roofline.law.log_features import kind_columns
 from mlflow_roofline.serve.errors import invalid, show
+from mlflow_roofline.serve.frames import optional_object_column
 
 KIND_COLUMNS: tuple[str, ...] = tuple(entry.name for entry in KIND_ENTRIES)
 """The optional input columns of a job's kind, in the job table's order."""
@@ -33,9 +34,9 @@ def _missing(value: object) -> bool:
 
 def _text(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     """A text column (None where absent): every value a string or missing (None, NaN)."""
-    if name not in frame.columns:
+    values = optional_object_column(frame, name)
+    if values is None:
         return None
-    values = frame[name].to_numpy(dtype=object)
     bad = np.flatnonzero([not (isinstance(v, str) or _missing(v)) for v in values])
     if len(bad):
         raise invalid(name, f"must be text, got {show(values[bad[0]])}", bad)
@@ -51,9 +52,9 @@ def _with_default(values: np.ndarray | None, default: str) -> np.ndarray | None:
 
 def _integer(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     """An integer column as float64, NaN where missing (None where absent); refuses what is not an integer."""
-    if name not in frame.columns:
+    values = optional_object_column(frame, name)
+    if values is None:
         return None
-    values = frame[name].to_numpy(dtype=object)
     parsed = np.full(len(values), np.nan)
     for i, value in enumerate(values):
         if _missing(value):
@@ -71,9 +72,9 @@ def _integer(frame: pd.DataFrame, name: str) -> np.ndarray | None:
 
 def _flag(frame: pd.DataFrame, name: str) -> np.ndarray | None:
     """A flag column as bools (missing: false); a boolean, or a word true/false, yes/no, 1/0."""
-    if name not in frame.columns:
+    values = optional_object_column(frame, name)
+    if values is None:
         return None
-    values = frame[name].to_numpy(dtype=object)
     flags = np.zeros(len(values), dtype=bool)
     for i, value in enumerate(values):
         if _missing(value):

@@ -36,6 +36,7 @@ from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, HardwareSpec, l
 from mlflow_roofline.core.schema import PRECISIONS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
+from mlflow_roofline.serve.frames import optional_object_column
 from mlflow_roofline.serve.hardware_routing import covariates_at
 
 PRECISION = "precision"
@@ -47,9 +48,9 @@ def given_precision(frame: pd.DataFrame) -> np.ndarray:
     Raises:
         InputError: naming ``precision`` and the row of a value that is not one of its levels.
     """
-    if PRECISION not in frame.columns:
+    values = optional_object_column(frame, PRECISION)
+    if values is None:
         return np.full(len(frame), None, dtype=object)
-    values = frame[PRECISION].to_numpy(dtype=object)
     missing = [v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) for v in values]
     given = np.array([None if gone else v for gone, v in zip(missing, values)], dtype=object)
     bad = np.flatnonzero([v is not None and v not in PRECISIONS for v in given])

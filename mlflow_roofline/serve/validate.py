@@ -22,7 +22,7 @@ from mlflow_roofline.core.rules import (
 from mlflow_roofline.core.schema import LAW_INPUT_NAMES, SIZE_NAMES
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
-from mlflow_roofline.serve.frames import column_arrays, object_column
+from mlflow_roofline.serve.frames import column_arrays, has_column, object_column
 from mlflow_roofline.serve.job_kind import job_kind
 from mlflow_roofline.serve.precision_routing import PRECISION, given_precision
 
@@ -64,7 +64,7 @@ def require(frame: pd.DataFrame, columns: tuple[str, ...]) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise invalid("model_input", f"must be a table (pandas DataFrame), got {type(frame).__name__}")
     for name in columns:
-        if name not in frame.columns:
+        if not has_column(frame, name):
             raise invalid(name, f"missing column; the model needs {', '.join(columns)}")
     if len(frame) == 0:
         raise invalid("model_input", "has no rows")
@@ -160,7 +160,7 @@ def check_fitted_strategies(strategy: np.ndarray, law: FittedLaw) -> None:
 
 def measured_speedup(frame: pd.DataFrame, strategy: np.ndarray) -> np.ndarray:
     """The optional measured ``speedup`` column (NaN where absent: use the law)."""
-    if SPEEDUP_COLUMN not in frame.columns:
+    if not has_column(frame, SPEEDUP_COLUMN):
         return np.full(len(frame), np.nan)
     speedup = numeric_column(frame, SPEEDUP_COLUMN)
     given = ~np.isnan(speedup)

@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_roofline.serve.frames import column_arrays, frame_of, object_column
+from mlflow_roofline.serve.frames import (
+    column_arrays,
+    column_positions,
+    frame_of,
+    has_column,
+    object_column,
+    optional_object_column,
+)
 
 NAMES = ("ints", "floats", "text", "nullable", "mixed")
 
@@ -46,6 +53,27 @@ def test_object_column_matches_the_public_path() -> None:
 def test_duplicate_column_names_take_the_public_path() -> None:
     frame = pd.DataFrame([[1, 2]], columns=["a", "a"])
     assert column_arrays(frame, ("a",))["a"].shape == (1, 2)  # what frame["a"] gives: both columns
+
+
+def test_columns_are_found_by_name_in_the_frame_asked_about() -> None:
+    first, second = request_frame(), request_frame()[["text", "ints"]]
+    assert column_positions(first) == {name: first.columns.get_loc(name) for name in NAMES}
+    assert column_positions(second) == {"text": 0, "ints": 1}  # not the last frame's positions
+    assert list(column_arrays(second, ("ints",))["ints"]) == [12, 24, 6]
+    assert has_column(first, "mixed") and not has_column(second, "mixed")
+    assert optional_object_column(second, "mixed") is None
+    renamed = first.rename(columns={"ints": "layers"})
+    assert not has_column(renamed, "ints") and list(object_column(renamed, "layers")) == [12, 24, 6]
+    with pytest.raises(KeyError):
+        column_arrays(second, ("mixed",))
+    with pytest.raises(KeyError):
+        column_arrays(second, ("mixed",), fast=False)
+
+
+def test_repeated_column_names_have_no_positions() -> None:
+    frame = pd.DataFrame([[1, 2, 3]], columns=["a", "a", "b"])
+    assert column_positions(frame) is None
+    assert has_column(frame, "a") and has_column(frame, "b") and not has_column(frame, "c")
 
 
 @pytest.mark.parametrize("rows", [1, 1000])
