@@ -193,7 +193,13 @@ def test_killing_the_worker_raylet_fails_that_config_and_it_runs_again_elsewhere
             ):
                 victim = run
         time.sleep(0.5)
-    assert victim is not None, "no config started on the worker node"
+    if victim is None:
+        proc.kill()
+        seen = [(r.data.tags.get(TAG_NODE), r.info.status, r.data.tags.get("roofline.pid")) for r in train_runs("kill")]
+        pytest.fail(
+            f"no config seen running on the worker node {worker_node}; runs (node, status, pid): {seen}; "
+            f"the sweep said: {proc.communicate()[0][-3000:]}"
+        )
     os.kill(worker_pid, signal.SIGKILL)
     output = proc.communicate(timeout=900)[0]
     assert proc.returncode == 0, output[-3000:]
