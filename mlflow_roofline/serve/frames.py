@@ -9,7 +9,7 @@ the same frame. The served model pins the pandas it was logged with.
 
 Columns are found by name through :func:`column_positions`, never through the frame's column
 index: a request's frame arrives with a new index, and its first lookup builds pandas' hash
-engine (about 0.1 ms of a one-row request on this project's dev VM).
+engine (about 20 us for a request's nine columns on the dev VM).
 """
 
 from __future__ import annotations
