@@ -24,7 +24,7 @@ from support.cli_in_process import run_cli
 from support.services import MlflowServer, RayCluster, start_mlflow_server, start_postgres, start_ray_cluster
 from support.sweeps import write_spec
 
-from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_RUN_TYPE
+from mlflow_roofline.core.schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_NODE, TAG_PARENT_RUN_ID, TAG_PID, TAG_RUN_TYPE
 from mlflow_roofline.sweep.remote.executors import NODE_METER_RESOURCE
 
 pytestmark = pytest.mark.slow
@@ -186,16 +186,12 @@ def test_killing_the_worker_raylet_fails_that_config_and_it_runs_again_elsewhere
     victim = None
     while victim is None and time.monotonic() < deadline and proc.poll() is None:
         for run in train_runs("kill") if client.get_experiment_by_name("kill") else []:
-            if (
-                run.info.status == "RUNNING"
-                and run.data.tags.get(TAG_NODE) == worker_node
-                and "roofline.pid" in run.data.tags
-            ):
+            if run.info.status == "RUNNING" and run.data.tags.get(TAG_NODE) == worker_node and TAG_PID in run.data.tags:
                 victim = run
         time.sleep(0.5)
     if victim is None:
         proc.kill()
-        seen = [(r.data.tags.get(TAG_NODE), r.info.status, r.data.tags.get("roofline.pid")) for r in train_runs("kill")]
+        seen = [(r.data.tags.get(TAG_NODE), r.info.status, r.data.tags.get(TAG_PID)) for r in train_runs("kill")]
         pytest.fail(
             f"no config seen running on the worker node {worker_node}; runs (node, status, pid): {seen}; "
             f"the sweep said: {proc.communicate()[0][-3000:]}"
