@@ -92,7 +92,7 @@ GENERATORS: dict[str, Generator] = {
 }
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class Scored(FittedForm):
     """A form's held-out errors (%) and its coefficient count, all a selection rule reads."""
 
@@ -143,6 +143,7 @@ def _scored(fit: FittedForm) -> Scored:
     return Scored(
         name=fit.name,
         formula="",
+        law=fit.law,
         cv_mape=float(fit.cv_mape),
         cv_se=float(fit.cv_se),
         extrap_mape=float(fit.extrap_mape),
