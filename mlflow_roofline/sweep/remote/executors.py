@@ -38,6 +38,10 @@ from mlflow_roofline.sweep.status import Outcome
 
 NODE_METER_RESOURCE = "roofline_meter_slot"
 """Ray custom resource, 1 per node: one measured CPU configuration per node at a time."""
+LOCAL_WORKER_NICENESS = 0
+"""Nice value of the task workers of a local Ray instance (Ray's default is 15): a niced worker's job time
+and energy measure the machine's other load, not the job. A cluster's nodes are started by the user
+(``RAY_worker_niceness=0 ray start ...``, docs/sweep.md)."""
 
 LOCAL_STORE_SCHEMES: tuple[str, ...] = ("sqlite", "file")
 
@@ -157,6 +161,7 @@ class RayExecutor:
         else:
             ray.init(
                 resources={NODE_METER_RESOURCE: 1},
+                _system_config={"worker_niceness": LOCAL_WORKER_NICENESS},
                 logging_level=logging.ERROR,
                 log_to_driver=False,
                 ignore_reinit_error=True,
