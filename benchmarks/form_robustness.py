@@ -20,8 +20,11 @@ mean over GPUs and seeds; then per form the WORST over the generators where it i
 rule registered, with its figures. With two seeds or more, selection rules (:data:`RULES`) are
 replayed: each picks a form from one dataset's scores, and the pick is read on the next seed's
 dataset (same GPU, other workloads), so a rule is not flattered by the errors it chose on; the
-worst generator decides. The leave-one-GPU-out MAPE of the pooled forms is left to
-``fit_accuracy.py --weak-fleet`` (the pooled machinery, being rebuilt for the fleet model).
+worst generator decides. Then, per generator, the bigger-models MAPE of the registered form beside that of
+the mean log prediction of every form within one standard error of the best (the 1-SE rule's candidates,
+:func:`fit.forms.selection.within_one_se`), on the same held-out runs: what averaging the candidates
+instead of picking the simplest would do (the fit registers one form today). The leave-one-GPU-out MAPE
+of the pooled forms is left to ``fleet_loho.py``.
 
 ``--coverage`` (only): on the mixed-kind generators, the bigger-models MAPE (%) and the share (%)
 of held-out runs inside the 95 % prediction interval of ``roofline_complete`` and ``complete``.
@@ -42,8 +45,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.fit.forms.energy_laws import EnergyFits
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.fit.forms.selection import choose_form, score
+from mlflow_roofline.fit.forms.selection import choose_form, score, within_one_se
 
 KIND_GPU = "A100 SXM4 80GB"
 """The GPU the mixed-kind generators run on (mixed_arch's)."""
@@ -114,6 +118,7 @@ class GeneratorScores:
     runs: int
     seconds: float
     fits: dict[tuple[str, int], dict[str, Scored]]
+    averaged: list[tuple[float, float]]
 
 
 def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) -> GeneratorScores:
@@ -125,18 +130,36 @@ def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) 
     per_form: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     chosen: list[tuple[str, float, float]] = []
     scored: dict[tuple[str, int], dict[str, Scored]] = {}
+    averaged: list[tuple[float, float]] = []
     runs = 0
     for seed in range(seeds):
         frame = GENERATORS[name](workloads, seed, gpus)
         runs += len(frame)
         for hw, rows in frame.groupby("hardware", sort=False):
-            fits = fit_energy_laws(feature_frame(rows.reset_index(drop=True)), seed=seed)
+            data = feature_frame(rows.reset_index(drop=True))
+            fits = fit_energy_laws(data, seed=seed)
             for form, fit in fits.forms.items():
                 per_form[form].append((float(fit.cv_mape), float(fit.extrap_mape)))
             pick = fits.forms[fits.chosen]
             chosen.append((fits.chosen, float(pick.cv_mape), float(pick.extrap_mape)))
             scored[(str(hw), seed)] = {n: _scored(f) for n, f in fits.forms.items()}
-    return GeneratorScores(name, dict(per_form), chosen, runs, time.perf_counter() - start, scored)
+            if fits.extrapolation is not None:
+                averaged.append(_averaged_extrap(fits, data))
+    return GeneratorScores(name, dict(per_form), chosen, runs, time.perf_counter() - start, scored, averaged)
+
+
+def _averaged_extrap(fits: EnergyFits, data: pd.DataFrame) -> tuple[float, float]:
+    """Bigger-models MAPE (%) of the registered form and of the mean log prediction of every form within one
+    standard error of the best (:func:`fit.forms.selection.within_one_se`), on the same held-out runs."""
+    assert fits.extrapolation is not None
+    predicted = fits.extrapolation.predicted
+    actual = data.loc[fits.extrapolation.held_out, "log_E"].to_numpy(dtype=float)
+    averaged = np.mean([predicted[name] for name in within_one_se(fits.forms)], axis=0)
+
+    def mape(log_e: np.ndarray) -> float:
+        return 100.0 * float(np.mean(np.abs(np.exp(log_e - actual) - 1.0)))
+
+    return mape(predicted[fits.chosen]), mape(averaged)
 
 
 def _scored(fit: FittedForm) -> Scored:
@@ -197,6 +220,13 @@ def print_tables(results: Sequence[GeneratorScores], workloads: int, seeds: int,
         print(f"  {r.name:26s} {cv:5.1f} / {extrap:5.1f}  [{picks}]  ({r.runs} runs, {r.seconds:.0f} s)")
     rule = [_mean([(c[1], c[2]) for c in r.chosen]) for r in results]
     print(f"  {'WORST':26s} {max(p[0] for p in rule):5.1f} / {max(p[1] for p in rule):5.1f}")
+    print("bigger models (%): the registered form against the mean log prediction of the forms within one SE:")
+    for r in results:
+        registered, averaged = _mean(r.averaged) if r.averaged else (float("nan"), float("nan"))
+        print(f"  {r.name:26s} {registered:5.1f} -> {averaged:5.1f}")
+    worst = [_mean(r.averaged) for r in results if r.averaged]
+    if worst:
+        print(f"  {'WORST':26s} {max(p[0] for p in worst):5.1f} -> {max(p[1] for p in worst):5.1f}")
 
 
 def _best_score(forms: Mapping[str, FittedForm]) -> str:

@@ -28,19 +28,27 @@ def score(fit: FittedForm) -> tuple[float, float]:
     return cv, cv_se
 
 
+def within_one_se(forms: Mapping[str, FittedForm]) -> list[str]:
+    """The forms whose score is within one standard error of the best score, in ``forms``' order (empty when
+    no form has a score): the candidates of the 1-SE rule."""
+    scores = {name: score(fit) for name, fit in forms.items()}
+    scored = {name: s for name, s in scores.items() if np.isfinite(s[0])}
+    if not scored:
+        return []
+    best = min(scored, key=lambda name: scored[name][0])
+    best_score, best_se = scored[best]
+    threshold = best_score + (best_se if np.isfinite(best_se) else 0.0)
+    return [name for name, (value, _) in scored.items() if value <= threshold]
+
+
 def choose_form(forms: Mapping[str, FittedForm], default: str = PAPER) -> str:
     """The simplest form whose score is within one standard error of the best (the 1-SE rule).
 
     ``forms`` maps a name to a scored fit (``cv_mape``, ``cv_se``, ``extrap_mape``, ``extrap_se``: NaN
     where not scored); ``default`` when no form has a score.
     """
-    scores = {name: score(fit) for name, fit in forms.items()}
-    scored = {name: s for name, s in scores.items() if np.isfinite(s[0])}
-    if not scored:
+    within = within_one_se(forms)
+    if not within:
         return default
-    best = min(scored, key=lambda name: scored[name][0])
-    best_score, best_se = scored[best]
-    threshold = best_score + (best_se if np.isfinite(best_se) else 0.0)
     order = list(forms)
-    within = [name for name, (value, _) in scored.items() if value <= threshold]
     return min(within, key=lambda name: (forms[name].n_params, order.index(name)))
