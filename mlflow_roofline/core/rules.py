@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_roofline.core.job_table import AUTO, JOB_COLUMNS
+from mlflow_roofline.core.membership import is_in
 from mlflow_roofline.core.schema import DATA_PARALLEL_STRATEGIES, KIND_PARAM_NAMES
 
 INT_FIELDS: tuple[str, ...] = tuple(c.name for c in JOB_COLUMNS if c.type == "int" and c.default != AUTO)
@@ -74,8 +75,8 @@ def plain(value: object) -> object:
 
 
 def _in(choices: tuple[str, ...]) -> Callable[[np.ndarray], np.ndarray]:
-    allowed = np.array(choices, dtype=object)
-    return lambda values: np.isin(np.asarray(values, dtype=object), allowed)
+    allowed = frozenset(choices)
+    return lambda values: is_in(values, allowed)
 
 
 def _minimum_rule(field: str) -> Rule:

@@ -34,6 +34,7 @@ import numpy as np
 
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.job_table import JobColumn
+from mlflow_roofline.core.membership import FEW_ROWS
 from mlflow_roofline.core.proxies import (
     MEM_BYTES_PER_ELEMENT,
     flops_head,
@@ -58,10 +59,6 @@ KIND_INDICATORS: dict[str, tuple[str, str]] = {
 by feature and level; their [min, max] over the fitted runs tell which kinds a law has seen."""
 KIND_COLUMNS: tuple[JobColumn, ...] = tuple(c for c in job_table.JOB_COLUMNS if c.group == "kind" and c.request)
 """The job table's optional request columns (precision, arch, vocab_size, ...), deciding columns first."""
-
-
-FEW_ROWS = 16
-"""Up to how many rows a column's defaults are looked up row by row (numpy's per-call cost dominates below)."""
 
 
 def kind_indicators(features: Mapping[str, object]) -> dict[str, np.ndarray]:

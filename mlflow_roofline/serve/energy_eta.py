@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from mlflow_roofline.core.membership import is_in
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
 
@@ -46,7 +47,7 @@ REFERENCE_FIELDS: tuple[str, ...] = ("num_layers", "hidden_size", "ffn_size", "s
 def energy_clock_rows(law: FittedLaw, strategy: np.ndarray, use_law: np.ndarray) -> np.ndarray:
     """True for the rows whose eta comes from a workload-aware speedup law (the rows this module serves)."""
     aware = [name for name, speedup_law in law.speedup_laws.items() if speedup_law.workload_aware]
-    return use_law & np.isin(strategy, aware)
+    return use_law & is_in(strategy, aware)
 
 
 def reference_sizes(law: FittedLaw, sizes: Mapping[str, np.ndarray], strategy: np.ndarray) -> dict[str, np.ndarray]:

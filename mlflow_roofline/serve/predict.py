@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.carbon import J_PER_KWH, CarbonSettings
+from mlflow_roofline.core.membership import is_in
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
@@ -144,7 +145,7 @@ def single_device_log_time(
     law at the per-device batch B/N.
     """
     weak = [name for name, speedup_law in law.speedup_laws.items() if speedup_law.baseline == PER_DEVICE_BASELINE]
-    per_device = np.isin(strategy, weak)
+    per_device = is_in(strategy, weak)
     if not per_device.any():
         return law.time_law.mean(features)
     batch = np.asarray(sizes["batch_size"], dtype=float)

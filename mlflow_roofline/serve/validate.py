@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.core.membership import is_in
 from mlflow_roofline.core.rules import (
     first_broken_rows,
     row_values,
@@ -149,7 +150,7 @@ def check_rules(columns: dict[str, np.ndarray]) -> None:
 
 def check_fitted_strategies(strategy: np.ndarray, law: FittedLaw) -> None:
     """Every row's strategy is one the law was fitted on."""
-    unfitted = np.flatnonzero(~np.isin(strategy, np.array(law.strategies, dtype=object)))
+    unfitted = np.flatnonzero(~is_in(strategy, law.strategies))
     if len(unfitted):
         raise invalid(
             "strategy",
