@@ -17,9 +17,9 @@ FEW_ROWS = 16
 
 
 def is_in(values: object, levels: Collection[object]) -> np.ndarray:
-    """A bool array, True where a value of ``values`` (a 1-d array or sequence) is one of ``levels``."""
+    """A bool array of ``values``' shape, True where a value is one of ``levels``."""
     array = np.asarray(values, dtype=object)
-    if len(array) <= FEW_ROWS:
+    if array.ndim == 1 and len(array) <= FEW_ROWS:
         allowed = levels if isinstance(levels, (set, frozenset)) else frozenset(levels)
         try:
             return np.array([value in allowed for value in array.tolist()], dtype=bool)

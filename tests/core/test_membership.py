@@ -26,6 +26,7 @@ def test_a_text_array_and_a_list_are_taken_as_they_come() -> None:
     assert is_in(np.array(["ddp", "x"]), LEVELS).tolist() == [True, False]
     assert is_in(["tp"], LEVELS).tolist() == [True]
     assert is_in(np.array([], dtype=object), LEVELS).tolist() == []
+    assert is_in("ddp", LEVELS).shape == () and bool(is_in("ddp", LEVELS))  # a scalar: numpy's answer, 0-d
 
 
 def test_an_unhashable_value_is_compared_not_raised() -> None:
