@@ -22,9 +22,10 @@ replayed: each picks a form from one dataset's scores, and the pick is read on t
 dataset (same GPU, other workloads), so a rule is not flattered by the errors it chose on; the
 worst generator decides. Then, per generator, the bigger-models MAPE of the registered form beside that of
 the mean log prediction of every form within one standard error of the best (the 1-SE rule's candidates,
-:func:`fit.forms.selection.within_one_se`), on the same held-out runs: what averaging the candidates
-instead of picking the simplest would do (the fit registers one form today). The leave-one-GPU-out MAPE
-of the pooled forms is left to ``fleet_loho.py``.
+:func:`fit.forms.selection.within_one_se`): what averaging the candidates instead of picking the
+simplest would do (the fit registers one form today), on the held-out runs they were chosen on and,
+with two seeds or more, read on the next seed's runs. The leave-one-GPU-out MAPE of the pooled forms
+is left to ``fleet_loho.py``.
 
 ``--coverage`` (only): on the mixed-kind generators, the bigger-models MAPE (%) and the share (%)
 of held-out runs inside the 95 % prediction interval of ``roofline_complete`` and ``complete``.
@@ -118,7 +119,23 @@ class GeneratorScores:
     runs: int
     seconds: float
     fits: dict[tuple[str, int], dict[str, Scored]]
-    averaged: list[tuple[float, float]]
+    held_out: dict[tuple[str, int], HeldOut]
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """One fit's bigger-models check: the registered form, the 1-SE rule's candidates
+    (:func:`fit.forms.selection.within_one_se`), each form's predicted log E of the held-out runs and theirs."""
+
+    chosen: str
+    within: list[str]
+    predicted: dict[str, np.ndarray]
+    actual: np.ndarray
+
+    def mape(self, forms: Sequence[str]) -> float:
+        """Bigger-models MAPE (%) of the mean log prediction of ``forms`` (one form: its own)."""
+        mean = np.mean([self.predicted[name] for name in forms], axis=0)
+        return 100.0 * float(np.mean(np.abs(np.exp(mean - self.actual) - 1.0)))
 
 
 def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) -> GeneratorScores:
@@ -130,7 +147,7 @@ def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) 
     per_form: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     chosen: list[tuple[str, float, float]] = []
     scored: dict[tuple[str, int], dict[str, Scored]] = {}
-    averaged: list[tuple[float, float]] = []
+    held_out: dict[tuple[str, int], HeldOut] = {}
     runs = 0
     for seed in range(seeds):
         frame = GENERATORS[name](workloads, seed, gpus)
@@ -144,22 +161,31 @@ def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) 
             chosen.append((fits.chosen, float(pick.cv_mape), float(pick.extrap_mape)))
             scored[(str(hw), seed)] = {n: _scored(f) for n, f in fits.forms.items()}
             if fits.extrapolation is not None:
-                averaged.append(_averaged_extrap(fits, data))
-    return GeneratorScores(name, dict(per_form), chosen, runs, time.perf_counter() - start, scored, averaged)
+                held_out[(str(hw), seed)] = _held_out(fits, data)
+    return GeneratorScores(name, dict(per_form), chosen, runs, time.perf_counter() - start, scored, held_out)
 
 
-def _averaged_extrap(fits: EnergyFits, data: pd.DataFrame) -> tuple[float, float]:
-    """Bigger-models MAPE (%) of the registered form and of the mean log prediction of every form within one
-    standard error of the best (:func:`fit.forms.selection.within_one_se`), on the same held-out runs."""
+def _held_out(fits: EnergyFits, data: pd.DataFrame) -> HeldOut:
+    """The bigger-models check of ``fits`` as :class:`HeldOut` (its held-out runs' measured log E)."""
     assert fits.extrapolation is not None
-    predicted = fits.extrapolation.predicted
     actual = data.loc[fits.extrapolation.held_out, "log_E"].to_numpy(dtype=float)
-    averaged = np.mean([predicted[name] for name in within_one_se(fits.forms)], axis=0)
+    return HeldOut(fits.chosen, within_one_se(fits.forms), dict(fits.extrapolation.predicted), actual)
 
-    def mape(log_e: np.ndarray) -> float:
-        return 100.0 * float(np.mean(np.abs(np.exp(log_e - actual) - 1.0)))
 
-    return mape(predicted[fits.chosen]), mape(averaged)
+def averaging(result: GeneratorScores) -> tuple[float, float, float, float]:
+    """Bigger-models MAPE (%) of the registered form and of the mean of the 1-SE candidates, on the held-out
+    runs they were chosen on; then both picks (by name) read on the next seed's runs of the same GPU (NaN with
+    one seed)."""
+    same = [(h.mape([h.chosen]), h.mape(h.within)) for h in result.held_out.values()]
+    seeds = sorted({seed for _, seed in result.held_out})
+    replayed = []
+    for (hw, seed), picked in result.held_out.items():
+        other = result.held_out.get((hw, seeds[(seeds.index(seed) + 1) % len(seeds)]))
+        names = [picked.chosen, *picked.within]
+        if len(seeds) > 1 and other is not None and all(n in other.predicted for n in names):
+            replayed.append((other.mape([picked.chosen]), other.mape(picked.within)))
+    nan = (float("nan"), float("nan"))
+    return (*(_mean(same) if same else nan), *(_mean(replayed) if replayed else nan))
 
 
 def _scored(fit: FittedForm) -> Scored:
@@ -220,13 +246,14 @@ def print_tables(results: Sequence[GeneratorScores], workloads: int, seeds: int,
         print(f"  {r.name:26s} {cv:5.1f} / {extrap:5.1f}  [{picks}]  ({r.runs} runs, {r.seconds:.0f} s)")
     rule = [_mean([(c[1], c[2]) for c in r.chosen]) for r in results]
     print(f"  {'WORST':26s} {max(p[0] for p in rule):5.1f} / {max(p[1] for p in rule):5.1f}")
-    print("bigger models (%): the registered form against the mean log prediction of the forms within one SE:")
-    for r in results:
-        registered, averaged = _mean(r.averaged) if r.averaged else (float("nan"), float("nan"))
-        print(f"  {r.name:26s} {registered:5.1f} -> {averaged:5.1f}")
-    worst = [_mean(r.averaged) for r in results if r.averaged]
-    if worst:
-        print(f"  {'WORST':26s} {max(p[0] for p in worst):5.1f} -> {max(p[1] for p in worst):5.1f}")
+    print("bigger models (%): the registered form -> the mean log prediction of the forms within one SE,")
+    print("  on the runs they were chosen on, and both picks read on the next seed's runs (same GPU):")
+    rows = {r.name: averaging(r) for r in results}
+    for name, (registered, averaged, next_registered, next_averaged) in rows.items():
+        same, other = f"{registered:5.1f} -> {averaged:5.1f}", f"{next_registered:5.1f} -> {next_averaged:5.1f}"
+        print(f"  {name:26s} {same}    next seed {other}")
+    worst = [max(v[i] for v in rows.values()) for i in range(4)]
+    print(f"  {'WORST':26s} {worst[0]:5.1f} -> {worst[1]:5.1f}    next seed {worst[2]:5.1f} -> {worst[3]:5.1f}")
 
 
 def _best_score(forms: Mapping[str, FittedForm]) -> str:
