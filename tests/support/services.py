@@ -242,15 +242,15 @@ def start_ray_cluster(worker_nodes: int, env: dict[str, str], node_resources: di
         raise
 
 
-RAY_WORKER_NICENESS = {"RAY_worker_niceness": "0"}
-"""Ray runs its task workers at nice 15 unless told otherwise: beside any other work on the machine (a
-busy loop, the other test worker) a niced worker got ~3 % of a core, and a warm server importing torch
-in it stalled for minutes. The nodes start as docs/sweep.md tells users to start a measuring node."""
-
-
 def _start_ray_nodes(worker_nodes: int, env: dict[str, str], node_resources: dict[str, float], lock: int) -> RayCluster:
+    # Ray runs its task workers at nice 15 unless told otherwise: beside any other work on the machine (a
+    # busy loop, the other test worker) a niced worker got ~3 % of a core, and a warm server importing torch
+    # in it stalled for minutes. The nodes start at the niceness a local instance of the sweep gets, as
+    # docs/sweep.md tells users to start a measuring node (imported here: the module pulls in torch).
+    from mlflow_roofline.sweep.remote.executors import LOCAL_WORKER_NICENESS
+
     ray = str(Path(sys.executable).with_name("ray"))
-    env = {**env, **RAY_WORKER_NICENESS}
+    env = {**env, "RAY_worker_niceness": str(LOCAL_WORKER_NICENESS)}
     port = free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rr-", dir="/tmp"))  # Ray's socket paths must stay short
     common = [

@@ -15,10 +15,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import os
+
+import ray
+
 from mlflow_roofline.sweep.remote.executors import NODE_METER_RESOURCE, ExecutorSettings, RayExecutor
 
-executor = RayExecutor(ExecutorSettings(kind="ray", workers_on_this_host=True), "cpu")
-ray = executor._ray
+executor = RayExecutor(ExecutorSettings(kind="ray", workers_on_this_host=True), "cpu")  # starts the local instance
 niceness = ray.remote(num_cpus=0, resources={NODE_METER_RESOURCE: 1})(lambda: os.nice(0))
 print("worker niceness", ray.get(niceness.remote()))
 executor.close()
