@@ -86,10 +86,12 @@ def run_trainer(
     output_dir: str = "trainer-out",
     dataset: torch.utils.data.Dataset | None = None,
     after: list[Any] | None = None,
+    end: bool = False,
 ) -> Any:
     """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none), then the
     callbacks ``after`` it, on ``dataset`` (by default :class:`TokenData` of 400 rows); return
-    the Trainer's state."""
+    the Trainer's state. ``end``: close as a launched script does, ``trainer.end()`` (the
+    process group destroyed)."""
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -110,6 +112,8 @@ def run_trainer(
         callbacks=([] if callback is None else [callback]) + (after or []) or None,
     )
     trainer.train()
+    if end:
+        trainer.end()
     return trainer.state
 
 
@@ -117,7 +121,7 @@ def _trainer_job() -> str | None:
     from mlflow_roofline.integrations.transformers import RooflineCallback
 
     callback = RooflineCallback(meter="estimate", warmup_steps=2, forecast_after_steps=4, experiment="launched")
-    run_trainer(tiny_bert(), callback, max_steps=10)
+    run_trainer(tiny_bert(), callback, max_steps=10, end=True)
     return callback.tracker.run.run_id if callback.tracker.run else None
 
 
@@ -147,6 +151,9 @@ def _loop_job() -> str | None:
             optimizer.zero_grad()
             if tracker.step() or step + 1 >= 10:
                 break
+    # As Accelerate asks of every script: without it the process group outlives the job, and
+    # gloo's threads can abort a rank (SIGABRT) at the interpreter's exit after all went well.
+    accelerator.end_training()
     run = tracker.tracker.run
     return run.run_id if run else None
 
