@@ -48,7 +48,20 @@ def prediction_interval(
 
 
 LAW_FAMILIES: dict[str, type[LawCoefficients]] = {}
-"""Every energy-law family by its ``KIND`` (filled by the families' own class definitions)."""
+"""Every energy-law family by its ``KIND`` (filled by the families' own class definitions; ``""``: linear)."""
+
+
+def law_from_dict(data: JsonObject) -> LawCoefficients:
+    """The law of a law JSON, of the family its ``kind`` names (:data:`LAW_FAMILIES`); without a ``kind``,
+    linear (laws written before the other families existed).
+
+    Raises:
+        ValueError: a ``kind`` no imported family declares.
+    """
+    kind = str(data.get("kind") or "")
+    if kind not in LAW_FAMILIES:
+        raise ValueError(f"law kind {kind!r} is not one of {sorted(k for k in LAW_FAMILIES if k)}")
+    return LAW_FAMILIES[kind].from_dict(data)
 
 
 @dataclasses.dataclass(frozen=True)

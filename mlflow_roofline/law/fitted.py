@@ -3,8 +3,9 @@
 The fit produces a :class:`FittedLaw`; the served model reads it back from JSON and
 predicts with vectorised numpy. Its energy law is a :class:`~law.linear.LinearLaw`
 (log-linear forms), a :class:`~law.roofline_efficiency.RooflineLaw` (the roofline x
-efficiency form) or a :class:`~law.roofline_efficiency.SmoothRooflineLaw` (the smooth
-roofline in time); all predict the log of joules with an interval from the same features
+efficiency form), a :class:`~law.roofline_efficiency.SmoothRooflineLaw` (the smooth
+roofline in time) or an :class:`~law.averaged.AveragedLaw` (the mean in logs of forms that
+tie); all predict the log of joules with an interval from the same features
 (:func:`~law.log_features.law_features`). Responses: ``log_E`` (energy, joules) for the
 energy laws; ``log_t1`` (seconds the same job takes on one device) for the time law.
 """
@@ -20,8 +21,8 @@ import numpy as np
 
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.schema import M_CV_MAPE, M_LOHO_MAPE, M_N_RUNS, PRECISIONS
-from mlflow_roofline.law import roofline_efficiency  # noqa: F401 # the roofline families register on import
-from mlflow_roofline.law.coefficients import LAW_FAMILIES, JsonObject, LawCoefficients
+from mlflow_roofline.law import averaged, roofline_efficiency  # noqa: F401 # the families register on import
+from mlflow_roofline.law.coefficients import JsonObject, LawCoefficients, law_from_dict
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.linear import LinearLaw
 from mlflow_roofline.law.speedup import SpeedupLaw
@@ -33,13 +34,8 @@ EnergyLaw = LawCoefficients
 
 
 def energy_law_from_dict(data: JsonObject) -> EnergyLaw:
-    """The energy law of a law JSON: the family its ``kind`` names (:data:`~law.coefficients.LAW_FAMILIES`,
-    filled as each family's module is imported), else linear.
-
-    Laws written before the roofline forms existed carry no ``kind`` and are linear.
-    """
-    family = LAW_FAMILIES.get(str(data.get("kind")), LinearLaw)
-    return family.from_dict(data)
+    """The energy law of a law JSON (:func:`~law.coefficients.law_from_dict`): every family is imported here."""
+    return law_from_dict(data)
 
 
 def precisions_of(values: Iterable[object]) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mlflow_roofline.law.coefficients import LawCoefficients
+from mlflow_roofline.law.coefficients import LAW_FAMILIES, LawCoefficients
 
 # A categorical factor as patsy names it: strategy[T.fsdp], strategy[fsdp] (full-rank
 # coding) or C(strategy, Treatment('single'))[T.fsdp]; a level that is not a plain word
@@ -113,3 +113,6 @@ class LinearLaw(LawCoefficients):
         """X b and the gradient of the mean with respect to b, which is X itself."""
         x = self.design(features)
         return x @ self._coef_array, x
+
+
+LAW_FAMILIES[""] = LinearLaw  # a law JSON without a ``kind`` is linear: it writes none
