@@ -17,18 +17,19 @@ Per generator and form: grouped-CV MAPE (%, folds by workload) and bigger-models
 on the smaller 75 % of runs by L*d^2, predicting the rest: :mod:`fit.forms.extrapolation`), the
 mean over GPUs and seeds; then per form the WORST over the generators where it is a candidate
 (the complete-proxy forms only where runs mix kinds), with that count; and the form the fit's
-rule registered, with its figures. With two seeds or more, selection rules (:data:`RULES`) are
-replayed: each picks a form from one dataset's scores, and the pick is read on the next seed's
-dataset (same GPU, other workloads), so a rule is not flattered by the errors it chose on; the
-worst generator decides. Then, per generator, the bigger-models MAPE of the registered form beside that of
-the mean log prediction of every form within one standard error of the best (the 1-SE rule's candidates,
-:func:`fit.forms.selection.within_one_se`): what averaging the candidates instead of picking the
-simplest would do (the fit registers one form today), on the held-out runs they were chosen on and,
-with two seeds or more, read on the next seed's runs. The leave-one-GPU-out MAPE of the pooled forms
+rule registered, with its figures (``averaged``: the forms within one standard error of the best,
+averaged in logs, :mod:`fit.forms.averaging`). With two seeds or more, selection rules of one form
+(:data:`RULES`) are replayed: each picks a form from one dataset's scores, and the pick is read on
+the next seed's dataset (same GPU, other workloads), so a rule is not flattered by the errors it
+chose on; the worst generator decides. Then, per generator, the bigger-models MAPE of the 1-SE
+rule's one form beside that of the registered law (the average where two or more forms tie), on the
+held-out runs they were chosen on and, with two seeds or more, read on the next seed's runs (the
+same forms by name, averaged there). The leave-one-GPU-out MAPE of the pooled forms
 is left to ``fleet_loho.py``.
 
 ``--coverage`` (only): on the mixed-kind generators, the bigger-models MAPE (%) and the share (%)
-of held-out runs inside the 95 % prediction interval of ``roofline_complete`` and ``complete``.
+of held-out runs inside the 95 % prediction interval of ``roofline_complete`` and ``complete``; then
+the same two figures of the law the fit's rule registers, on every generator (``--generators``).
 
     python benchmarks/form_robustness.py [--workloads 12] [--seeds 1] [--gpus "A100 SXM4 80GB" T4]
         [--generators weak_fleet throttled_tiles ...] [--coverage]
@@ -46,9 +47,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.fit.forms.averaging import AVERAGED
 from mlflow_roofline.fit.forms.energy_laws import EnergyFits
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
-from mlflow_roofline.fit.forms.selection import choose_form, score, within_one_se
+from mlflow_roofline.fit.forms.selection import choose_form, score
 
 KIND_GPU = "A100 SXM4 80GB"
 """The GPU the mixed-kind generators run on (mixed_arch's)."""
@@ -124,11 +126,12 @@ class GeneratorScores:
 
 @dataclasses.dataclass(frozen=True)
 class HeldOut:
-    """One fit's bigger-models check: the registered form, the 1-SE rule's candidates
-    (:func:`fit.forms.selection.within_one_se`), each form's predicted log E of the held-out runs and theirs."""
+    """One fit's bigger-models check: the 1-SE rule's pick of one form (:func:`fit.forms.selection.choose_form`),
+    the forms the registered law is made of (:attr:`fit.forms.energy_laws.EnergyFits.registered_forms`: the
+    pick, or the forms that tie, averaged), each form's predicted log E of the held-out runs and theirs."""
 
-    chosen: str
-    within: list[str]
+    pick: str
+    registered: list[str]
     predicted: dict[str, np.ndarray]
     actual: np.ndarray
 
@@ -159,7 +162,7 @@ def score_generator(name: str, workloads: int, seeds: int, gpus: Sequence[str]) 
                 per_form[form].append((float(fit.cv_mape), float(fit.extrap_mape)))
             pick = fits.forms[fits.chosen]
             chosen.append((fits.chosen, float(pick.cv_mape), float(pick.extrap_mape)))
-            scored[(str(hw), seed)] = {n: _scored(f) for n, f in fits.forms.items()}
+            scored[(str(hw), seed)] = {n: _scored(f) for n, f in fits.forms.items() if n != AVERAGED}
             if fits.extrapolation is not None:
                 held_out[(str(hw), seed)] = _held_out(fits, data)
     return GeneratorScores(name, dict(per_form), chosen, runs, time.perf_counter() - start, scored, held_out)
@@ -169,21 +172,22 @@ def _held_out(fits: EnergyFits, data: pd.DataFrame) -> HeldOut:
     """The bigger-models check of ``fits`` as :class:`HeldOut` (its held-out runs' measured log E)."""
     assert fits.extrapolation is not None
     actual = data.loc[fits.extrapolation.held_out, "log_E"].to_numpy(dtype=float)
-    return HeldOut(fits.chosen, within_one_se(fits.forms), dict(fits.extrapolation.predicted), actual)
+    single = {name: fit for name, fit in fits.forms.items() if name != AVERAGED}
+    return HeldOut(choose_form(single), fits.registered_forms, dict(fits.extrapolation.predicted), actual)
 
 
 def averaging(result: GeneratorScores) -> tuple[float, float, float, float]:
-    """Bigger-models MAPE (%) of the registered form and of the mean of the 1-SE candidates, on the held-out
-    runs they were chosen on; then both picks (by name) read on the next seed's runs of the same GPU (NaN with
-    one seed)."""
-    same = [(h.mape([h.chosen]), h.mape(h.within)) for h in result.held_out.values()]
+    """Bigger-models MAPE (%) of the 1-SE rule's one form and of the registered law (the forms that tie, averaged),
+    on the held-out runs they were chosen on; then both (forms by name) read on the next seed's runs of the same
+    GPU (NaN with one seed)."""
+    same = [(h.mape([h.pick]), h.mape(h.registered)) for h in result.held_out.values()]
     seeds = sorted({seed for _, seed in result.held_out})
     replayed = []
     for (hw, seed), picked in result.held_out.items():
         other = result.held_out.get((hw, seeds[(seeds.index(seed) + 1) % len(seeds)]))
-        names = [picked.chosen, *picked.within]
+        names = [picked.pick, *picked.registered]
         if len(seeds) > 1 and other is not None and all(n in other.predicted for n in names):
-            replayed.append((other.mape([picked.chosen]), other.mape(picked.within)))
+            replayed.append((other.mape([picked.pick]), other.mape(picked.registered)))
     nan = (float("nan"), float("nan"))
     return (*(_mean(same) if same else nan), *(_mean(replayed) if replayed else nan))
 
@@ -246,8 +250,8 @@ def print_tables(results: Sequence[GeneratorScores], workloads: int, seeds: int,
         print(f"  {r.name:26s} {cv:5.1f} / {extrap:5.1f}  [{picks}]  ({r.runs} runs, {r.seconds:.0f} s)")
     rule = [_mean([(c[1], c[2]) for c in r.chosen]) for r in results]
     print(f"  {'WORST':26s} {max(p[0] for p in rule):5.1f} / {max(p[1] for p in rule):5.1f}")
-    print("bigger models (%): the registered form -> the mean log prediction of the forms within one SE,")
-    print("  on the runs they were chosen on, and both picks read on the next seed's runs (same GPU):")
+    print("bigger models (%): the 1-SE rule's one form -> the registered law (the forms within one SE averaged")
+    print("  where two or more tie), on the runs they were chosen on, and both read on the next seed's runs:")
     rows = {r.name: averaging(r) for r in results}
     for name, (registered, averaged, next_registered, next_averaged) in rows.items():
         same, other = f"{registered:5.1f} -> {averaged:5.1f}", f"{next_registered:5.1f} -> {next_averaged:5.1f}"
@@ -332,6 +336,38 @@ def _coverage_one(data: pd.DataFrame) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _registered_coverage(data: pd.DataFrame, seed: int) -> tuple[float, float, str]:
+    """(bigger-models MAPE %, % inside the 95 % interval, the form) of the law the fit's rule registers on the
+    smaller 75 % of ``data`` by L*d^2, asked about the rest."""
+    from mlflow_roofline.fit.forms.energy_laws import fit_energy_laws
+    from mlflow_roofline.fit.forms.extrapolation import held_out_mask
+
+    split = held_out_mask(data)
+    assert split is not None, "too few workloads for the bigger-models split"
+    train, test = data[~split[0]].reset_index(drop=True), data[split[0]]
+    fits = fit_energy_laws(train, seed=seed)
+    mean, lower, upper = fits.forms[fits.chosen].law.predict({c: test[c].to_numpy() for c in test.columns})
+    actual = test["log_E"].to_numpy()
+    inside = 100.0 * float(np.mean((lower <= actual) & (actual <= upper)))
+    return 100.0 * float(np.mean(np.abs(np.exp(mean - actual) - 1.0))), inside, fits.chosen
+
+
+def print_registered_coverage(workloads: int, seeds: int, gpus: Sequence[str], generators: Sequence[str]) -> None:
+    """Bigger-models MAPE and 95 % interval coverage of the registered law, per generator (mean over GPUs, seeds)."""
+    from mlflow_roofline.fit.runs.feature_frame import feature_frame
+
+    print("the registered law on the bigger models: MAPE %, inside its 95 % interval %, forms registered")
+    for name in generators:
+        scores = []
+        for seed in range(seeds):
+            frame = GENERATORS[name](workloads, seed, gpus)
+            for _, rows in frame.groupby("hardware", sort=False):
+                scores.append(_registered_coverage(feature_frame(rows.reset_index(drop=True)), seed))
+        mape, inside = (float(np.mean([s[i] for s in scores])) for i in (0, 1))
+        forms = ", ".join(f"{k} {v}" for k, v in collections.Counter(s[2] for s in scores).most_common())
+        print(f"  {name:23s} {mape:6.1f}  {inside:6.0f}  [{forms}]")
+
+
 def print_coverage(workloads: int, seeds: int) -> None:
     """Bigger-models MAPE and 95 % interval coverage of the complete-proxy forms on the mixed-kind generators."""
     from mlflow_roofline.fit.runs.feature_frame import feature_frame
@@ -351,11 +387,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1, help="datasets per generator (default 1)")
     parser.add_argument("--gpus", nargs="+", default=list(DEFAULT_GPUS), help="hardware-table GPUs of the fleets")
     parser.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=list(GENERATORS))
-    parser.add_argument("--coverage", action="store_true", help="only the complete forms' interval coverage")
+    parser.add_argument(
+        "--coverage", action="store_true", help="only interval coverage: the complete forms', the registered law's"
+    )
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.coverage:
         print_coverage(args.workloads, args.seeds)
+        print_registered_coverage(args.workloads, args.seeds, args.gpus, args.generators)
         return 0
     results = [score_generator(name, args.workloads, args.seeds, args.gpus) for name in args.generators]
     print_tables(results, args.workloads, args.seeds, args.gpus)

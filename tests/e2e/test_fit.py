@@ -23,7 +23,7 @@ from support.law_inputs import law_query
 
 from mlflow_roofline.cli import main
 from mlflow_roofline.core.errors import RooflineError
-from mlflow_roofline.core.schema import TAG_RUN_TYPE
+from mlflow_roofline.core.schema import TAG_NOTE, TAG_RUN_TYPE
 from mlflow_roofline.fit.fit_runs import distinct_hardware_alias
 from mlflow_roofline.fit.hardware_fit import fit_hardware
 from mlflow_roofline.fit.pipeline import run_fit
@@ -61,8 +61,11 @@ def test_fit_recovers_the_law_logs_it_and_serves_it(tracking_uri: str, capsys) -
     assert m["rmse_log"] < m["rmse_log_baseline"] and m["rmse_reduction"] > 0
     assert m["log_kappa"] == pytest.approx(truth.log_kappa, abs=1.0)
     assert 0 < m["cv_mape"] < 10
-    # alpha_c + alpha_m = 1 in the truth: the per-work form is as good with one coefficient less.
-    assert fit_run.data.params["form"] == fit_run.data.tags["roofline.form"] == "paper_per_work"
+    # alpha_c + alpha_m = 1 in the truth: the per-work form is as good with one coefficient less, and it ties
+    # with the paper's forms: their average is registered, its members named in the run's description.
+    assert fit_run.data.params["form"] == fit_run.data.tags["roofline.form"] == "averaged"
+    registered = next(line for line in fit_run.data.tags[TAG_NOTE].splitlines() if "Registered form:" in line)
+    assert "`paper_per_work`" in registered and "`paper`" in registered
     artifacts = {f.path for f in client.list_artifacts(fit_run.info.run_id)}
     assert {"coefficients.csv", "summaries", "plots", "fitted_law.json", "fit_report.txt"} <= artifacts
     plots = {f.path for f in client.list_artifacts(fit_run.info.run_id, "plots")}

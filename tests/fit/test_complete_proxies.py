@@ -58,9 +58,9 @@ def test_on_mixed_runs_a_complete_form_wins_and_the_report_says_the_paper_proxie
     mixed: pd.DataFrame,
 ) -> None:
     fits = fit_energy_laws(feature_frame(mixed))
-    assert fits.chosen in COMPLETE_PROXY_FORMS  # an OLS form or the roofline in the complete proxies
-    law = fits.forms[fits.chosen].law
-    assert "arch[T.decoder]" in law.terms
+    # OLS forms or rooflines in the complete proxies, one of them or those that tie averaged
+    assert set(fits.registered_forms) <= set(COMPLETE_PROXY_FORMS), fits.registered_forms
+    assert all("arch[T.decoder]" in fits.forms[name].law.terms for name in fits.registered_forms)
     assert fits.proxies is not None and not fits.proxies.suffices
     assert fits.proxies.complete_cv_mape < 0.5 * fits.proxies.paper_cv_mape
     assert "complete proxies predict better" in fits.proxies.describe()

@@ -8,6 +8,7 @@ import pytest
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.additive import fit_additive_roofline
+from mlflow_roofline.fit.forms.averaging import AVERAGED
 from mlflow_roofline.fit.forms.catalog import (
     BASELINE,
     ETA_BY_STRATEGY,
@@ -23,6 +24,7 @@ from mlflow_roofline.fit.forms.cv import cv_mape, workload_folds
 from mlflow_roofline.fit.forms.diagnostics import compare_hardware_slopes
 from mlflow_roofline.fit.forms.energy_laws import fit_energy_laws
 from mlflow_roofline.fit.forms.ols import fit_ols
+from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.forms.time_law import fit_time_law
 from mlflow_roofline.fit.runs.feature_frame import feature_frame
 from mlflow_roofline.fit.runs.measured_speedup import measure_speedup
@@ -66,7 +68,9 @@ def test_paper_law_recovers_known_exponents(truth: GroundTruth) -> None:
     # The 1-SE rule registers the simplest form the truth fits: the per-work form when
     # alpha_c + alpha_m = 1 (energy proportional to steps), else the paper's form.
     per_work = truth.alpha_c + truth.alpha_m == pytest.approx(1.0)
-    assert fits.chosen == (PER_WORK if per_work else PAPER)
+    simplest = PER_WORK if per_work else PAPER
+    assert choose_form({name: fit for name, fit in fits.forms.items() if name != AVERAGED}) == simplest
+    assert simplest in fits.registered_forms  # alone, or averaged with the forms that tie with it
 
 
 def test_hc3_covariance_and_names_reach_the_linear_law() -> None:

@@ -114,7 +114,8 @@ def test_a_served_law_predicts_with_the_roofline_form() -> None:
 def test_with_a_regime_change_the_roofline_form_is_chosen_and_extrapolates_better(seed: int) -> None:
     fit = fit_hardware(generate_roofline_runs(30, seed=seed), "Roofline GPU")
     forms = fit.energy.forms
-    assert fit.energy.chosen in ROOFLINE_FORMS, fit.energy.chosen  # roofline_eff or roofline_smooth
+    # roofline_eff, roofline_smooth, or the two averaged where they tie
+    assert set(fit.energy.registered_forms) <= set(ROOFLINE_FORMS), fit.energy.registered_forms
     assert fit.energy.extrapolation is not None and fit.energy.extrapolation.held_out.sum() > 20
     roofline = forms[fit.energy.chosen].extrap_mape
     for name in (PAPER, PER_WORK):
@@ -127,7 +128,8 @@ def test_with_a_regime_change_the_roofline_form_is_chosen_and_extrapolates_bette
 def test_on_a_pure_power_law_a_paper_form_is_still_chosen(seed: int) -> None:
     _, frame = generate_synthetic_runs(25, seed=seed)
     fit = fit_hardware(frame.drop(columns=["speedup", "eta"]), "Synthetic GPU")
-    assert fit.energy.chosen in (PAPER, PER_WORK)
+    registered = fit.energy.registered_forms  # a paper form alone, or the paper forms that tie averaged
+    assert {PAPER, PER_WORK} & set(registered) and not set(ROOFLINE_FORMS) & set(registered), registered
     assert fit.energy.forms[fit.energy.chosen].extrap_mape < 6.0
     assert not fit.energy.insane
 
@@ -204,7 +206,7 @@ def test_the_registered_roofline_model_serves_from_the_registry(tracking_uri: st
     outcome = run_fit(["roofline-bert"], model_name="energy-law", alias="champion", echo=lambda _: None)
     (fit,) = outcome.fits
     chosen = fit.energy.chosen
-    assert chosen in ROOFLINE_FORMS, chosen  # roofline_eff or roofline_smooth
+    assert set(fit.energy.registered_forms) <= set(ROOFLINE_FORMS), chosen  # either or both, averaged
     run = client.get_run(fit.run_id)
     assert run.data.params["form"] == chosen
     assert run.data.metrics["extrap_mape"] == pytest.approx(run.data.metrics[f"extrap_mape_{chosen}"])

@@ -152,7 +152,8 @@ def test_on_a_pure_power_law_the_smooth_form_is_not_preferred(seed: int) -> None
     _, frame = generate_synthetic_runs(25, seed=seed)
     fit = fit_hardware(frame.drop(columns=["speedup", "eta"]), "Synthetic GPU")
     assert np.isfinite(fit.energy.forms[ROOFLINE_SMOOTH].extrap_mape)
-    assert fit.energy.chosen in (PAPER, PER_WORK)
+    registered = fit.energy.registered_forms  # a paper form, alone or averaged with the forms that tie with it
+    assert {PAPER, PER_WORK} & set(registered) and registered != [ROOFLINE_SMOOTH], registered
 
 
 @pytest.fixture(scope="module")

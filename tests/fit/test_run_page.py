@@ -42,12 +42,19 @@ def test_fit_run_logs_figures_a_table_and_a_markdown_description(tracking_uri: s
 
     note = run.data.tags[TAG_NOTE]
     assert note.startswith(f"## Energy law for `{fit.hardware}`") and "```" not in note  # Markdown, not a text dump
-    formula_line = next(line for line in note.splitlines() if line.startswith("**E = κ"))
-    exponents = [float(x) for x in re.findall(r"<sup>(-?[\d.e+-]+)</sup>", formula_line)]
-    assert exponents[:2] == [pytest.approx(float(f"{chosen.law.coefficient(t):.3g}")) for t in ("log_C", "log_M")]
-    row = next(line for line in note.splitlines() if line.startswith("| α<sub>η</sub> |"))
-    low, high = (float(x) for x in re.search(r"\[(\S+), (\S+)\]", row).groups())
-    assert low < chosen.law.coefficient("log_eta") < high
+    # the registered law written out: one form, or each of the forms that tie (averaged), with its coefficients
+    members = fit.energy.registered_forms
+    heads = ["**E = κ"] if members == [fit.energy.chosen] else [f"**E<sub>{name}</sub> = κ" for name in members]
+    lines = note.splitlines()
+    for name, head in zip(members, heads):
+        law = fit.energy.forms[name].law
+        at = next(i for i, line in enumerate(lines) if line.startswith(head))
+        exponents = {symbol: float(x) for symbol, x in re.findall(r"(\w+)<sup>(-?[\d.e+-]+)</sup>", lines[at])}
+        for symbol, term in (("C", "log_C"), ("M", "log_M")):
+            assert exponents[symbol] == pytest.approx(float(f"{law.coefficient(term):.3g}")), lines[at]
+        row = next(line for line in lines[at:] if line.startswith("| α<sub>η</sub> |"))
+        low, high = (float(x) for x in re.search(r"\[(\S+), (\S+)\]", row).groups())
+        assert low < law.coefficient("log_eta") < high
     compared = next(line for line in note.splitlines() if line.startswith("| adjusted R², efficiency-aware"))
     assert f"| {metrics['adj_r2']:.3f} | {PAPER_FIGURES['adj_r2']:.3f} |" in compared
     assert f"`{fit.energy.chosen}` (registered)" in note and f"{chosen.cv_mape:.3g} ±" in note

@@ -60,7 +60,7 @@ def test_the_fit_report_and_description_say_it_and_the_fit_still_stands() -> Non
     assert len(noisy.distrust) == 1 and "above their device count" in noisy.distrust[0]
     assert "not trusted: 1 of" in noisy.report()
     text = fit_markdown(noisy, noisy.metrics(), len(frame))
-    assert "### Not to be trusted" in text and text.index("Not to be trusted") < text.index("**E = ")
+    assert "### Not to be trusted" in text and text.index("Not to be trusted") < text.index("= κ")
 
 
 def test_device_count_axes_tick_whole_devices() -> None:

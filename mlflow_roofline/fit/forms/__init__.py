@@ -5,5 +5,6 @@ The catalog of forms (catalog); what every fitted form holds (fitted_form); OLS 
 roofline-shaped forms (roofline_eff, roofline_smooth, roofline_complete) and their shared least-squares
 machinery (nonlinear); the time law (time_law); grouped CV (cv), the size-extrapolation
 check (extrapolation), the sanity properties (sanity), the choice among forms (selection),
-diagnostics; energy_laws fits every form of one hardware and picks the registered one.
+the average of the forms that tie (averaging), diagnostics; energy_laws fits every form of one
+hardware and picks the registered one.
 """

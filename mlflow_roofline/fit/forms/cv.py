@@ -28,6 +28,15 @@ def workload_folds(groups: np.ndarray, k: int = CV_FOLDS, seed: int = 0) -> list
     return [np.flatnonzero(fold == i) for i in range(n_folds)]
 
 
+def fold_mape(actual_log: np.ndarray, predicted_log: np.ndarray, folds: list[np.ndarray]) -> tuple[float, float]:
+    """MAPE (%) of exp(predicted) against exp(actual) over every fold's held-out rows, and its standard
+    error across the folds (%): each row predicted by the fit on the other folds."""
+    errors = np.abs(np.exp(np.asarray(predicted_log) - np.asarray(actual_log)) - 1.0)
+    fold_mapes = [100.0 * float(np.mean(errors[test])) for test in folds]
+    se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
+    return float(100.0 * np.mean(errors)), se
+
+
 def cv_mape(formula: str, data: pd.DataFrame, folds: list[np.ndarray]) -> tuple[float, float]:
     """MAPE (%) over all held-out rows and its standard error across the folds.
 
@@ -43,18 +52,14 @@ def cv_mape(formula: str, data: pd.DataFrame, folds: list[np.ndarray]) -> tuple[
     model = smf.ols(formula, data, missing="raise")
     x = np.asarray(model.exog, dtype=float)
     y = np.asarray(model.endog, dtype=float)
-    errors = np.empty(len(data))
-    fold_mapes = []
+    predicted = np.empty(len(data))
     in_test = np.zeros(len(data), dtype=bool)
     for test in folds:
         in_test[:] = False
         in_test[test] = True
         coef, *_ = np.linalg.lstsq(x[~in_test], y[~in_test], rcond=None)
-        actual = np.exp(y[test])
-        errors[test] = np.abs(np.exp(x[test] @ coef) - actual) / actual
-        fold_mapes.append(100.0 * float(np.mean(errors[test])))
-    se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
-    return float(100.0 * np.mean(errors)), se
+        predicted[test] = x[test] @ coef
+    return fold_mape(y, predicted, folds)
 
 
 def grouped_cv_mape(formula: str, data: pd.DataFrame, k: int = CV_FOLDS, seed: int = 0) -> tuple[float, float]:
@@ -91,13 +96,8 @@ def refit_cv_mape(
     ``fit_predict(train, test)`` returns the predicted log response of ``test``'s rows.
     Returns the MAPE (%) over all held-out rows and its standard error across folds.
     """
-    actual = data["log_E"].to_numpy(dtype=float)
-    errors = np.empty(len(data))
-    fold_mapes = []
+    predicted = np.empty(len(data))
     for test in folds:
         train = np.setdiff1d(np.arange(len(data)), test)
-        predicted = fit_predict(data.iloc[train], data.iloc[test])
-        errors[test] = np.abs(np.exp(predicted - actual[test]) - 1.0)
-        fold_mapes.append(100.0 * float(np.mean(errors[test])))
-    se = float(np.std(fold_mapes, ddof=1) / np.sqrt(len(fold_mapes)))
-    return float(100.0 * np.mean(errors)), se
+        predicted[test] = fit_predict(data.iloc[train], data.iloc[test])
+    return fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)

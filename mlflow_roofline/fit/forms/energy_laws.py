@@ -3,8 +3,9 @@
 Forms are compared by grouped k-fold cross-validation, groups = workload hash (a
 workload's runs are never split between train and test); ``cv_mape`` is the mean
 absolute percentage error of exp(predicted log_E) against measured energy, in %. The
-registered form is chosen by :func:`fit.forms.selection.choose_form`; the paper's form is
-always reported beside it.
+registered form is chosen by :func:`fit.forms.selection.choose_form`, or, where two or more sane
+forms are within one standard error of the best, is their average (:mod:`fit.forms.averaging`); the
+paper's form is always reported beside it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.additive import AdditiveRoofline, fit_additive_roofline
+from mlflow_roofline.fit.forms.averaging import AVERAGED, average_ties
 from mlflow_roofline.fit.forms.catalog import (
     ETA_BY_STRATEGY,
     PAPER,
@@ -30,7 +32,7 @@ from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.proxy_comparison import ProxyComparison, compare_proxies
 from mlflow_roofline.fit.forms.sanity import sanity_problems
-from mlflow_roofline.fit.forms.selection import choose_form
+from mlflow_roofline.fit.forms.selection import choose_form, within_one_se
 from mlflow_roofline.fit.forms.time_law import fit_time_law
 from mlflow_roofline.law.speedup import SpeedupLaw
 
@@ -41,7 +43,7 @@ class EnergyFits:
 
     Attributes:
         forms: each evaluated form by name (always ``baseline`` and ``paper``).
-        chosen: the registered form (:func:`fit.forms.selection.choose_form`).
+        chosen: the registered form (:func:`fit.forms.selection.choose_form`, or :data:`fit.forms.averaging.AVERAGED`).
         roofline: the additive decomposition.
         time: the single-device time law.
         notes: what was dropped or adapted, in words.
@@ -60,6 +62,12 @@ class EnergyFits:
     insane: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     proxies: ProxyComparison | None = None
 
+    @property
+    def registered_forms(self) -> list[str]:
+        """The forms the registered law is made of: the members of :data:`~fit.forms.averaging.AVERAGED`, else the
+        chosen form alone."""
+        return self.forms[self.chosen].made_of
+
 
 def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> FormFit:
     """One OLS form with its grouped-CV error; what it dropped goes into ``notes``."""
@@ -75,15 +83,12 @@ def _fit_form(form: str, data: pd.DataFrame, seed: int, notes: list[str]) -> For
         notes.append(f"{form}: dropped {', '.join(fit.dropped_terms)} (constant or collinear in these runs)")
     if fit.result.cov_type != "HC3":
         notes.append(f"{form}: a run has leverage 1, so standard errors are {fit.result.cov_type}, not HC3")
-    cv, se = fit.cv_scores(data, seed)
-    return dataclasses.replace(fit, cv_mape=cv, cv_se=se)
+    return fit.with_cv(data, seed)
 
 
 def _fit_roofline_form(name: str, data: pd.DataFrame, seed: int) -> FittedForm:
     """A roofline-shaped form with its grouped-CV error (refitted on every fold)."""
-    fit = ROOFLINE_FORMS[name](data)
-    cv, se = fit.cv_scores(data, seed)
-    return dataclasses.replace(fit, cv_mape=cv, cv_se=se)
+    return ROOFLINE_FORMS[name](data).with_cv(data, seed)
 
 
 def _choose(
@@ -102,6 +107,31 @@ def _choose(
     if not sane:
         notes.append("every form breaks a sanity property; the best is registered anyway: treat it with care")
     return choose_form(sane or forms), insane
+
+
+def _average_ties(
+    forms: dict[str, FittedForm],
+    chosen: str,
+    insane: Mapping[str, list[str]],
+    check: Extrapolation | None,
+    data: pd.DataFrame,
+    seed: int,
+    sanity: tuple[Mapping[str, SpeedupLaw], Mapping[str, Sequence[float]]] | None,
+    notes: list[str],
+) -> tuple[str, Extrapolation | None]:
+    """:data:`AVERAGED` added to ``forms`` and registered where two or more sane forms tie (within one SE of
+    the best) and their average passes the sanity checks; else ``chosen`` stays."""
+    ties = within_one_se({name: fit for name, fit in forms.items() if name not in insane})
+    if len(ties) < 2:
+        return chosen, check
+    averaged, check_with_average = average_ties(ties, forms, data, seed, check)
+    problems = sanity_problems(averaged.law, *sanity) if sanity is not None else []
+    if problems:
+        notes.append(f"{AVERAGED} of {', '.join(ties)} is not registered: {'; '.join(problems[:2])}")
+        return chosen, check
+    forms[AVERAGED] = averaged
+    notes.append(f"{', '.join(ties)} are within one standard error of the best: their average is registered")
+    return AVERAGED, check_with_average
 
 
 def fit_energy_laws(
@@ -135,6 +165,8 @@ def fit_energy_laws(
     forms, extrapolation, extrap_notes = check_extrapolation(forms, data)
     notes += extrap_notes
     chosen, insane = _choose(forms, speedup_laws, ranges, notes)
+    sanity = (speedup_laws, ranges) if speedup_laws is not None and ranges is not None else None
+    chosen, extrapolation = _average_ties(forms, chosen, insane, extrapolation, data, seed, sanity, notes)
     return EnergyFits(
         forms=forms,
         chosen=chosen,
@@ -143,5 +175,5 @@ def fit_energy_laws(
         notes=notes,
         extrapolation=extrapolation,
         insane=insane,
-        proxies=compare_proxies(forms),
+        proxies=compare_proxies({name: fit for name, fit in forms.items() if name != AVERAGED}),
     )

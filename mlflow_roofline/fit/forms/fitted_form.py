@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from mlflow_roofline.fit.forms.cv import CV_FOLDS, fold_mape, workload_folds
 from mlflow_roofline.law.coefficients import LawCoefficients
+
+_Form = TypeVar("_Form", bound="FittedForm")
 
 
 class LogEnergyLaw(Protocol):
@@ -39,6 +42,8 @@ class FittedForm:
         cv_se: its standard error across folds, %.
         extrap_mape: size-extrapolation error, % (NaN when not checked).
         extrap_se: its standard error across held-out workloads, %.
+        cv_log_e: each run's log E (log joules) predicted by the form refitted without the run's CV fold
+            (None until scored by :meth:`with_cv`).
     """
 
     name: str
@@ -49,6 +54,12 @@ class FittedForm:
     cv_se: float = float("nan")
     extrap_mape: float = float("nan")
     extrap_se: float = float("nan")
+    cv_log_e: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def made_of(self) -> list[str]:
+        """The forms whose laws make this form's law: itself (an average: its members)."""
+        return [self.name]
 
     @property
     def n_params(self) -> int:
@@ -78,10 +89,26 @@ class FittedForm:
         """The fit's text summary (a file of the fit run); each form says."""
         raise NotImplementedError
 
+    def with_cv(self: _Form, data: pd.DataFrame, seed: int) -> _Form:
+        """The form scored by grouped CV on ``data``'s workloads (:func:`fit.forms.cv.workload_folds`): ``cv_mape``
+        and ``cv_se`` (%, NaN with fewer than two workloads) and ``cv_log_e``, each fold's runs predicted by
+        :meth:`heldout_log_e` (the form refitted on the other folds)."""
+        folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
+        if len(folds) < 2:
+            return dataclasses.replace(self, cv_mape=float("nan"), cv_se=float("nan"), cv_log_e=None)
+        predicted = np.empty(len(data))
+        held_out = np.zeros(len(data), dtype=bool)
+        for test in folds:
+            held_out[:] = False
+            held_out[test] = True
+            predicted[test] = self.heldout_log_e(data, held_out)
+        cv, se = fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)
+        return dataclasses.replace(self, cv_mape=cv, cv_se=se, cv_log_e=predicted)
+
     def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
-        """Grouped-CV MAPE (%) of energy on held-out workloads and its standard error (%), the form refitted
-        on each fold's training rows (NaN with fewer than two workloads)."""
-        raise NotImplementedError
+        """Grouped-CV MAPE (%) of energy on held-out workloads and its standard error (%) (:meth:`with_cv`)."""
+        scored = self.with_cv(data, seed)
+        return scored.cv_mape, scored.cv_se
 
     def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
         """log E (log joules) of the ``held_out`` rows of ``data`` predicted by this form refitted on the others."""

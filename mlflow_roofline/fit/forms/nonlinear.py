@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import OptimizeResult
 
-from mlflow_roofline.fit.forms.cv import CV_FOLDS, refit_cv_mape, workload_folds
 from mlflow_roofline.fit.forms.describe import roofline_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.multistart import Vector, best_of_starts
@@ -93,17 +92,6 @@ class RooflineFormFit(FittedForm):
                 "ci95_upper": est + 1.96 * se,
             }
         )
-
-    def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
-        """Grouped CV with the form refitted on every fold's training rows, %."""
-        folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
-        if len(folds) < 2:
-            return float("nan"), float("nan")
-
-        def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
-            return self.refit(train).law.mean({c: test[c].to_numpy() for c in test.columns})
-
-        return refit_cv_mape(fit_predict, data, folds)
 
     def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
         """The form refitted on the other rows (from its own starts: nothing of the held-out rows enters)."""

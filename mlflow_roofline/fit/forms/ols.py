@@ -23,7 +23,6 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.tools.sm_exceptions import ValueWarning
 
-from mlflow_roofline.fit.forms.cv import grouped_cv_mape
 from mlflow_roofline.fit.forms.describe import power_law_formula
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.law.linear import LinearLaw, categorical_factor
@@ -90,10 +89,6 @@ class FormFit(FittedForm):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ValueWarning)
             return str(self.result.summary().as_text())
-
-    def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
-        """Grouped CV of the formula (:func:`fit.forms.cv.grouped_cv_mape`), %."""
-        return grouped_cv_mape(self.formula, data, seed=seed)
 
     def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
         """Least squares on the other rows of the design matrix of the fit on all runs (its kept columns); a

@@ -69,19 +69,17 @@ def fit_markdown(
         n_found: finished train runs the fit pulled.
         plots: the plot artifacts logged (keys of :data:`PLOTS`).
     """
-    chosen = fit.energy.forms[fit.energy.chosen]
+    made_of = fit.energy.registered_forms
+    averaged = f" ({', '.join(f'`{name}`' for name in made_of)} averaged)" if made_of != [fit.energy.chosen] else ""
     parts = [
         f"## Energy law for `{fit.hardware}`",
         f"{len(fit.frame)} of {n_found} finished train runs ({fit.energy_source} energy), "
-        f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**.",
+        f"{int(metrics.get(M_N_WORKLOADS, 0))} workloads. Registered form: **`{fit.energy.chosen}`**{averaged}.",
     ]
     if fit.distrust:
         parts.append("### Not to be trusted\n\n" + "\n".join(f"- {note}." for note in fit.distrust))
     parts += [
-        "**E = " + chosen.describe() + "**",
-        "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
-        "Ψ: strategy factor (`single` = 1); E in joules. Statsmodels: `" + chosen.formula + "`",
-        coefficient_table(chosen.law),
+        *registered_law(fit),
         plot_list(plots),
         comparison(fit, metrics),
         cross_validation(fit, metrics),
@@ -90,6 +88,25 @@ def fit_markdown(
         parts.append("### Notes\n\n" + "\n".join(f"- {note}" for note in fit.energy.notes))
     parts.append(baseline_sentence(metrics))
     return "\n\n".join(parts) + "\n"
+
+
+def registered_law(fit: HardwareFit) -> list[str]:
+    """The registered law written out with its coefficients; an average of forms that tie, each of its members."""
+    members = [fit.energy.forms[name] for name in fit.energy.registered_forms]
+    symbols = (
+        "C: proxy FLOPs, M: memory traffic (elements), η<sub>h</sub> = S(N)/N: hardware efficiency, "
+        "Ψ: strategy factor (`single` = 1); E in joules."
+    )
+    if len(members) == 1:
+        (form,) = members
+        return [f"**E = {form.describe()}**", f"{symbols} Statsmodels: `{form.formula}`", coefficient_table(form.law)]
+    parts = [
+        f"E is the geometric mean of the {len(members)} forms below (the mean of their log E): their errors on "
+        f"held-out workloads are within one standard error of the best. {symbols}"
+    ]
+    for form in members:
+        parts += [f"**E<sub>{form.name}</sub> = {form.describe()}**", coefficient_table(form.law)]
+    return parts
 
 
 def plot_list(plots: Sequence[str]) -> str:

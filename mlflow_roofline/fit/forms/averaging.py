@@ -1,0 +1,128 @@
+"""The forms that tie, averaged: what a fit registers when two or more sane forms are within one SE of the best.
+
+The 1-SE rule (:mod:`fit.forms.selection`) registers the simplest of the forms whose held-out score
+is within one standard error of the best: among them, the folds cannot tell which is right. Those
+forms still part beyond the measured sizes (a power law and a roofline-shaped law bend differently),
+and there the choice decides the answer. The mean of their log predictions is lower on the
+bigger models than the pick on every generator of ``benchmarks/form_robustness.py`` (docs/benchmarks.md),
+so :func:`average_ties` builds that mean as one more form, :data:`AVERAGED`, with its own grouped CV
+(the members' held-out predictions of each fold, averaged) and its own size-extrapolation score (the
+members' predictions of the bigger models, averaged): scored on the same held-out runs as its
+members, never on the runs it was fitted on. Its law is :class:`~law.averaged.AveragedLaw`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mlflow_roofline.fit.forms.cv import CV_FOLDS, fold_mape, heldout_mape, workload_folds
+from mlflow_roofline.fit.forms.extrapolation import Extrapolation
+from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.law.averaged import AveragedLaw
+
+AVERAGED = "averaged"
+"""The averaged form's name (the ``form`` tag and param of a fit that registers it)."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class AveragedForm(FittedForm):
+    """The mean in logs of ``members`` (:class:`fit.forms.fitted_form.FittedForm`).
+
+    Attributes:
+        law: the members' laws, averaged.
+        members: the averaged forms, each as fitted and scored.
+        actual: measured log E of each run (log joules).
+    """
+
+    law: AveragedLaw
+    members: tuple[FittedForm, ...]
+    actual: np.ndarray
+
+    @property
+    def made_of(self) -> list[str]:
+        return [member.name for member in self.members]
+
+    @property
+    def n_params(self) -> int:
+        """Every member's coefficients (count): the least simple of the forms."""
+        return sum(member.n_params for member in self.members)
+
+    @property
+    def fitted_log(self) -> np.ndarray:
+        return np.mean([member.fitted_log for member in self.members], axis=0)
+
+    @property
+    def rmse_log(self) -> float:
+        return float(np.sqrt(np.mean((self.actual - self.fitted_log) ** 2)))
+
+    @property
+    def adj_r2(self) -> float:
+        """Adjusted on the residual degrees of freedom of the law (runs minus the largest member's coefficients)."""
+        ssr = float(np.sum((self.actual - self.fitted_log) ** 2))
+        sst = float(np.sum((self.actual - self.actual.mean()) ** 2))
+        return 1.0 - (ssr / max(self.law.df_resid, 1.0)) / (sst / (len(self.actual) - 1)) if sst > 0 else float("nan")
+
+    def coefficient_table(self) -> pd.DataFrame:
+        """Every member's coefficient table, one after the other (``form``: this form, ``member``: the member's)."""
+        tables = [member.coefficient_table().assign(form=self.name, member=member.name) for member in self.members]
+        return pd.concat(tables, ignore_index=True)
+
+    def summary_text(self) -> str:
+        head = f"{self.formula}\nruns {len(self.actual)}, rmse_log {self.rmse_log:.4f}, adj_R2 {self.adj_r2:.4f}"
+        return "\n\n".join([head, *(f"== {m.name}\n{m.summary_text()}" for m in self.members)])
+
+    def with_cv(self, data: pd.DataFrame, seed: int) -> AveragedForm:
+        """Grouped CV from the members' held-out predictions of each fold, averaged (refitted only where a member
+        was not scored on these folds)."""
+        folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
+        if len(folds) < 2:
+            return dataclasses.replace(self, cv_mape=float("nan"), cv_se=float("nan"), cv_log_e=None)
+        held_out = [m.cv_log_e if m.cv_log_e is not None else m.with_cv(data, seed).cv_log_e for m in self.members]
+        predicted = np.mean(np.asarray(held_out, dtype=float), axis=0)
+        cv, se = fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)
+        return dataclasses.replace(self, cv_mape=cv, cv_se=se, cv_log_e=predicted)
+
+    def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
+        """The members' predictions of the ``held_out`` rows, each refitted on the others, averaged in logs."""
+        return np.mean([member.heldout_log_e(data, held_out) for member in self.members], axis=0)
+
+    def describe(self) -> str:
+        """Each member's description, as the mean of their logs (the geometric mean of their joules)."""
+        parts = "<br>".join(f"{member.name}: {member.describe()}" for member in self.members)
+        return f"geometric mean of {len(self.members)} laws:<br>{parts}"
+
+
+def average_ties(
+    names: Sequence[str], forms: Mapping[str, FittedForm], data: pd.DataFrame, seed: int, check: Extrapolation | None
+) -> tuple[AveragedForm, Extrapolation | None]:
+    """The :data:`AVERAGED` form of ``forms[names]`` fitted on ``data``, scored by grouped CV and, where the
+    size-extrapolation ``check`` ran, on its bigger models (the members' predictions averaged); the check with
+    the averaged predictions added."""
+    members = tuple(forms[name] for name in names)
+    actual = data["log_E"].to_numpy(dtype=float)
+    fitted = np.mean([member.fitted_log for member in members], axis=0)
+    df_resid = float(max(len(actual) - max(member.n_params for member in members), 1))
+    law = AveragedLaw(
+        formula=f"mean of log E over {', '.join(names)}",
+        terms=[],
+        coef=[],
+        cov=[],
+        resid_var=float(np.sum((actual - fitted) ** 2)) / df_resid,
+        df_resid=df_resid,
+        members=tuple(member.law for member in members),
+    )
+    form = AveragedForm(name=AVERAGED, formula=law.formula, law=law, members=members, actual=actual)
+    form = form.with_cv(data, seed)
+    if check is None:
+        return form, None
+    predicted = np.mean([check.predicted[name] for name in names], axis=0)
+    held_out = check.held_out
+    mape, se = heldout_mape(
+        data.loc[held_out, "log_E"].to_numpy(dtype=float), predicted, data.loc[held_out, "workload_hash"].to_numpy()
+    )
+    scored = dataclasses.replace(form, extrap_mape=mape, extrap_se=se)
+    return scored, dataclasses.replace(check, predicted={**check.predicted, AVERAGED: predicted})
