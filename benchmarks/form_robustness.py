@@ -176,7 +176,7 @@ def _held_out(fits: EnergyFits, data: pd.DataFrame) -> HeldOut:
     return HeldOut(choose_form(single), fits.registered_forms, dict(fits.extrapolation.predicted), actual)
 
 
-def averaging(result: GeneratorScores) -> tuple[float, float, float, float]:
+def pick_against_registered(result: GeneratorScores) -> tuple[float, float, float, float]:
     """Bigger-models MAPE (%) of the 1-SE rule's one form and of the registered law (the forms that tie, averaged),
     on the held-out runs they were chosen on; then both (forms by name) read on the next seed's runs of the same
     GPU (NaN with one seed)."""
@@ -252,9 +252,9 @@ def print_tables(results: Sequence[GeneratorScores], workloads: int, seeds: int,
     print(f"  {'WORST':26s} {max(p[0] for p in rule):5.1f} / {max(p[1] for p in rule):5.1f}")
     print("bigger models (%): the 1-SE rule's one form -> the registered law (the forms within one SE averaged")
     print("  where two or more tie), on the runs they were chosen on, and both read on the next seed's runs:")
-    rows = {r.name: averaging(r) for r in results}
-    for name, (registered, averaged, next_registered, next_averaged) in rows.items():
-        same, other = f"{registered:5.1f} -> {averaged:5.1f}", f"{next_registered:5.1f} -> {next_averaged:5.1f}"
+    rows = {r.name: pick_against_registered(r) for r in results}
+    for name, (one, registered, next_one, next_registered) in rows.items():
+        same, other = f"{one:5.1f} -> {registered:5.1f}", f"{next_one:5.1f} -> {next_registered:5.1f}"
         print(f"  {name:26s} {same}    next seed {other}")
     worst = [max(v[i] for v in rows.values()) for i in range(4)]
     print(f"  {'WORST':26s} {worst[0]:5.1f} -> {worst[1]:5.1f}    next seed {worst[2]:5.1f} -> {worst[3]:5.1f}")
