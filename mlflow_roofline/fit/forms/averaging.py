@@ -1,6 +1,6 @@
 """The forms that tie, averaged: what a fit registers when two or more sane forms are within one SE of the best.
 
-The 1-SE rule (:mod:`fit.forms.selection`) registers the simplest of the forms whose held-out score
+The 1-SE rule (:mod:`fit.forms.selection`) picks the simplest of the forms whose held-out score
 is within one standard error of the best: among them, the folds cannot tell which is right. Those
 forms still part beyond the measured sizes (a power law and a roofline-shaped law bend differently),
 and there the choice decides the answer. The mean of their log predictions is lower on the
