@@ -65,8 +65,8 @@ def test_paper_law_recovers_known_exponents(truth: GroundTruth) -> None:
     assert fits.forms[PAPER].adj_r2 > fits.forms[BASELINE].adj_r2
     assert fits.forms[PAPER].rmse_log < fits.forms[BASELINE].rmse_log
     assert fits.forms[PAPER].cv_mape < fits.forms[BASELINE].cv_mape
-    # The 1-SE rule registers the simplest form the truth fits: the per-work form when
-    # alpha_c + alpha_m = 1 (energy proportional to steps), else the paper's form.
+    # The 1-SE rule picks the simplest form the truth fits: the per-work form when
+    # alpha_c + alpha_m = 1 (energy proportional to steps), else the paper's form; the registered law holds it.
     per_work = truth.alpha_c + truth.alpha_m == pytest.approx(1.0)
     simplest = PER_WORK if per_work else PAPER
     assert choose_form({name: fit for name, fit in fits.forms.items() if name != AVERAGED}) == simplest
