@@ -21,7 +21,7 @@ import pandas as pd
 
 from mlflow_roofline.fit.forms.cv import CV_FOLDS, fold_mape, heldout_mape, workload_folds
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation
-from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.fit.forms.fitted_form import FittedForm, adjusted_r2
 from mlflow_roofline.law.averaged import AveragedLaw
 
 AVERAGED = "averaged"
@@ -62,9 +62,7 @@ class AveragedForm(FittedForm):
     @property
     def adj_r2(self) -> float:
         """Adjusted on the residual degrees of freedom of the law (runs minus the largest member's coefficients)."""
-        ssr = float(np.sum((self.actual - self.fitted_log) ** 2))
-        sst = float(np.sum((self.actual - self.actual.mean()) ** 2))
-        return 1.0 - (ssr / max(self.law.df_resid, 1.0)) / (sst / (len(self.actual) - 1)) if sst > 0 else float("nan")
+        return adjusted_r2(self.actual, self.fitted_log, self.law.df_resid)
 
     def coefficient_table(self) -> pd.DataFrame:
         """Every member's coefficient table, one after the other (``form``: this form, ``member``: the member's)."""

@@ -22,6 +22,14 @@ from mlflow_roofline.law.coefficients import LawCoefficients
 _Form = TypeVar("_Form", bound="FittedForm")
 
 
+def adjusted_r2(actual: np.ndarray, fitted: np.ndarray, df_resid: float) -> float:
+    """Adjusted R^2 (dimensionless) of ``fitted`` against ``actual`` log E, the residual variance on ``df_resid``
+    degrees of freedom (at least 1); NaN where ``actual`` does not vary."""
+    ssr = float(np.sum((actual - fitted) ** 2))
+    sst = float(np.sum((actual - actual.mean()) ** 2))
+    return 1.0 - (ssr / max(df_resid, 1.0)) / (sst / (len(actual) - 1)) if sst > 0 else float("nan")
+
+
 class LogEnergyLaw(Protocol):
     """A fitted energy law as the checks use it: the mean log energy (log J) of rows of features."""
 

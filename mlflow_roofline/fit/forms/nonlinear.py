@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.optimize import OptimizeResult
 
 from mlflow_roofline.fit.forms.describe import roofline_formula
-from mlflow_roofline.fit.forms.fitted_form import FittedForm
+from mlflow_roofline.fit.forms.fitted_form import FittedForm, adjusted_r2
 from mlflow_roofline.fit.multistart import Vector, best_of_starts
 from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS
 from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, COST_FEATURES, RooflineLaw, dummy_term
@@ -73,10 +73,7 @@ class RooflineFormFit(FittedForm):
 
     @property
     def adj_r2(self) -> float:
-        n = len(self.actual)
-        ssr = float(np.sum((self.actual - self.fitted) ** 2))
-        sst = float(np.sum((self.actual - self.actual.mean()) ** 2))
-        return 1.0 - (ssr / max(n - self.n_params, 1)) / (sst / (n - 1)) if sst > 0 else float("nan")
+        return adjusted_r2(self.actual, self.fitted, len(self.actual) - self.n_params)
 
     def coefficient_table(self) -> pd.DataFrame:
         """Estimate, standard error (Jacobian covariance) and normal 95 % interval of each coefficient."""
