@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.fit.forms.cv import CV_FOLDS, fold_mape, heldout_mape, workload_folds
+from mlflow_roofline.fit.forms.cv import heldout_mape
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation
 from mlflow_roofline.fit.forms.fitted_form import FittedForm, adjusted_r2
 from mlflow_roofline.law.averaged import AveragedLaw
@@ -73,16 +73,11 @@ class AveragedForm(FittedForm):
         head = f"{self.formula}\nruns {len(self.actual)}, rmse_log {self.rmse_log:.4f}, adj_R2 {self.adj_r2:.4f}"
         return "\n\n".join([head, *(f"== {m.name}\n{m.summary_text()}" for m in self.members)])
 
-    def with_cv(self, data: pd.DataFrame, seed: int) -> AveragedForm:
-        """Grouped CV from the members' held-out predictions of each fold, averaged (refitted only where a member
-        was not scored on these folds)."""
-        folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
-        if len(folds) < 2:
-            return dataclasses.replace(self, cv_mape=float("nan"), cv_se=float("nan"), cv_log_e=None)
-        held_out = [m.cv_log_e if m.cv_log_e is not None else m.with_cv(data, seed).cv_log_e for m in self.members]
-        predicted = np.mean(np.asarray(held_out, dtype=float), axis=0)
-        cv, se = fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)
-        return dataclasses.replace(self, cv_mape=cv, cv_se=se, cv_log_e=predicted)
+    def cv_heldout(self, data: pd.DataFrame, folds: list[np.ndarray]) -> np.ndarray:
+        """The members' held-out predictions of each fold, averaged in logs (a member not yet scored on these
+        folds is refitted on them)."""
+        held_out = [m.cv_log_e if m.cv_log_e is not None else m.cv_heldout(data, folds) for m in self.members]
+        return np.mean(np.asarray(held_out, dtype=float), axis=0)
 
     def heldout_log_e(self, data: pd.DataFrame, held_out: np.ndarray) -> np.ndarray:
         """The members' predictions of the ``held_out`` rows, each refitted on the others, averaged in logs."""

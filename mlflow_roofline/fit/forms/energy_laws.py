@@ -165,6 +165,7 @@ def fit_energy_laws(
     forms, extrapolation, extrap_notes = check_extrapolation(forms, data)
     notes += extrap_notes
     chosen, insane = _choose(forms, speedup_laws, ranges, notes)
+    proxies = compare_proxies(forms)  # the single forms, before their average joins them
     sanity = (speedup_laws, ranges) if speedup_laws is not None and ranges is not None else None
     chosen, extrapolation = _average_ties(forms, chosen, insane, extrapolation, data, seed, sanity, notes)
     return EnergyFits(
@@ -175,5 +176,5 @@ def fit_energy_laws(
         notes=notes,
         extrapolation=extrapolation,
         insane=insane,
-        proxies=compare_proxies({name: fit for name, fit in forms.items() if name != AVERAGED}),
+        proxies=proxies,
     )

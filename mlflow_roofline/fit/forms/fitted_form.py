@@ -99,19 +99,23 @@ class FittedForm:
 
     def with_cv(self: _Form, data: pd.DataFrame, seed: int) -> _Form:
         """The form scored by grouped CV on ``data``'s workloads (:func:`fit.forms.cv.workload_folds`): ``cv_mape``
-        and ``cv_se`` (%, NaN with fewer than two workloads) and ``cv_log_e``, each fold's runs predicted by
-        :meth:`heldout_log_e` (the form refitted on the other folds)."""
+        and ``cv_se`` (%, NaN with fewer than two workloads) and ``cv_log_e`` (:meth:`cv_heldout`)."""
         folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
         if len(folds) < 2:
             return dataclasses.replace(self, cv_mape=float("nan"), cv_se=float("nan"), cv_log_e=None)
+        predicted = self.cv_heldout(data, folds)
+        cv, se = fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)
+        return dataclasses.replace(self, cv_mape=cv, cv_se=se, cv_log_e=predicted)
+
+    def cv_heldout(self, data: pd.DataFrame, folds: list[np.ndarray]) -> np.ndarray:
+        """Each run's log E (log joules) by :meth:`heldout_log_e`: the form refitted without the run's fold."""
         predicted = np.empty(len(data))
         held_out = np.zeros(len(data), dtype=bool)
         for test in folds:
             held_out[:] = False
             held_out[test] = True
             predicted[test] = self.heldout_log_e(data, held_out)
-        cv, se = fold_mape(data["log_E"].to_numpy(dtype=float), predicted, folds)
-        return dataclasses.replace(self, cv_mape=cv, cv_se=se, cv_log_e=predicted)
+        return predicted
 
     def cv_scores(self, data: pd.DataFrame, seed: int) -> tuple[float, float]:
         """Grouped-CV MAPE (%) of energy on held-out workloads and its standard error (%) (:meth:`with_cv`)."""
