@@ -86,12 +86,10 @@ def run_trainer(
     output_dir: str = "trainer-out",
     dataset: torch.utils.data.Dataset | None = None,
     after: list[Any] | None = None,
-    end: bool = False,
 ) -> Any:
     """Train ``model`` with the Hugging Face Trainer and ``callback`` (None: none), then the
     callbacks ``after`` it, on ``dataset`` (by default :class:`TokenData` of 400 rows); return
-    the Trainer's state. ``end``: close as a launched script does, ``trainer.end()`` (the
-    process group destroyed)."""
+    the Trainer's state."""
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -112,8 +110,6 @@ def run_trainer(
         callbacks=([] if callback is None else [callback]) + (after or []) or None,
     )
     trainer.train()
-    if end:
-        trainer.end()
     return trainer.state
 
 
@@ -121,7 +117,7 @@ def _trainer_job() -> str | None:
     from mlflow_roofline.integrations.transformers import RooflineCallback
 
     callback = RooflineCallback(meter="estimate", warmup_steps=2, forecast_after_steps=4, experiment="launched")
-    run_trainer(tiny_bert(), callback, max_steps=10, end=True)
+    run_trainer(tiny_bert(), callback, max_steps=10)
     return callback.tracker.run.run_id if callback.tracker.run else None
 
 
