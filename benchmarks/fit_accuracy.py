@@ -254,14 +254,42 @@ def _fit_gpu(rows, hardware: str, workload_aware: bool):
     return fit_hardware(rows.copy(), hardware, workload_aware=workload_aware)
 
 
+def request_columns(rows) -> list[str]:
+    """The request columns ``rows`` give: the law's inputs and the job-kind columns (``precision``, ``arch``,
+    ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``) the rows have, asked as a user would."""
+    from mlflow_roofline.core.schema import LAW_INPUT_NAMES, REQUEST_KIND_NAMES
+
+    return [*LAW_INPUT_NAMES, *(c for c in REQUEST_KIND_NAMES if c in rows.columns)]
+
+
+def request_frame(rows, extra: tuple[str, ...] = ()):
+    """``rows`` as a user's request: :func:`request_columns` plus ``extra``, the kind columns typed as the job
+    table types them (a run's params are text: ``vocab_size`` ``"50257"`` is sent as 50257, ``auto`` as
+    missing, ``grad_checkpointing`` ``"true"`` as True)."""
+    import pandas as pd
+
+    from mlflow_roofline.core import job_table
+
+    frame = rows[[*request_columns(rows), *extra]].reset_index(drop=True).copy()
+    for column in job_table.JOB_COLUMNS:
+        if column.name not in frame.columns or column.group == "size":
+            continue
+        if column.type == "int":
+            numbers = pd.to_numeric(frame[column.name], errors="coerce")
+            frame[column.name] = [None if pd.isna(v) else int(v) for v in numbers]
+        elif column.type == "bool":
+            frame[column.name] = [str(v).lower() == "true" for v in frame[column.name]]
+    return frame
+
+
 def served_errors(law, rows, *, hardware: bool = False, speedup: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Absolute % errors of the served energy of ``rows`` (the law's own eta unless ``speedup``: the
     measured one), and whether each measured energy lies inside the served 95 % interval."""
-    from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
+    from mlflow_roofline.core.schema import M_ENERGY_J
     from mlflow_roofline.serve.predict import predict_frame
 
-    columns = [*LAW_INPUT_NAMES, *(["hardware"] if hardware else []), *(["speedup"] if speedup else [])]
-    served = predict_frame(law, rows[columns].reset_index(drop=True))
+    extra = (*(["hardware"] if hardware else []), *(["speedup"] if speedup else []))
+    served = predict_frame(law, request_frame(rows, extra))
     actual = rows[M_ENERGY_J].to_numpy(dtype=float)
     errors = 100.0 * np.abs(served[M_ENERGY_J].to_numpy(dtype=float) / actual - 1.0)
     inside = (served["energy_j_lower"].to_numpy() <= actual) & (actual <= served["energy_j_upper"].to_numpy())
@@ -287,12 +315,12 @@ def _fleet_law(fits, table, seed: int, workload_aware: bool):
 def _fleet_served(fleet, rows) -> tuple[np.ndarray, str]:
     """Absolute % errors of the fleet model's served energy of ``rows`` (one GPU's, its ``hardware`` named) and
     the law that answered (``-`` and NaN errors where the fleet model refuses the GPU)."""
-    from mlflow_roofline.core.schema import LAW_INPUT_NAMES, M_ENERGY_J
+    from mlflow_roofline.core.schema import M_ENERGY_J
     from mlflow_roofline.serve.errors import InputError
     from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
     from mlflow_roofline.serve.predict import predict_frame
 
-    frame = rows[[*LAW_INPUT_NAMES, "hardware"]].reset_index(drop=True)
+    frame = request_frame(rows, ("hardware",))
     try:
         served = fleet_frame(fleet, frame, lambda law, part: predict_frame(law, part))
     except InputError:

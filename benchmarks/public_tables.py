@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fit_accuracy import request_columns, request_frame  # benchmarks/ is the script's directory
 
 DATA = Path(__file__).resolve().parent / "data" / "public"
 MEASURED = ("energy_j", "time_s", "energy_cpu_j", "energy_dram_j", "energy_node_j")
@@ -121,11 +122,9 @@ def _ask(name: str, rows: pd.DataFrame) -> Asked:
     """``models:/<name>@champion`` asked about ``rows`` (with their hardware), in process."""
     import mlflow
 
-    from mlflow_roofline.core.schema import LAW_INPUT_NAMES
-
     model = mlflow.pyfunc.load_model(f"models:/{name}@champion")
     try:
-        served = model.predict(rows[[*LAW_INPUT_NAMES, "hardware"]].reset_index(drop=True))
+        served = model.predict(request_frame(rows, ("hardware",)))
     except mlflow.exceptions.MlflowException as refused:
         return Asked(np.array([]), np.array([], dtype=bool), refused.message.splitlines()[0])
     actual = rows["energy_j"].to_numpy(dtype=float)
@@ -136,9 +135,8 @@ def _ask(name: str, rows: pd.DataFrame) -> Asked:
 
 def _configurations(rows: pd.DataFrame) -> pd.Series:
     """Each row's job configuration: every column but the hardware, the measurements and source notes."""
-    from mlflow_roofline.core.schema import LAW_INPUT_NAMES
-
-    keys = [c for c in rows.columns if c in LAW_INPUT_NAMES or c in ("precision", "device")]
+    asked = {*request_columns(rows), "device"}
+    keys = [c for c in rows.columns if c in asked]
     return rows[keys].astype(str).agg("|".join, axis=1)
 
 
@@ -222,9 +220,19 @@ def score_table(path: Path, folds: int, echo: Callable[[str], object] = print) -
         echo(f"  all GPUs left out in turn: {_figure(_merge(list(loho.values())))}")
 
 
+def _table_path(table: str) -> Path:
+    """A table's CSV: a path to one, or the name of one under benchmarks/data/public/."""
+    path = Path(table)
+    return path if path.suffix == ".csv" else DATA / f"{table}.csv"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", default=None, help="only benchmarks/data/public/TABLE.csv")
+    parser.add_argument(
+        "--table",
+        default=None,
+        help="only benchmarks/data/public/TABLE.csv, or a CSV's path (e.g. benchmarks/data/simulated/blind_fleet.csv)",
+    )
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     import mlflow  # noqa: F401  (configures its loggers on import: quieted after)
 
     logging.getLogger("mlflow").setLevel(logging.ERROR)
-    paths = [DATA / f"{args.table}.csv"] if args.table else sorted(DATA.glob("*.csv"))
+    paths = [_table_path(args.table)] if args.table else sorted(DATA.glob("*.csv"))
     for path in paths:
         score_table(path, args.folds)
     return 0
