@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.errors import ConfigError, RooflineError
+from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.invocation import option
 from mlflow_roofline.core.schema import (
     BASELINE_KINDS,
@@ -116,10 +117,11 @@ from mlflow_roofline.fit.runs.measured_speedup import (
     measure_speedup,
 )
 from mlflow_roofline.fit.runs.noise import RepeatSpread, repeat_spread
-from mlflow_roofline.fit.runs.precisions import run_precisions
+from mlflow_roofline.fit.runs.precisions import flops_scale, run_precisions
 from mlflow_roofline.fit.runs.trust import repeat_note, sign_notes, superlinear_note
 from mlflow_roofline.fit.speedup_fit import SpeedupFit, fit_speedup_laws, laws_of, n_only_laws_of
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
+from mlflow_roofline.law.log_features import FLOPS_SCALE
 
 ESTIMATE = "estimate"
 
@@ -266,6 +268,9 @@ def fit_hardware(
             "missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}"
         )
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
+    scale = flops_scale(hardware, run_precisions(frame), load_hardware_table())
+    if scale:
+        frame = frame.assign(**{FLOPS_SCALE: [scale.get(p, 1.0) for p in run_precisions(frame)]})
     used, speedup, time = _speedup_and_eta(frame, hardware, missing_baseline, dropped, seed, workload_aware)
     data = feature_frame(used)
     ranges = law_ranges(used, data)
@@ -283,6 +288,7 @@ def fit_hardware(
         n_runs=len(used),
         cv_mape=energy.forms[energy.chosen].cv_mape,
         precisions=precisions_of(run_precisions(used)),
+        flops_scale=scale,
     )
     return HardwareFit(hardware, sources, used, data, speedup, energy, law, dropped, noise=repeat_spread(used))
 

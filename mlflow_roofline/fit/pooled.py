@@ -116,6 +116,7 @@ from mlflow_roofline.fit.runs.precisions import run_precisions
 from mlflow_roofline.law.coefficients import LawCoefficients
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 from mlflow_roofline.law.linear import LinearLaw
+from mlflow_roofline.law.log_features import LOG_FLOPS_SCALE, SCALED_FLOPS_FEATURES
 
 __all__ = [
     "COVARIATE_FORMS",
@@ -349,6 +350,16 @@ def run_covariates(fits: Sequence[HardwareFit], table: HardwareTable) -> dict[tu
     return out
 
 
+def unscaled_flops(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with the FLOPs features as counted: a GPU's law scales them to one precision's peak
+    (:data:`law.log_features.LOG_FLOPS_SCALE`), a pooled form sees each run's peak through its covariates."""
+    if LOG_FLOPS_SCALE not in data or not data[LOG_FLOPS_SCALE].any():
+        return data
+    return data.assign(**{name: data[name] - data[LOG_FLOPS_SCALE] for name in SCALED_FLOPS_FEATURES}).assign(
+        **{LOG_FLOPS_SCALE: 0.0}
+    )
+
+
 def pooled_data(
     fits: Sequence[HardwareFit],
     covariates: dict[str, dict[str, float]],
@@ -357,9 +368,8 @@ def pooled_data(
     """Every hardware's law features in one frame, ``hardware`` a categorical (the first fit's is the reference),
     and where every hardware has covariates, each run's: at its own precision where ``by_precision`` gives
     them (:func:`run_covariates`), else its hardware's."""
-    data = pd.concat(
-        [f.data.assign(hardware=f.hardware, precision=run_precisions(f.frame)) for f in fits], ignore_index=True
-    )
+    frames = [f.data.assign(hardware=f.hardware, precision=run_precisions(f.frame)) for f in fits]
+    data = unscaled_flops(pd.concat(frames, ignore_index=True))
     data["strategy"] = pd.Categorical(data["strategy"].astype(str), categories=present_strategies(data["strategy"]))
     data[HARDWARE_COLUMN] = pd.Categorical(data[HARDWARE_COLUMN].astype(str), categories=[f.hardware for f in fits])
     if len(covariates) == len(fits):

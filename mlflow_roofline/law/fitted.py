@@ -80,6 +80,12 @@ class FittedLaw:
         precisions: the ``precision`` of the runs fitted, the most runs first: the first is what a
             request without ``precision`` is answered at (:mod:`serve.precision_routing`). Empty for
             a law written before ``precision`` entered the law: it ignores the column, as it did.
+        flops_scale: a one-GPU law fitted on runs at precisions of different peaks (fp32 and bf16 on an
+            A100): per precision it answers, the table's peak FLOP/s at ``precisions[0]`` over the peak
+            at that precision (1 at ``precisions[0]``, 16 for fp32 against bf16 on an A100). The FLOPs
+            features ``log_C`` and ``log_C_all`` of a run or request are those FLOPs times its scale:
+            FLOPs counted in time at the reference precision's peak (:func:`law.log_features.law_features`).
+            Empty where the runs had one peak (and in laws written before it): features unscaled.
     """
 
     hardware: str
@@ -100,6 +106,14 @@ class FittedLaw:
     n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
     unmeasured_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
     precisions: list[str] = dataclasses.field(default_factory=list)
+    flops_scale: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def flops_scale_of(self, precision: np.ndarray) -> np.ndarray | None:
+        """Each row's :attr:`flops_scale` at its precision (1 where it has none: the reference precision, or a
+        precision the routing answers elsewhere); None for a law without one (its features are unscaled)."""
+        if not self.flops_scale:
+            return None
+        return np.array([self.flops_scale.get(str(p), 1.0) if p is not None else 1.0 for p in precision], dtype=float)
 
     @property
     def known_hardware(self) -> list[str]:
@@ -181,4 +195,5 @@ class FittedLaw:
                 k: SpeedupLaw.from_dict(v) for k, v in (data.get("unmeasured_speedup_laws") or {}).items()
             },
             precisions=[str(p) for p in data.get("precisions") or []],
+            flops_scale={str(p): float(v) for p, v in (data.get("flops_scale") or {}).items()},
         )

@@ -19,6 +19,12 @@ the job's kind:
 - ``arch`` ``encoder`` or ``decoder``; ``peft`` ``none`` or ``lora``; ``grad_checkpointing``
   ``false`` or ``true`` (categoricals, as text)
 
+The precision (:attr:`~law.fitted.FittedLaw.flops_scale`): where a one-GPU law was fitted on runs at
+precisions of different peaks, ``log_C`` and ``log_C_all`` are of the FLOPs times each row's scale
+(the GPU's peak at the law's reference precision over its peak at the row's: the FLOPs counted in
+time at one peak), and ``log_flops_scale`` is that log scale (0 elsewhere): a law that reads the FLOPs
+unscaled (the pooled forms, which see each run's peak through its covariates) subtracts it.
+
 A configuration that does not say its kind (every run and model logged before the kind params
 existed) is the paper's: an encoder with V = 30,522, every weight trained, no checkpointing.
 
@@ -44,6 +50,13 @@ from mlflow_roofline.core.proxies import (
     trainable_params,
 )
 
+FLOPS_SCALE = "flops_scale"
+"""Each row's FLOPs scale at its precision (:attr:`law.fitted.FittedLaw.flops_scale`), as a run frame's
+column and a served job's array; :func:`law_features` takes it."""
+LOG_FLOPS_SCALE = "log_flops_scale"
+"""The feature holding each row's log FLOPs scale at its precision (0 where unscaled)."""
+SCALED_FLOPS_FEATURES: tuple[str, ...] = ("log_C", "log_C_all")
+"""The features :data:`LOG_FLOPS_SCALE` is added to."""
 KIND_FEATURES: tuple[str, ...] = ("arch", "peft", "grad_checkpointing")
 """The categorical features of a job's kind the laws read, each with its default level first (:data:`KIND_LEVELS`)."""
 BOOL_LEVELS: tuple[str, str] = ("false", "true")
@@ -131,14 +144,15 @@ def law_features(
     speedup: np.ndarray,
     strategy: np.ndarray,
     ffn_size: np.ndarray | None = None,
+    flops_scale: np.ndarray | None = None,
     **kind: np.ndarray | None,
 ) -> dict[str, np.ndarray]:
     """The law's features for arrays of configurations (one entry per row).
 
-    ``ffn_size`` None: 4 x hidden_size (the paper's and BERT's ratio); ``kind``: the job table's kind
-    columns given (``arch``, ``vocab_size``...), the others their defaults (:func:`kind_columns`). The
-    fit and the served model both call this, so a law sees the same features at prediction time as at
-    fit time.
+    ``ffn_size`` None: 4 x hidden_size (the paper's and BERT's ratio); ``flops_scale``: each row's FLOPs
+    scale at its precision (module docstring; None: 1); ``kind``: the job table's kind columns given
+    (``arch``, ``vocab_size``...), the others their defaults (:func:`kind_columns`). The fit and the
+    served model both call this, so a law sees the same features at prediction time as at fit time.
     """
     layers, hidden, seq, batch, steps = (
         np.asarray(v, dtype=float) for v in (num_layers, hidden_size, seq_len, batch_size, num_steps)
@@ -156,15 +170,17 @@ def law_features(
         layers, hidden, ffn, seq, kinds["arch"], kinds["vocab_size"], kinds["peft"], kinds["lora_rank"]
     )
     optimizer = opt_traffic(trainable, steps, n, strategies)
+    log_scale = np.zeros(len(layers)) if flops_scale is None else np.log(np.asarray(flops_scale, dtype=float))
     return {
-        "log_C": np.log(c),
+        "log_C": np.log(c) + log_scale,
         "log_M": np.log(m),
         "log_T": np.log(tokens),
         "log_steps": np.log(steps),
         "log_eta": np.log(eta),
         "log_N": np.log(n),
         "strategy": strategies,
-        "log_C_all": np.log(c + head),
+        "log_C_all": np.log(c + head) + log_scale,
+        LOG_FLOPS_SCALE: log_scale,
         "log_M_all": np.log(m * MEM_BYTES_PER_ELEMENT + optimizer),
         "arch": kinds["arch"],
         "peft": kinds["peft"],

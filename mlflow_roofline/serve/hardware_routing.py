@@ -45,6 +45,7 @@ from mlflow_roofline.core.gpu_datasheets import COVARIATE_NAMES, TABLE_PRECISION
 from mlflow_roofline.core.proxies import MEM_BYTES_PER_ELEMENT, proxy_flops, proxy_mem_traffic
 from mlflow_roofline.core.schema import HARDWARE_COLUMN
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.log_features import LOG_FLOPS_SCALE, SCALED_FLOPS_FEATURES
 from mlflow_roofline.law.speedup import SpeedupLaw, on_link, within_reach
 from mlflow_roofline.serve.errors import invalid, show
 from mlflow_roofline.serve.frames import optional_object_column
@@ -90,6 +91,15 @@ def resolve_hardware(frame: pd.DataFrame, law: FittedLaw) -> tuple[np.ndarray | 
     return values, extra
 
 
+def unscaled(job: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+    """``job``'s features with the FLOPs as counted, where a GPU's law scaled them to its reference precision's
+    peak (:data:`law.log_features.LOG_FLOPS_SCALE`): the pooled forms see each row's peak through its covariates."""
+    log_scale = job.get(LOG_FLOPS_SCALE)
+    if log_scale is None or not np.any(log_scale):
+        return job
+    return {**job, **{name: job[name] - log_scale for name in SCALED_FLOPS_FEATURES}, LOG_FLOPS_SCALE: 0.0 * log_scale}
+
+
 def pooled_energy(
     law: FittedLaw,
     job: Mapping[str, np.ndarray],
@@ -105,7 +115,7 @@ def pooled_energy(
     form, its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
     n_rows = len(job["strategy"])
-    features = {**job, HARDWARE_COLUMN: np.full(n_rows, hardware, dtype=object)}
+    features = {**unscaled(job), HARDWARE_COLUMN: np.full(n_rows, hardware, dtype=object)}
     for name in COVARIATE_NAMES:
         if name in covariates:
             features[name] = np.full(n_rows, covariates[name])

@@ -33,7 +33,7 @@ from mlflow_roofline.core.membership import is_in
 from mlflow_roofline.core.schema import M_ENERGY_J, M_ENERGY_KWH, M_TIME_S
 from mlflow_roofline.law.comm_time import ParallelJob
 from mlflow_roofline.law.fitted import FittedLaw
-from mlflow_roofline.law.log_features import kind_indicators, law_features
+from mlflow_roofline.law.log_features import FLOPS_SCALE, kind_indicators, law_features
 from mlflow_roofline.law.speedup import PER_DEVICE_BASELINE
 from mlflow_roofline.serve.emissions import emission_columns
 from mlflow_roofline.serve.energy_eta import LogEnergy, energy_clock_rows, energy_log_eta
@@ -82,7 +82,8 @@ def job_features(
         sizes: the jobs' integer columns (``num_layers``, ``hidden_size``, ``seq_len``,
             ``batch_size``, ``num_steps``...), one array each, and their kind where known
             (``arch``, ``vocab_size``, ``peft``, ``lora_rank``, ``grad_checkpointing``; the
-            paper's encoder where absent).
+            paper's encoder where absent), and ``flops_scale`` where the law scales the FLOPs to one
+            precision's peak (:func:`with_flops_scale`).
         strategy: each job's parallel strategy.
         n: each job's device count.
         speedup: each job's speedup S(N) over one device.
@@ -97,8 +98,16 @@ def job_features(
         speedup=speedup,
         strategy=strategy,
         ffn_size=sizes.get("ffn_size"),
+        flops_scale=sizes.get(FLOPS_SCALE),
         **{name: sizes[name] for name in KIND_COLUMNS if name in sizes},
     )
+
+
+def with_flops_scale(law: FittedLaw, sizes: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+    """``sizes`` with each row's FLOPs scale at its ``precision`` where ``law`` has one
+    (:attr:`~law.fitted.FittedLaw.flops_scale`: a GPU's law fitted across precisions of different peaks)."""
+    scale = law.flops_scale_of(sizes[PRECISION]) if PRECISION in sizes else None
+    return sizes if scale is None else {**sizes, FLOPS_SCALE: scale}
 
 
 def law_speedup(
@@ -189,6 +198,7 @@ def evaluate_jobs(
     ratio that moves the single-device time to a GPU no run measured
     (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
     """
+    sizes = with_flops_scale(law, sizes)
     features = job_features(sizes, strategy, n, n)  # eta 1 until the speedup is known
     log_t1 = single_device_log_time(law, sizes, strategy, n, features)
     if log_time_shift is not None:
@@ -364,6 +374,7 @@ def _evaluate_on(
     pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates, covariate_form=True)
     start = law.covariates.get(name, {}) if measured else None
     shift = functools.partial(unmeasured_time_shift, law, covariates, start=start)
+    own = dataclasses.replace(own, flops_scale={})  # its time at its reference precision, which the shift moves
     moved = own if measured else dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
     part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift)
     part["extrapolated_hardware"] = np.ones(len(n), dtype=bool)

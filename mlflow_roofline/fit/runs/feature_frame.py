@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.schema import KIND_PARAM_NAMES, M_ENERGY_J, M_TIME_S, present_strategies
-from mlflow_roofline.law.log_features import KIND_FEATURES, KIND_LEVELS, law_features
+from mlflow_roofline.law.log_features import FLOPS_SCALE, KIND_FEATURES, KIND_LEVELS, law_features
 
 
 def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -18,7 +18,8 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
     ``frame`` needs the train params, ``speedup``, ``energy_j`` (joules), ``time_s``
     (seconds) and ``workload_hash``; the kind params (``arch``, ``vocab_size``, ``peft``,
     ``lora_rank``, ``grad_checkpointing``) where it has them, their defaults where not (a
-    frame of runs logged before they existed). ``strategy`` becomes a categorical of the
+    frame of runs logged before they existed); ``flops_scale`` where the runs' precisions differ in peak
+    (:func:`fit.runs.precisions.flops_scale`). ``strategy`` becomes a categorical of the
     strategies present, ``single`` first; ``arch``, ``peft`` and ``grad_checkpointing`` categoricals of
     the levels present, the paper's default first (the reference level of a law's dummy).
     """
@@ -33,6 +34,7 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
         speedup=frame["speedup"].to_numpy(),
         strategy=frame["strategy"].to_numpy(),
         ffn_size=frame["ffn_size"].to_numpy() if "ffn_size" in frame else None,
+        flops_scale=frame[FLOPS_SCALE].to_numpy(dtype=float) if FLOPS_SCALE in frame else None,
         **kind,
     )
     categorical = ("strategy", *KIND_FEATURES)

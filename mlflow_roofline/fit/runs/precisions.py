@@ -7,6 +7,9 @@ something the table calls impossible; the fit leaves it out, counted under the r
 ``with precision <p> that <GPU> has no peak for in the hardware table`` beside the pull's other
 reasons (:class:`fit.runs.run_data.RunData`), never silently. A GPU the table does not know keeps
 every run: nothing says its precision is wrong.
+
+A GPU's runs at precisions of different peaks (fp32 and bf16 on an A100: 16x) are fitted as one law
+whose FLOPs are scaled to one peak (:func:`flops_scale`), so that the law sees the precision.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import pandas as pd
 
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.gpu_datasheets import HardwareTable
+from mlflow_roofline.core.schema import PRECISIONS
 from mlflow_roofline.fit.runs.run_data import RunData
+from mlflow_roofline.law.fitted import precisions_of
 
 PRECISION = "precision"
 DEFAULT_PRECISION = str(job_table.column(PRECISION).default)
@@ -54,3 +59,22 @@ def drop_unsupported_precisions(run_data: RunData, table: HardwareTable) -> RunD
     dropped.update(r for r in reasons if r is not None)
     kept = frame[~bad].reset_index(drop=True)
     return dataclasses.replace(run_data, frame=kept, dropped=dict(dropped))
+
+
+def flops_scale(hardware: str, precisions: np.ndarray, table: HardwareTable) -> dict[str, float]:
+    """Per precision a one-GPU law of these runs answers, the FLOPs scale (:attr:`law.fitted.FittedLaw.flops_scale`).
+
+    The reference is the precision most runs have (:func:`law.fitted.precisions_of`); a precision answered
+    is one of the runs' or one of the same peak (:mod:`serve.precision_routing`). Empty where the table does
+    not know ``hardware`` or the runs' precisions share one peak (nothing to scale: the law is as before).
+    """
+    spec = table.lookup(hardware)
+    fitted = precisions_of(precisions)
+    if spec is None or not fitted or not all(spec.supports(p) for p in fitted):
+        return {}
+    peaks = {spec.peak_flops(p) for p in fitted}
+    if len(peaks) < 2:
+        return {}
+    reference = spec.peak_flops(fitted[0])
+    answered = [p for p in PRECISIONS if spec.supports(p) and any(spec.same_peak(p, f) for f in fitted)]
+    return {p: reference / spec.peak_flops(p) for p in answered}
