@@ -367,7 +367,6 @@ M_POOLED_SANE_PREFIX = "pooled_sane_"  # 1 when the form passes the sanity check
 M_ROUTE_PREFIX = "route_"
 M_ROUTE_OWN_MAPE_PREFIX = "route_own_mape_"
 M_ROUTE_POOLED_MAPE_PREFIX = "route_pooled_mape_"
-M_ROUTE_POOLED_SE_PREFIX = "route_pooled_se_"  # the standard error of that MAPE (%): the pooled law must lead by more
 # 1 when the fleet model answers a GPU of the hardware table no run measured (0: refused, the tag says why)
 M_FLEET_ANSWERS_UNMEASURED = "fleet_answers_unmeasured"
 TAG_FLEET_UNMEASURED_REFUSAL = "roofline.fleet_unmeasured_refusal"  # why such a GPU is refused (when it is)

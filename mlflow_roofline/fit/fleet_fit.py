@@ -26,7 +26,6 @@ from mlflow_roofline.core.schema import (
     M_FLEET_ANSWERS_UNMEASURED,
     M_ROUTE_OWN_MAPE_PREFIX,
     M_ROUTE_POOLED_MAPE_PREFIX,
-    M_ROUTE_POOLED_SE_PREFIX,
     M_ROUTE_PREFIX,
     form_metric,
 )
@@ -76,8 +75,7 @@ class FleetFit:
 
     def metrics(self) -> dict[str, float]:
         """Per measured GPU ``route_<slug>`` (1 own law, 0 pooled law), ``route_own_mape_<slug>`` and
-        ``route_pooled_mape_<slug>`` (% on its held-out bigger models; NaN where not checked) and
-        ``route_pooled_se_<slug>`` (its standard error, %: the pooled law answers where it leads by more);
+        ``route_pooled_mape_<slug>`` (% on its held-out bigger models; NaN where not checked);
         ``fleet_answers_unmeasured`` (1 when a GPU of the hardware table no run measured is answered)."""
         out = {M_FLEET_ANSWERS_UNMEASURED: float(self.law.answers_unmeasured)}
         for name, slug in metric_slugs(list(self.law.routes)).items():
@@ -85,7 +83,6 @@ class FleetFit:
             out[form_metric(M_ROUTE_PREFIX, slug)] = float(route.law == OWN)
             out[form_metric(M_ROUTE_OWN_MAPE_PREFIX, slug)] = route.own_mape
             out[form_metric(M_ROUTE_POOLED_MAPE_PREFIX, slug)] = route.pooled_mape
-            out[form_metric(M_ROUTE_POOLED_SE_PREFIX, slug)] = route.pooled_se
         return out
 
     def report(self) -> str:
@@ -94,8 +91,7 @@ class FleetFit:
         lines = [f"fleet model over {len(self.law.hardware_laws)} GPUs ({pooled}); bigger models, MAPE %:"]
         for name, route in self.law.routes.items():
             lines.append(
-                f"  {name:20s} own {route.own_mape:.3g}  pooled {route.pooled_mape:.3g} (SE {route.pooled_se:.2g})"
-                f"  -> answered by {route.law}"
+                f"  {name:20s} own {route.own_mape:.3g}  pooled {route.pooled_mape:.3g}  -> answered by {route.law}"
             )
         unmeasured = "the pooled covariate form" if self.law.answers_unmeasured else "refused"
         pooled_law = self.law.pooled

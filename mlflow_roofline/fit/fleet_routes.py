@@ -2,15 +2,11 @@
 
 Each GPU's own fit ran the size-extrapolation check (:mod:`fit.forms.extrapolation`): its
 chosen form refitted on its runs with ``L*d^2`` at or below the 75th percentile predicted the
-larger rest, ``extrap_mape`` (%). The pooled form is asked the same question about exactly those
-held-out runs: refitted on the pooled runs of every GPU below the held-out sizes (no GPU's runs of
-those sizes kept: with them the pooled law would interpolate where the own law extrapolates) and
-asked about them. The GPU is routed ``pooled`` only where that error is smaller by more than its
-standard error over the held-out workloads (:func:`fit.forms.cv.heldout_mape`): the
-one-standard-error rule the fit chooses forms by (:mod:`fit.forms.selection`). A GPU's bigger models
-are a handful of workloads, and routing on any difference inside that noise sent GPUs to a pooled
-law that then missed their bigger models by more than their own (docs/benchmarks.md). Without the
-check on a GPU (too few workloads) or without a pooled form, it keeps its own law.
+larger rest, ``extrap_mape`` (%). The pooled form is scored on exactly those held-out runs:
+refitted on every pooled run except them (the other GPUs' runs all kept, bigger models
+included, as the served pooled law has them) and asked about them. The GPU is routed
+``pooled`` only where that error is strictly smaller; without the check on a GPU (too few
+workloads) or without a pooled form, it keeps its own law.
 """
 
 from __future__ import annotations
@@ -37,21 +33,17 @@ def own_error(fit: HardwareFit) -> tuple[float, np.ndarray | None]:
     return float(fit.energy.forms[fit.energy.chosen].extrap_mape), np.asarray(check.held_out, dtype=bool)
 
 
-def pooled_error(form: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> tuple[float, float]:
-    """MAPE (%) of energy of the ``held_out`` pooled runs from ``form`` refitted on the runs of every GPU
-    smaller (``L*d^2``) than the smallest of them, and its standard error (%)."""
-    beyond = held_out | (data["log_Ld2"].to_numpy(dtype=float) > data.loc[held_out, "log_Ld2"].min() - 1e-12)
-    predicted = heldout_prediction(form, data, beyond)[held_out[beyond]]
+def pooled_error(form: FittedForm, data: pd.DataFrame, held_out: np.ndarray) -> float:
+    """MAPE (%) of energy of the ``held_out`` pooled runs from ``form`` refitted on all the others."""
+    predicted = heldout_prediction(form, data, held_out)
     actual = data.loc[held_out, "log_E"].to_numpy(dtype=float)
     groups = data.loc[held_out, "workload_hash"].to_numpy()
-    return heldout_mape(actual, predicted, groups)
+    return heldout_mape(actual, predicted, groups)[0]
 
 
-def route(own_mape: float, pooled_mape: float, pooled_se: float = 0.0) -> str:
-    """``pooled`` where the pooled law's error is finite and below the own law's by more than ``pooled_se``
-    (its standard error, %; NaN counts as 0), else ``own``."""
-    margin = pooled_se if np.isfinite(pooled_se) else 0.0
-    if np.isfinite(pooled_mape) and (not np.isfinite(own_mape) or pooled_mape + margin < own_mape):
+def route(own_mape: float, pooled_mape: float) -> str:
+    """``pooled`` where the pooled law's error is finite and strictly below the own law's, else ``own``."""
+    if np.isfinite(pooled_mape) and (not np.isfinite(own_mape) or pooled_mape < own_mape):
         return POOLED
     return OWN
 
@@ -68,11 +60,11 @@ def fleet_routes(
     start = 0
     for fit in fits:
         own_mape, held = own_error(fit)
-        pooled_mape, pooled_se = NAN, NAN
+        pooled_mape = NAN
         if held is not None and form is not None and data is not None and held.any():
             mask = np.zeros(len(data), dtype=bool)
             mask[start : start + len(fit.data)] = held
-            pooled_mape, pooled_se = pooled_error(form, data, mask)
-        routes[fit.hardware] = FleetRoute(route(own_mape, pooled_mape, pooled_se), own_mape, pooled_mape, pooled_se)
+            pooled_mape = pooled_error(form, data, mask)
+        routes[fit.hardware] = FleetRoute(route(own_mape, pooled_mape), own_mape, pooled_mape)
         start += len(fit.data)
     return routes

@@ -35,30 +35,21 @@ class FleetRoute:
         law: ``own`` or ``pooled``.
         own_mape: energy MAPE (%) of the GPU's own law on its held-out bigger models (NaN: not checked).
         pooled_mape: the pooled law's, refitted without those runs (NaN: no pooled law, or not checked).
-        pooled_se: its standard error over the held-out workloads (%): the pooled law answers only where it
-            leads by more (NaN: not checked, or a law written before the margin: it routed on any lead).
     """
 
     law: str
     own_mape: float
     pooled_mape: float
-    pooled_se: float = float("nan")
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "law": self.law,
-            "own_mape": self.own_mape,
-            "pooled_mape": self.pooled_mape,
-            "pooled_se": self.pooled_se,
-        }
+        return {"law": self.law, "own_mape": self.own_mape, "pooled_mape": self.pooled_mape}
 
     @classmethod
     def from_dict(cls, data: JsonObject) -> FleetRoute:
         law = str(data["law"])
         if law not in ROUTES:
             raise ValueError(f"route {law!r} is not one of {', '.join(ROUTES)}")
-        se = data.get("pooled_se")
-        return cls(law, float(data["own_mape"]), float(data["pooled_mape"]), float("nan") if se is None else float(se))
+        return cls(law, float(data["own_mape"]), float(data["pooled_mape"]))
 
 
 @dataclasses.dataclass(frozen=True)

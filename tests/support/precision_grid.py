@@ -83,9 +83,5 @@ def write_expected(path: Path = EXPECTED) -> None:
     every other answer unchanged to 1e-9; rewritten when a GPU's forms that tie became their average
     (2026-12-07), after checking that the code of that day, with the average left out
     (``fit.forms.energy_laws._average_ties`` returning its ``chosen``), gave every answer of the file to 4.1e-9
-    (with it, up to 20 % apart: the GPUs whose law is now an average); rewritten when a GPU's route asked the
-    pooled law about sizes no GPU's runs of it kept and needed a lead over its standard error (2026-12-07,
-    ``fit.fleet_routes``): the A100, routed to the pooled law before, is answered by its own (its bigger
-    models: own 2.3 %, pooled 2.75 % +- 0.76), so its rows moved (energy up to 64 %, now its own law's answer)
-    and every other answer of the file is unchanged to 1e-7 (the test run on the code before the change)."""
+    (with it, up to 20 % apart: the GPUs whose law is now an average)."""
     path.write_text(json.dumps(answers(fleet_fit()), indent=1) + "\n")
