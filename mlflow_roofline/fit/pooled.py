@@ -353,11 +353,10 @@ def run_covariates(fits: Sequence[HardwareFit], table: HardwareTable) -> dict[tu
 def unscaled_flops(data: pd.DataFrame) -> pd.DataFrame:
     """``data`` with the FLOPs features as counted: a GPU's law scales them to one precision's peak
     (:data:`law.log_features.LOG_FLOPS_SCALE`), a pooled form sees each run's peak through its covariates."""
-    if LOG_FLOPS_SCALE not in data or not data[LOG_FLOPS_SCALE].any():
+    if LOG_FLOPS_SCALE not in data:
         return data
-    return data.assign(**{name: data[name] - data[LOG_FLOPS_SCALE] for name in SCALED_FLOPS_FEATURES}).assign(
-        **{LOG_FLOPS_SCALE: 0.0}
-    )
+    log_scale = data[LOG_FLOPS_SCALE].fillna(0.0)  # NaN: the runs of a GPU whose law is unscaled
+    return data.assign(**{name: data[name] - log_scale for name in SCALED_FLOPS_FEATURES}, **{LOG_FLOPS_SCALE: 0.0})
 
 
 def pooled_data(

@@ -22,8 +22,8 @@ the job's kind:
 The precision (:attr:`~law.fitted.FittedLaw.flops_scale`): where a one-GPU law was fitted on runs at
 precisions of different peaks, ``log_C`` and ``log_C_all`` are of the FLOPs times each row's scale
 (the GPU's peak at the law's reference precision over its peak at the row's: the FLOPs counted in
-time at one peak), and ``log_flops_scale`` is that log scale (0 elsewhere): a law that reads the FLOPs
-unscaled (the pooled forms, which see each run's peak through its covariates) subtracts it.
+time at one peak), and ``log_flops_scale`` is that log scale (absent elsewhere): a law that reads the
+FLOPs unscaled (the pooled forms, which see each run's peak through its covariates) subtracts it.
 
 A configuration that does not say its kind (every run and model logged before the kind params
 existed) is the paper's: an encoder with V = 30,522, every weight trained, no checkpointing.
@@ -54,7 +54,7 @@ FLOPS_SCALE = "flops_scale"
 """Each row's FLOPs scale at its precision (:attr:`law.fitted.FittedLaw.flops_scale`), as a run frame's
 column and a served job's array; :func:`law_features` takes it."""
 LOG_FLOPS_SCALE = "log_flops_scale"
-"""The feature holding each row's log FLOPs scale at its precision (0 where unscaled)."""
+"""The feature holding each row's log FLOPs scale at its precision (absent where unscaled)."""
 SCALED_FLOPS_FEATURES: tuple[str, ...] = ("log_C", "log_C_all")
 """The features :data:`LOG_FLOPS_SCALE` is added to."""
 KIND_FEATURES: tuple[str, ...] = ("arch", "peft", "grad_checkpointing")
@@ -170,19 +170,22 @@ def law_features(
         layers, hidden, ffn, seq, kinds["arch"], kinds["vocab_size"], kinds["peft"], kinds["lora_rank"]
     )
     optimizer = opt_traffic(trainable, steps, n, strategies)
-    log_scale = np.zeros(len(layers)) if flops_scale is None else np.log(np.asarray(flops_scale, dtype=float))
-    return {
-        "log_C": np.log(c) + log_scale,
+    features = {
+        "log_C": np.log(c),
         "log_M": np.log(m),
         "log_T": np.log(tokens),
         "log_steps": np.log(steps),
         "log_eta": np.log(eta),
         "log_N": np.log(n),
         "strategy": strategies,
-        "log_C_all": np.log(c + head) + log_scale,
-        LOG_FLOPS_SCALE: log_scale,
+        "log_C_all": np.log(c + head),
         "log_M_all": np.log(m * MEM_BYTES_PER_ELEMENT + optimizer),
         "arch": kinds["arch"],
         "peft": kinds["peft"],
         "grad_checkpointing": np.where(kinds["grad_checkpointing"], "true", "false").astype(object),
     }
+    if flops_scale is not None:  # only a GPU's law fitted across peaks: nothing more on every other request
+        log_scale = np.log(np.asarray(flops_scale, dtype=float))
+        features.update({name: features[name] + log_scale for name in SCALED_FLOPS_FEATURES})
+        features[LOG_FLOPS_SCALE] = log_scale
+    return features

@@ -89,8 +89,11 @@ def test_the_scale_survives_the_law_json(mixed: tuple[pd.DataFrame, HardwareFit]
 
 def test_the_pooled_forms_see_the_flops_as_counted(mixed: tuple[pd.DataFrame, HardwareFit]) -> None:
     _, fit = mixed
-    counted = feature_frame(fit.frame.drop(columns="flops_scale"))
-    assert np.ptp(fit.data["log_C"].to_numpy() - counted["log_C"].to_numpy()) > 2.0  # the GPU's law: scaled
-    pooled = pooled_data([fit], {})
+    t4_runs = generate_weak_fleet_runs(6, gpus=("T4",), strategies=("single",), seed=1)
+    t4 = fit_hardware(t4_runs, "T4")  # one precision: its law is unscaled, its features have no scale
+    assert not t4.law.flops_scale and "log_flops_scale" not in t4.data
+    counted = pd.concat([feature_frame(fit.frame.drop(columns="flops_scale")), t4.data], ignore_index=True)
+    assert np.ptp(fit.data["log_C"].to_numpy() - counted["log_C"].to_numpy()[: len(fit.data)]) > 2.0  # scaled
+    pooled = pooled_data([fit, t4], {})
     for name in ("log_C", "log_C_all"):
         np.testing.assert_allclose(pooled[name].to_numpy(), counted[name].to_numpy(), rtol=1e-12)
