@@ -269,6 +269,7 @@ def request_frame(rows, extra: tuple[str, ...] = ()):
     import pandas as pd
 
     from mlflow_roofline.core import job_table
+    from mlflow_roofline.core.config import parse_bool
 
     frame = rows[[*request_columns(rows), *extra]].reset_index(drop=True).copy()
     for column in job_table.JOB_COLUMNS:
@@ -278,7 +279,8 @@ def request_frame(rows, extra: tuple[str, ...] = ()):
             numbers = pd.to_numeric(frame[column.name], errors="coerce")
             frame[column.name] = [None if pd.isna(v) else int(v) for v in numbers]
         elif column.type == "bool":
-            frame[column.name] = [str(v).lower() == "true" for v in frame[column.name]]
+            flags = frame[column.name]
+            frame[column.name] = [parse_bool(column.name, v if isinstance(v, bool) else str(v)) for v in flags]
     return frame
 
 

@@ -15,7 +15,10 @@ of different physics, none in a law's own form (:mod:`testing.weak_fleet`, :mod:
 (its import path and conversions: ``benchmarks/data/public/README.md``; ``public_tables.py`` runs the
 same table through import, the MLflow store and ``@champion``). The worst generator decides.
 
-    python benchmarks/fleet_loho.py [--workloads 12] [--seeds 1] [--generators weak_fleet zeus ...]
+    python benchmarks/fleet_loho.py [--workloads 12] [--seeds 1] [--generators weak_fleet zeus ...] [--bigger]
+
+``--bigger`` prints instead, per generator, each GPU's registered form and grouped CV, and the bigger
+models (fitted on the smaller 75 % of the sizes) through each GPU's own law and through the fleet model.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from fit_accuracy import served_errors  # benchmarks/ is the script's directory
+from fit_accuracy import _fleet_law, request_frame, served_errors  # benchmarks/ is the script's directory
 
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
@@ -101,12 +104,49 @@ def loho_errors(frame: pd.DataFrame, seed: int) -> dict[str, dict[str, tuple[np.
     return out
 
 
+def print_bigger(name: str, frame: pd.DataFrame, seed: int) -> None:
+    """``--bigger``: per GPU its registered form and grouped CV on all its runs, then, fitted on the runs at or
+    below the 75th percentile of the sizes (L*d^2) of the whole table, each GPU's own law and the fleet model
+    (``@champion``, :func:`fit_accuracy._fleet_law`) asked about the rest: energy MAPE (%), inside the 95 %."""
+    from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
+    from mlflow_roofline.serve.predict import predict_frame
+
+    size = frame["num_layers"].to_numpy(dtype=float) * frame["hidden_size"].to_numpy(dtype=float) ** 2
+    small = pd.Series(size <= np.quantile(np.unique(size), 0.75), index=frame.index)
+    by_gpu = [(str(hw), rows) for hw, rows in frame.groupby("hardware", sort=False)]
+    fits = [fit_hardware(rows[small[rows.index].to_numpy()].copy(), hw, seed=seed) for hw, rows in by_gpu]
+    fleet = _fleet_law(fits, load_hardware_table(env={}), seed, True)
+    big = frame[~small.to_numpy()].reset_index(drop=True)
+    served = fleet_frame(fleet, request_frame(big, ("hardware",)), lambda law, part: predict_frame(law, part))
+    actual = big["energy_j"].to_numpy(dtype=float)
+    errors = 100.0 * np.abs(served["energy_j"].to_numpy(dtype=float) / actual - 1.0)
+    inside = (served["energy_j_lower"].to_numpy() <= actual) & (actual <= served["energy_j_upper"].to_numpy())
+    share = f"inside {100 * inside.mean():.0f} % of {len(big)}"
+    print(f"{name}: @champion on the bigger models {errors.mean():.1f} % ({share})")
+    for (hw, rows), fit in zip(by_gpu, fits):
+        whole = fit_hardware(rows.copy(), hw, seed=seed)
+        on = (big["hardware"] == hw).to_numpy()
+        own, own_inside = served_errors(fit.law, big[on])
+        print(
+            f"  {hw:18s} {whole.energy.chosen} CV {whole.energy.forms[whole.energy.chosen].cv_mape:.1f} %; bigger: own "
+            f"{own.mean():.1f} % (inside {100 * own_inside.mean():.0f} %), @champion {errors[on].mean():.1f} % "
+            f"({'/'.join(sorted(set(served[LAW_COLUMN][on])))})"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=12, help="workloads per simulated GPU")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--generators", nargs="+", default=list(GENERATORS), choices=list(GENERATORS))
+    parser.add_argument(
+        "--bigger", action="store_true", help="instead: bigger models per GPU and through the fleet model (seed 0)"
+    )
     args = parser.parse_args(argv)
+    if args.bigger:
+        for name in args.generators:
+            print_bigger(name, GENERATORS[name](args.workloads, 0), 0)
+        return 0
     print(
         f"leave one GPU out: {args.workloads} workloads, {args.seeds} seed(s); simulated fleets {', '.join(FLEET_GPUS)}"
     )

@@ -268,9 +268,10 @@ def fit_hardware(
             "missing_baseline", f"must be one of {', '.join(MISSING_BASELINE_CHOICES)}, got {missing_baseline!r}"
         )
     frame, dropped = select_energy_sources(frame, hardware, allow_estimate)
-    scale = flops_scale(hardware, run_precisions(frame), load_hardware_table())
+    precisions = run_precisions(frame)
+    scale = flops_scale(hardware, precisions, load_hardware_table())
     if scale:
-        frame = frame.assign(**{FLOPS_SCALE: [scale.get(p, 1.0) for p in run_precisions(frame)]})
+        frame = frame.assign(**{FLOPS_SCALE: [scale.get(p, 1.0) for p in precisions]})
     used, speedup, time = _speedup_and_eta(frame, hardware, missing_baseline, dropped, seed, workload_aware)
     data = feature_frame(used)
     ranges = law_ranges(used, data)

@@ -12,35 +12,24 @@ the store.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.core import job_table
 from mlflow_roofline.core.config import TrainConfig
-from mlflow_roofline.core.job_table import AUTO
 from mlflow_roofline.core.proxies import proxy_flops, proxy_mem_traffic
-from mlflow_roofline.core.schema import KIND_PARAM_NAMES, M_ENERGY_J, M_TIME_S
+from mlflow_roofline.core.schema import M_ENERGY_J, M_TIME_S, TRAIN_PARAM_NAMES
 from mlflow_roofline.testing.roofline_generator import finish_runs
 
 
-def kind_fields(row: dict[str, object]) -> dict[str, Any]:
-    """The job-kind fields of a table row as :class:`TrainConfig` takes them: the columns the row gives (not
-    missing), integers as integers (``auto`` kept), flags from ``true``/``false`` or booleans."""
-    out: dict[str, Any] = {}  # a field's own type (int, str or bool), by the job table's column type
-    for name in KIND_PARAM_NAMES:
-        value = row.get(name)
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            continue
-        kind = job_table.column(name).type
-        if kind == "int":
-            out[name] = AUTO if str(value).strip().lower() == AUTO else int(float(str(value)))
-        elif kind == "bool":
-            out[name] = value if isinstance(value, bool) else str(value).strip().lower() == "true"
-        else:
-            out[name] = str(value)
-    return out
+def train_params(row: dict[str, object]) -> dict[str, object]:
+    """The train params a table row gives (not missing), 0 warm-up steps: what :meth:`TrainConfig.from_mapping`
+    parses, as it parses an imported row's or a logged run's."""
+    given = {
+        name: value
+        for name, value in row.items()
+        if name in TRAIN_PARAM_NAMES and not (value is None or (isinstance(value, float) and np.isnan(value)))
+    }
+    return {**given, "warmup_steps": 0}
 
 
 def runs_from_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -53,21 +42,7 @@ def runs_from_table(table: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for row in table.to_dict("records"):
-        config = TrainConfig(
-            num_layers=int(row["num_layers"]),
-            hidden_size=int(row["hidden_size"]),
-            num_heads=int(row["num_heads"]),
-            ffn_size=int(row["ffn_size"]),
-            seq_len=int(row["seq_len"]),
-            batch_size=int(row["batch_size"]),
-            num_steps=int(row["num_steps"]),
-            warmup_steps=0,
-            strategy=str(row["strategy"]),
-            num_devices=int(row["num_devices"]),
-            device=str(row["device"]),
-            precision=str(row["precision"]),
-            **kind_fields(row),
-        )
+        config = TrainConfig.from_mapping(train_params(row))
         config.validate()
         sizes = (config.num_layers, config.hidden_size, config.seq_len, config.batch_size, config.num_steps)
         hardware = str(row["hardware"])
