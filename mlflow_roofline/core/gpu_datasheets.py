@@ -73,6 +73,8 @@ PRECISION_COLUMNS: Mapping[str, str] = {
     "fp8": "fp8_tensor_flops",
 }
 """The column holding the peak FLOP/s at each precision of the job table (dense tensor rates but fp32's)."""
+VECTOR_PRECISIONS: tuple[str, ...] = tuple(p for p, column in PRECISION_COLUMNS.items() if column == "fp32_flops")
+"""The precisions whose matmuls run on the vector FP32 units (CUDA cores), not on tensor cores: ``fp32``."""
 TABLE_PRECISION = "fp16"
 """The precision whose peak every row gives (``fp16_tensor_flops`` is required): where a law takes a GPU's
 covariates when no other precision is known (a law fitted before ``precision`` entered it took them all here)."""

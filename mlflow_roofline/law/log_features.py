@@ -19,10 +19,27 @@ the job's kind:
 - ``arch`` ``encoder`` or ``decoder``; ``peft`` ``none`` or ``lora``; ``grad_checkpointing``
   ``false`` or ``true`` (categoricals, as text)
 
+What the roofline forms in the complete proxies charge beside FLOPs and bytes
+(:mod:`law.roofline_efficiency`):
+
+- ``log_C_narrow``     log (C_all / w), w the matrix width a device multiplies (``hidden_size``, over N
+  under tp): a GEMM's achieved FLOP/s falls as ``w / (w + w_half)`` on narrow matrices (tile
+  padding, wave quantisation, the K loop's fixed cost), so its time is ``C/peak`` plus a part
+  proportional to ``C / w`` (FLOPs per element of width)
+- ``log_device_steps`` log (num_steps x N): a fixed cost per optimizer step on every device (the host's
+  part of a step: data loading, the loss read back, the optimizer's launches), device-steps
+- ``log_layer_steps``  log (num_layers x num_steps x N): kernel launches, a fixed cost per layer and step
+  on every device, layer-steps
+- ``log_C_tensor``, ``log_C_vector`` the FLOPs of ``log_C_all`` on the tensor cores and on the vector FP32
+  units (``fp32``, :data:`~core.gpu_datasheets.VECTOR_PRECISIONS`): log 0 = -inf where a run has none.
+  Without a FLOPs scale (below) every FLOP is on the tensor path's feature.
+
 The precision (:attr:`~law.fitted.FittedLaw.flops_scale`): where a one-GPU law was fitted on runs at
-precisions of different peaks, ``log_C`` and ``log_C_all`` are of the FLOPs times each row's scale
-(the GPU's peak at the law's reference precision over its peak at the row's: the FLOPs counted in
-time at one peak), and ``log_flops_scale`` is that log scale (absent elsewhere): a law that reads the
+precisions of different peaks, the FLOPs features (:data:`SCALED_FLOPS_FEATURES`) are of the FLOPs
+times each row's scale (the GPU's peak at the law's reference precision over its peak at the row's: the FLOPs counted in
+time at one peak), ``log_C_tensor`` and ``log_C_vector`` split them by each row's precision (so that a
+roofline law gives the two datapaths their own energy per FLOP: the FP32 units' is not the tensor cores'
+times the peaks' ratio), and ``log_flops_scale`` is that log scale (absent elsewhere): a law that reads the
 FLOPs unscaled (the pooled forms, which see each run's peak through its covariates) subtracts it.
 
 A configuration that does not say its kind (every run and model logged before the kind params
@@ -39,6 +56,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from mlflow_roofline.core import job_table
+from mlflow_roofline.core.gpu_datasheets import VECTOR_PRECISIONS
 from mlflow_roofline.core.job_table import JobColumn
 from mlflow_roofline.core.membership import FEW_ROWS
 from mlflow_roofline.core.proxies import (
@@ -55,7 +73,7 @@ FLOPS_SCALE = "flops_scale"
 column and a served job's array; :func:`law_features` takes it."""
 LOG_FLOPS_SCALE = "log_flops_scale"
 """The feature holding each row's log FLOPs scale at its precision (absent where unscaled)."""
-SCALED_FLOPS_FEATURES: tuple[str, ...] = ("log_C", "log_C_all")
+SCALED_FLOPS_FEATURES: tuple[str, ...] = ("log_C", "log_C_all", "log_C_narrow", "log_C_tensor", "log_C_vector")
 """The features :data:`LOG_FLOPS_SCALE` is added to."""
 KIND_FEATURES: tuple[str, ...] = ("arch", "peft", "grad_checkpointing")
 """The categorical features of a job's kind the laws read, each with its default level first (:data:`KIND_LEVELS`)."""
@@ -170,6 +188,7 @@ def law_features(
         layers, hidden, ffn, seq, kinds["arch"], kinds["vocab_size"], kinds["peft"], kinds["lora_rank"]
     )
     optimizer = opt_traffic(trainable, steps, n, strategies)
+    log_c_all = np.log(c + head)
     features = {
         "log_C": np.log(c),
         "log_M": np.log(m),
@@ -178,7 +197,12 @@ def law_features(
         "log_eta": np.log(eta),
         "log_N": np.log(n),
         "strategy": strategies,
-        "log_C_all": np.log(c + head),
+        "log_C_all": log_c_all,
+        "log_C_tensor": log_c_all,
+        "log_C_vector": np.full(len(layers), -np.inf),  # log 0: every FLOP on one path unless scaled below
+        "log_C_narrow": log_c_all - np.log(hidden / np.where(strategies == "tp", n, 1.0)),
+        "log_device_steps": np.log(steps * n),
+        "log_layer_steps": np.log(layers * steps * n),
         "log_M_all": np.log(m * MEM_BYTES_PER_ELEMENT + optimizer),
         "arch": kinds["arch"],
         "peft": kinds["peft"],
@@ -186,6 +210,9 @@ def law_features(
     }
     if flops_scale is not None:  # only a GPU's law fitted across peaks: nothing more on every other request
         log_scale = np.log(np.asarray(flops_scale, dtype=float))
+        vector = np.isin(kinds["precision"].astype(str), VECTOR_PRECISIONS)
+        features["log_C_tensor"] = np.where(vector, -np.inf, log_c_all)
+        features["log_C_vector"] = np.where(vector, log_c_all, -np.inf)
         features.update({name: features[name] + log_scale for name in SCALED_FLOPS_FEATURES})
         features[LOG_FLOPS_SCALE] = log_scale
     return features

@@ -65,8 +65,27 @@ from mlflow_roofline.law.coefficients import LawCoefficients
 
 COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0")
 COST_FEATURES: dict[str, str] = {"eps_c": "log_C", "eps_m": "log_M", "e0": "log_T"}
-COMPLETE_COST_FEATURES: dict[str, str] = {"eps_c": "log_C_all", "eps_m": "log_M_all", "e0": "log_T"}
-"""The cost features of the complete-proxy variants: FLOPs with the head, bytes with the optimizer's state."""
+TENSOR_TERM, VECTOR_PATH_TERM = "eps_ct", "eps_cv"
+"""A GPU's law fitted across datapaths (fp32 on the vector units beside tensor-core precisions): the energy per
+FLOP (scaled, :mod:`law.log_features`) of each path, in place of ``eps_c``."""
+COMPLETE_COST_FEATURES: dict[str, str] = {
+    "eps_c": "log_C_all",
+    TENSOR_TERM: "log_C_tensor",
+    VECTOR_PATH_TERM: "log_C_vector",
+    "eps_m": "log_M_all",
+    "e0": "log_T",
+    "e_step": "log_device_steps",
+    "e_layer": "log_layer_steps",
+    "eps_w": "log_C_narrow",
+}
+"""The cost features of the complete-proxy variants: FLOPs with the head (all of them, or per datapath), bytes with
+the optimizer's state, tokens, device-steps, layer-steps and FLOPs per unit of matrix width. A law holds the
+terms its fit could estimate (:func:`fit.forms.roofline_complete.complete_design`); one stored before the
+per-step, width and datapath terms existed holds ``eps_c``, ``eps_m`` and ``e0`` and answers as it did."""
+COMPUTE_TERMS: tuple[str, ...] = ("eps_c", TENSOR_TERM, VECTOR_PATH_TERM)
+"""The cost terms a smooth roofline takes as its compute time (the k-norm's first argument)."""
+MEMORY_TERM = "eps_m"
+"""The cost term a smooth roofline takes as its memory time (the k-norm's second argument)."""
 VECTOR_TERM = "eps_v"
 """The datasheet-pooled laws' cost of the FLOPs at the GPU's vector (non-tensor FP32) rate."""
 HARDWARE_COST_TERMS: tuple[str, ...] = ("eps_c", VECTOR_TERM, "eps_m", "e0")
@@ -83,7 +102,6 @@ ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
 DUMMY_MARK = "[T."
 SHARPNESS = "k"
-SMOOTH_COST_TERMS: tuple[str, ...] = ("eps_c", "eps_m", "e0", SHARPNESS)
 
 
 def dummy_term(feature: str, level: str) -> str:
@@ -192,12 +210,21 @@ class SmoothRooflineLaw(RooflineLaw):
     KIND: ClassVar[str] = "roofline_smooth"
 
     def _cost(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The cost part (joules) and its gradient with respect to eps_c, eps_m, e0 and k."""
-        c, m, t = (np.exp(self.cost_log(features, n)) for n in ("eps_c", "eps_m", "e0"))
+        """The cost part (joules) and its gradient with respect to each cost coefficient and k: the k-norm of
+        the compute costs' sum and the memory cost, plus the other costs (tokens; device- and layer-steps and
+        the width term where the law holds them)."""
+        held = [t for t in self.cost_features if t in self.terms]
+        costs = {t: np.exp(self.cost_log(features, t)) for t in held}
+        compute = sum(self.coefficient(t) * costs[t] for t in held if t in COMPUTE_TERMS)
+        memory = self.coefficient(MEMORY_TERM) * costs[MEMORY_TERM] if MEMORY_TERM in costs else 0.0 * compute
         k = max(self.coefficient(SHARPNESS), 1.0)
-        s, ds_da, ds_db, ds_dk = smooth_max(self.coefficient("eps_c") * c, self.coefficient("eps_m") * m, k)
-        grads = {"eps_c": ds_da * c, "eps_m": ds_db * m, "e0": t, SHARPNESS: ds_dk}
-        return s + self.coefficient("e0") * t, grads
+        s, ds_da, ds_db, ds_dk = smooth_max(np.asarray(compute, dtype=float), np.asarray(memory, dtype=float), k)
+        grads = {t: (ds_da * cost if t in COMPUTE_TERMS else cost) for t, cost in costs.items()}
+        grads[SHARPNESS] = ds_dk
+        if MEMORY_TERM in costs:  # a fold whose runs could not tell bytes from another cost fitted none
+            grads[MEMORY_TERM] = ds_db * costs[MEMORY_TERM]
+        rest = sum(self.coefficient(t) * costs[t] for t in held if t not in COMPUTE_TERMS and t != MEMORY_TERM)
+        return s + rest, grads
 
 
 class CompleteRooflineLaw(RooflineLaw):

@@ -12,7 +12,15 @@ import re
 from collections.abc import Sequence
 
 from mlflow_roofline.law.log_features import KIND_FEATURES
-from mlflow_roofline.law.roofline_efficiency import ALPHA_ETA, SHARPNESS, VECTOR_TERM, HardwareRooflineLaw, RooflineLaw
+from mlflow_roofline.law.roofline_efficiency import (
+    ALPHA_ETA,
+    COMPUTE_TERMS,
+    MEMORY_TERM,
+    SHARPNESS,
+    VECTOR_TERM,
+    HardwareRooflineLaw,
+    RooflineLaw,
+)
 
 SYMBOLS = {
     "log_C": "C",
@@ -25,6 +33,16 @@ SYMBOLS = {
 }
 """The proxy each exponent of a power law raises (a per-step form's law in job totals raises the steps to
 ``1 - α_C - α_M``: its energy is the steps times a power law of the work per step)."""
+COST_SYMBOLS = {
+    **SYMBOLS,
+    "log_T": "T",
+    "log_C_tensor": "(C + C<sub>head</sub>)<sub>tensor</sub>",
+    "log_C_vector": "(C + C<sub>head</sub>)<sub>FP32</sub>",
+    "log_C_narrow": "(C + C<sub>head</sub>)/w",
+    "log_device_steps": "N·steps",
+    "log_layer_steps": "N·L·steps",
+}
+"""What each cost of a roofline law multiplies (T: tokens; w: the matrix width per device)."""
 _NAMES = {
     "Intercept": "log κ",
     "log_C": "α<sub>C</sub>",
@@ -61,28 +79,35 @@ def power_law_formula(terms: Sequence[str], coef: Sequence[float]) -> str:
 
 
 def roofline_formula(law: RooflineLaw) -> str:
-    """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens), the smooth roofline's cost as its
-    ``k``-norm ``((ε_c·C)^k + (ε_m·M)^k)^(1/k) + e_0·T``, the datasheet-pooled one as
-    ``P · (ε_c·C/F + ε_v·C/F_v + ε_m·M/B + e_0·T) · ...``, with the fitted values."""
-    compute, memory = (SYMBOLS[law.cost_features[n]] for n in ("eps_c", "eps_m"))  # C or C + C_head, ...
-    # the datasheet-pooled law: times the GPU's board power P, over its peaks F, F_v and bandwidth B
-    pooled = isinstance(law, HardwareRooflineLaw)
-    vector = ""
-    if pooled:
-        if VECTOR_TERM in law.terms:
-            vector = f" + {num(law.coefficient(VECTOR_TERM))}·({compute})/F<sub>v</sub>"
-        compute, memory = f"({compute})/F", f"({memory})/B"
-    flops, traffic, tokens = (
-        f"{num(law.coefficient(n))}·{sym}" for n, sym in (("eps_c", compute), ("eps_m", memory), ("e0", "T"))
-    )
-    cost = f"{flops}{vector} + {traffic} + {tokens}"
+    """``(ε_c·C + ε_m·M + e_0·T) · η^a · Ψ(strategy)`` (T: tokens) with each cost the law holds, the smooth
+    roofline's cost as the ``k``-norm of its compute and memory costs plus the others, the datasheet-pooled
+    one as ``P · (ε_c·C/F + ε_v·C/F_v + ε_m·M/B + e_0·T) · ...``, with the fitted values."""
+    pooled = isinstance(law, HardwareRooflineLaw)  # times the GPU's board power P, over its peaks and bandwidth
+    costs = {
+        term: f"{num(law.coefficient(term))}·{_cost_symbol(law, term, pooled)}"
+        for term in law.cost_features
+        if term in law.terms
+    }
+    cost = " + ".join(costs.values())
     if SHARPNESS in law.terms:
         k = num(law.coefficient(SHARPNESS))
-        cost = f"(({flops})<sup>{k}</sup> + ({traffic})<sup>{k}</sup>)<sup>1/{k}</sup> + {tokens}"
+        compute = " + ".join(v for t, v in costs.items() if t in COMPUTE_TERMS)
+        rest = "".join(f" + {v}" for t, v in costs.items() if t not in COMPUTE_TERMS and t != MEMORY_TERM)
+        cost = f"(({compute})<sup>{k}</sup> + ({costs[MEMORY_TERM]})<sup>{k}</sup>)<sup>1/{k}</sup>{rest}"
     eta = f" · η<sub>h</sub><sup>{num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
     psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
     kind = " · Ψ(kind)" if any(_KIND.match(t) for t in law.terms) else ""
     return f"{'P · ' if pooled else ''}({cost}){eta}{psi}{kind}"
+
+
+def _cost_symbol(law: RooflineLaw, term: str, pooled: bool) -> str:
+    """What cost coefficient ``term`` multiplies, as the report writes it (``(C + C_head)``, ``M/B``...)."""
+    symbol = COST_SYMBOLS.get(law.cost_features[term], "T")
+    if not pooled:
+        return symbol
+    return {VECTOR_TERM: f"({symbol})/F<sub>v</sub>", MEMORY_TERM: f"({symbol})/B", "e0": symbol}.get(
+        term, f"({symbol})/F"
+    )
 
 
 def term_name(term: str) -> str:

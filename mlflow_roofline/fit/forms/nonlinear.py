@@ -113,8 +113,11 @@ class ScaledDesign:
     """The runs as the solver sees them.
 
     Attributes:
-        costs: C, M and T of each run divided by their medians (rows x 3).
-        cost_scales: those medians (FLOPs, elements, tokens).
+        cost_terms: the cost coefficients estimated: those of the form's cost features that some run has (a
+            finite log) and that are not a constant multiple of one listed before in every run.
+        costs: each of those costs of each run (C, M, T...) divided by its median over the runs that have it
+            (rows x cost terms; 0 where a run has none, as fp32's tensor-core FLOPs).
+        cost_scales: those medians (FLOPs, elements or bytes, tokens...).
         extra_terms: ``alpha_eta`` and the strategy dummies estimated.
         extra: their columns (rows x extra terms).
         target: log E minus log of the median energy.
@@ -122,6 +125,7 @@ class ScaledDesign:
         y: log E (log joules).
     """
 
+    cost_terms: list[str]
     costs: np.ndarray
     cost_scales: np.ndarray
     extra_terms: list[str]
@@ -154,6 +158,12 @@ def _dummies(data: pd.DataFrame, kinds: Sequence[str]) -> tuple[list[str], list[
     return terms, columns
 
 
+def _proportional(logs: np.ndarray, other: np.ndarray) -> bool:
+    """Whether two costs (logs; -inf: none in that run) are a constant multiple of each other in every run."""
+    both = np.isfinite(logs) & np.isfinite(other)
+    return bool(np.array_equal(np.isfinite(logs), np.isfinite(other)) and np.ptp((logs - other)[both]) <= 1e-9)
+
+
 def scaled_design(
     data: pd.DataFrame, cost_features: Mapping[str, str] = COST_FEATURES, kinds: Sequence[str] = ()
 ) -> ScaledDesign:
@@ -163,8 +173,15 @@ def scaled_design(
     proxies by default); ``kinds``: the kind categoricals to give dummies (their levels beyond the paper's
     present in ``data``).
     """
-    raw = np.column_stack([np.exp(data[column].to_numpy(dtype=float)) for column in cost_features.values()])
-    scales = np.median(raw, axis=0)
+    present: dict[str, str] = {}
+    for term, column in cost_features.items():  # a cost nowhere, or proportional to one kept, is not estimable
+        logs = data[column].to_numpy(dtype=float)
+        if np.isfinite(logs).any() and not any(
+            _proportional(logs, data[kept].to_numpy(dtype=float)) for kept in present.values()
+        ):
+            present[term] = column
+    raw = np.column_stack([np.exp(data[column].to_numpy(dtype=float)) for column in present.values()])
+    scales = np.array([np.median(column[column > 0]) for column in raw.T])
     log_eta = data["log_eta"].to_numpy(dtype=float)
     strategy = data["strategy"].astype(str).to_numpy()
     # With eta constant within every strategy, the strategy dummies absorb any alpha_eta
@@ -177,7 +194,7 @@ def scaled_design(
     extra = np.column_stack(columns) if columns else np.empty((len(data), 0))
     y = data["log_E"].to_numpy(dtype=float)
     e_scale = float(np.exp(np.median(y)))
-    return ScaledDesign(raw / scales, scales, terms, extra, y - np.log(e_scale), e_scale, y)
+    return ScaledDesign(list(present), raw / scales, scales, terms, extra, y - np.log(e_scale), e_scale, y)
 
 
 def _best(

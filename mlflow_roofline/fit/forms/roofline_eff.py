@@ -66,7 +66,7 @@ def fit_additive_design(
 ) -> RooflineFormFit:
     """Fit the additive roofline cost (times the extra factors of ``design``) and return it as a ``law_type``;
     ``refit`` fits the same form on other runs (CV folds, the extrapolation check)."""
-    cost_terms = list(law_type.cost_features)
+    cost_terms = design.cost_terms
     n_cost = len(cost_terms)
     starts = additive_starts(n_cost)
     theta, jac, resid = fit_log_least_squares(design, _additive_cost, starts, ([0.0] * n_cost, [np.inf] * n_cost))

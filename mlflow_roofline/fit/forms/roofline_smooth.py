@@ -6,44 +6,55 @@
 variable: bounds keep it stable, and ``k = 1``, the additive roofline, stays reachable,
 which a reparametrisation such as ``k = 1 + exp(u)`` would not). Scaling, the
 multi-start solve and the Jacobian covariance are those of :mod:`fit.forms.nonlinear`: the
-starts are the roofline x efficiency form's cost mixes, each at a soft (``k`` = 1.5) and a
-sharp (``k`` = 8) maximum. ``k`` is scale-free: scaling both terms by the median energy
-leaves it unchanged.
+starts are the additive form's cost mixes (:func:`fit.forms.roofline_eff.additive_starts`), each at a
+soft (``k`` = 1.5) and a sharp (``k`` = 8) maximum. The variant in the complete proxies
+(:mod:`fit.forms.roofline_complete`) has more costs: the compute costs (per datapath) are summed
+into the k-norm's first argument, the memory cost is its second, the others are added after it.
+``k`` is scale-free: scaling both terms by the median energy leaves it unchanged.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from mlflow_roofline.fit.forms.nonlinear import (
+    CostModel,
     RooflineFormFit,
     ScaledDesign,
     fit_log_least_squares,
     physical_covariance,
     scaled_design,
 )
-from mlflow_roofline.fit.forms.roofline_eff import STARTS as COST_STARTS
-from mlflow_roofline.law.roofline_efficiency import SMOOTH_COST_TERMS, SmoothRooflineLaw, smooth_max
+from mlflow_roofline.fit.forms.roofline_eff import additive_starts
+from mlflow_roofline.law.roofline_efficiency import COMPUTE_TERMS, MEMORY_TERM, SHARPNESS, SmoothRooflineLaw, smooth_max
 
 ROOFLINE_SMOOTH = "roofline_smooth"
 FORMULA = "E = (((eps_c*C)^k + (eps_m*M)^k)^(1/k) + e0*T) * eta^alpha_eta * exp(psi[strategy])"
 K_MAX = 64.0
 """Largest sharpness fitted: at k = 64 two equal terms sum to 1.011 times either (a hard max, in effect)."""
 K_STARTS = (1.5, 8.0)
-STARTS = tuple((*mix, k) for mix, k in itertools.product(COST_STARTS, K_STARTS))
 
 
-def _smooth_cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The smooth-max cost in scaled units and its gradient with respect to (eps_c, eps_m, e0, k)."""
-    eps_c, eps_m, e0, k = theta
-    s, ds_da, ds_db, ds_dk = smooth_max(eps_c * costs[:, 0], eps_m * costs[:, 1], float(k))
-    grad = np.column_stack([ds_da * costs[:, 0], ds_db * costs[:, 1], costs[:, 2], ds_dk])
-    return s + e0 * costs[:, 2], grad
+def smooth_cost(cost_terms: Sequence[str]) -> CostModel:
+    """The smooth-max cost of these cost terms in scaled units and its gradient with respect to (each cost
+    coefficient, k): the k-norm of the compute costs' sum (:data:`law.roofline_efficiency.COMPUTE_TERMS`) and the
+    memory cost (``eps_m``), plus the others (tokens; device- and layer-steps, the width term) as they are."""
+    compute = np.array([t in COMPUTE_TERMS for t in cost_terms])
+    memory = np.array([t == MEMORY_TERM for t in cost_terms])
+    rest = ~(compute | memory)
+
+    def cost(theta: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        coef, k = theta[:-1], float(theta[-1])
+        s, ds_da, ds_db, ds_dk = smooth_max(costs[:, compute] @ coef[compute], costs[:, memory] @ coef[memory], k)
+        grad = np.where(compute, ds_da[:, None], np.where(memory, ds_db[:, None], 1.0)) * costs
+        return s + costs[:, rest] @ coef[rest], np.column_stack([grad, ds_dk])
+
+    return cost
 
 
 def fit_smooth_design(
@@ -55,11 +66,14 @@ def fit_smooth_design(
 ) -> RooflineFormFit:
     """Fit the smooth roofline cost (times the extra factors of ``design``) and return it as a ``law_type``;
     ``refit`` fits the same form on other runs (CV folds, the extrapolation check)."""
-    bounds = ([0.0, 0.0, 0.0, 1.0], [np.inf, np.inf, np.inf, K_MAX])
-    theta, jac, resid = fit_log_least_squares(design, _smooth_cost, STARTS, bounds)
+    cost_terms = design.cost_terms
+    n_cost = len(cost_terms)
+    bounds = ([0.0] * n_cost + [1.0], [np.inf] * n_cost + [K_MAX])
+    starts = tuple((*mix, k) for mix, k in itertools.product(additive_starts(n_cost), K_STARTS))
+    theta, jac, resid = fit_log_least_squares(design, smooth_cost(cost_terms), starts, bounds)
     to_physical = np.r_[design.e_scale / design.cost_scales, 1.0, np.ones(len(design.extra_terms))]
     coef, cov, resid_var, df_resid = physical_covariance(theta, jac, resid, to_physical)
-    terms = [*SMOOTH_COST_TERMS, *design.extra_terms]
+    terms = [*cost_terms, SHARPNESS, *design.extra_terms]
     law = law_type(formula, terms, [float(v) for v in coef], cov.tolist(), resid_var, df_resid)
     return RooflineFormFit(name=name, formula=formula, law=law, fitted=design.y + resid, actual=design.y, refit=refit)
 
