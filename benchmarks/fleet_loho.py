@@ -2,8 +2,9 @@
 
 Each fleet's runs are fitted per GPU (``fit_hardware``, the fit's own code, no MLflow), then for every
 GPU in turn the pooled forms are fitted on the other GPUs (``fit_pooled`` with the shipped hardware
-table) and the covariate form the fit would serve an unmeasured GPU with (``PooledFit.covariate_form``,
-the sane one with the smallest inner leave-one-out error) is asked about the left-out GPU from its
+table) and the covariate law the fit would serve an unmeasured GPU with (the sane covariate form with the
+smallest inner leave-one-out error, or the average of those within one standard error of it,
+``PooledFit.covariate_members``, printed joined by ``+``) is asked about the left-out GPU from its
 table row alone, through ``serve.predict.predict_frame`` as ``@champion`` would: energy MAPE (%) and
 the share of runs inside the served 95 % interval; beside it, each sane covariate form's MAPE (%) were it
 the one served.
@@ -96,7 +97,7 @@ def loho_errors(frame: pd.DataFrame, seed: int) -> dict[str, dict[str, tuple[np.
             out[hw] = {CHOSEN: (np.full(len(rows), np.nan), np.zeros(len(rows), dtype=bool))}
             continue
         chosen = _asked(pooled, others, rows)
-        answers = {CHOSEN: chosen, f"{CHOSEN}:{pooled.covariate_form}": chosen}
+        answers = {CHOSEN: chosen, f"{CHOSEN}:{'+'.join(pooled.covariate_members)}": chosen}
         for form, score in pooled.loho.items():
             if np.isfinite(score[0]) and form not in pooled.insane:
                 answers[form] = _asked(dataclasses.replace(pooled, loho={form: score}), others, rows)
@@ -117,6 +118,9 @@ def print_bigger(name: str, frame: pd.DataFrame, seed: int) -> None:
     fits = [fit_hardware(rows[small[rows.index].to_numpy()].copy(), hw, seed=seed) for hw, rows in by_gpu]
     fleet = _fleet_law(fits, load_hardware_table(env={}), seed, True)
     big = frame[~small.to_numpy()].reset_index(drop=True)
+    if big.empty:
+        print(f"{name}: no bigger models (the table has {len(np.unique(size))} model size(s))")
+        return
     served = fleet_frame(fleet, request_frame(big, ("hardware",)), lambda law, part: predict_frame(law, part))
     actual = big["energy_j"].to_numpy(dtype=float)
     errors = 100.0 * np.abs(served["energy_j"].to_numpy(dtype=float) / actual - 1.0)

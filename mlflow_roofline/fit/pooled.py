@@ -42,8 +42,9 @@ is the pooled :class:`~law.fitted.FittedLaw` the fit registers as the model.
 Every pooled form also passes the checks of a per-hardware form (below):
 the size-extrapolation check sets its ``extrap_mape``, and the choice is the same rule
 (the worse of CV and extrapolation error, 1-SE) among the forms that pass the sanity
-checks on every hardware (``hardware_slopes`` always eligible). The covariate form used
-for GPUs no run measured is the sane one with the smallest leave-one-hardware-out error.
+checks on every hardware (``hardware_slopes`` always eligible). The covariate law used
+for GPUs no run measured is the sane covariate form with the smallest leave-one-hardware-out
+error, or the average of the sane ones within one standard error of it (:func:`pooled_law`).
 
 The result is :class:`PooledFit`, with its metrics and report.
 
@@ -95,6 +96,7 @@ from mlflow_roofline.core.schema import (
     present_strategies,
     speedup_score_metric,
 )
+from mlflow_roofline.fit.forms.averaging import AVERAGED
 from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape, refit_cv_mape
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
@@ -113,6 +115,7 @@ from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.fit.runs.precisions import run_precisions
+from mlflow_roofline.law.averaged import AveragedLaw
 from mlflow_roofline.law.coefficients import LawCoefficients
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 from mlflow_roofline.law.linear import LinearLaw
@@ -237,8 +240,22 @@ class PooledFit:
     @property
     def covariate_form(self) -> str:
         """The sane covariate form with the smallest leave-one-hardware-out error ("" without one)."""
-        scored = {n: v for n, v in self.loho.items() if np.isfinite(v[0]) and n not in self.insane}
+        scored = self._sane_loho()
         return min(scored, key=lambda n: scored[n][0]) if scored else ""
+
+    @property
+    def covariate_members(self) -> list[str]:
+        """The sane covariate forms whose leave-one-hardware-out error is within one standard error of the
+        smallest, the best first: two or more are averaged for a GPU no run measured (:func:`covariate_law`)."""
+        scored = self._sane_loho()
+        best = self.covariate_form
+        if not best:
+            return []
+        bound = scored[best][0] + (scored[best][1] if np.isfinite(scored[best][1]) else 0.0)
+        return [best, *(name for name, (mape, _) in scored.items() if name != best and mape <= bound)]
+
+    def _sane_loho(self) -> dict[str, tuple[float, float]]:
+        return {n: v for n, v in self.loho.items() if np.isfinite(v[0]) and n not in self.insane}
 
     def metrics(self) -> dict[str, float]:
         """Per form ``cv_mape_pooled_<form>``, ``extrap_mape_pooled_<form>`` and their ``_se_`` (%),
@@ -520,7 +537,7 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -
             ranges[key] = [min(old[0], lo), max(old[1], hi)]
     form = form or pooled.chosen
     chosen = pooled.forms[form]
-    covariate_form = pooled.covariate_form
+    covariate_form, covariate_law, loho_mape = _covariate_law(pooled)
     return FittedLaw(
         hardware=", ".join(f.hardware for f in fits),
         energy_source="+".join(sorted({s for f in fits for s in f.energy_source.split("+")})),
@@ -536,7 +553,34 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -
         hardware_laws={f.hardware: f.law for f in fits},
         covariates=pooled.covariates,
         covariate_form=covariate_form,
-        covariate_law=pooled.forms[covariate_form].law if covariate_form else None,
-        loho_mape=pooled.loho[covariate_form][0] if covariate_form else None,
+        covariate_law=covariate_law,
+        loho_mape=loho_mape,
         precisions=precisions_of(p for f in fits for p in run_precisions(f.frame)),
     )
+
+
+def _covariate_law(pooled: PooledFit) -> tuple[str, LawCoefficients | None, float | None]:
+    """What a pooled law answers a GPU no run measured with: ``covariate_form``, ``covariate_law`` and
+    ``loho_mape`` (the error its interval is widened by). One covariate form, or where two or more tie within
+    one standard error of the smallest leave-one-hardware-out error, their average in logs (``averaged``, as
+    one GPU's forms that tie: :mod:`law.averaged`); its ``loho_mape`` is the largest of its members' (the
+    average's own was not scored: the interval errs wide)."""
+    members = pooled.covariate_members
+    if not members:
+        return "", None, None
+    if len(members) == 1 or pooled.data is None:
+        return members[0], pooled.forms[members[0]].law, pooled.loho[members[0]][0]
+    forms = [pooled.forms[name] for name in members]
+    actual = pooled.data["log_E"].to_numpy(dtype=float)
+    fitted = np.mean([form.fitted_log for form in forms], axis=0)
+    df_resid = float(max(len(actual) - max(form.n_params for form in forms), 1))
+    law = AveragedLaw(
+        formula=f"mean of log E over {', '.join(members)}",
+        terms=[],
+        coef=[],
+        cov=[],
+        resid_var=float(np.sum((actual - fitted) ** 2)) / df_resid,
+        df_resid=df_resid,
+        members=tuple(form.law for form in forms),
+    )
+    return AVERAGED, law, max(pooled.loho[n][0] for n in members)

@@ -94,10 +94,14 @@ HARDWARE_COST_SCALES: dict[str, tuple[str, ...]] = {
     VECTOR_TERM: ("log_jpv",),
     "eps_m": ("log_jpf", "log_ridge"),
     "e0": ("log_jpf", "log_peak"),
+    "e_step": ("log_jpf", "log_peak"),
+    "e_layer": ("log_jpf", "log_peak"),
+    "eps_w": ("log_jpf",),
 }
 """The hardware covariates (logs) each cost of a datasheet-pooled law is multiplied by the exponential of:
 FLOPs by joules per peak FLOP at the run's precision (P/F) and by joules per FLOP at the vector rate (P/F_v),
-bytes by joules per byte at full bandwidth (P/B = P/F * F/B), tokens by the board power (P = P/F * F, watts)."""
+bytes by joules per byte at full bandwidth (P/B = P/F * F/B), tokens, device-steps and layer-steps by the board
+power (P = P/F * F, watts: their coefficients are seconds each), FLOPs per unit of width like FLOPs."""
 ALPHA_ETA = "alpha_eta"
 STRATEGY_PREFIX = "strategy[T."
 DUMMY_MARK = "[T."
@@ -277,4 +281,7 @@ class HardwareCompleteRooflineLaw(HardwareRooflineLaw):
         VECTOR_TERM: "log_C_all",
         "eps_m": "log_M_all",
         "e0": "log_T",
+        "e_step": "log_device_steps",
+        "e_layer": "log_layer_steps",
+        "eps_w": "log_C_narrow",
     }
