@@ -246,7 +246,7 @@ class PooledFit:
     @property
     def covariate_members(self) -> list[str]:
         """The sane covariate forms whose leave-one-hardware-out error is within one standard error of the
-        smallest, the best first: two or more are averaged for a GPU no run measured (:func:`covariate_law`)."""
+        smallest, the best first: two or more are averaged for a GPU no run measured (:func:`pooled_law`)."""
         scored = self._sane_loho()
         best = self.covariate_form
         if not best:

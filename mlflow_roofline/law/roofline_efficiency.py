@@ -273,7 +273,9 @@ class HardwareRooflineLaw(RooflineLaw):
 
 
 class HardwareCompleteRooflineLaw(HardwareRooflineLaw):
-    """The datasheet-pooled additive roofline in the complete proxies, with the kind dummies."""
+    """The datasheet-pooled additive roofline in the complete proxies, with the kind dummies, and, as the
+    one-GPU complete roofline, a cost per device-step and per device-layer-step (seconds each, times the
+    board power) and the narrow matrices' ``C_all/w`` at the peak; a law stored before those held none."""
 
     KIND: ClassVar[str] = "hardware_roofline_complete"
     cost_features: ClassVar[Mapping[str, str]] = {

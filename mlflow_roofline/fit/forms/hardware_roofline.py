@@ -33,7 +33,8 @@ HARDWARE_ROOFLINE = "hardware_roofline"
 HARDWARE_ROOFLINE_COMPLETE = "hardware_roofline_complete"
 FORMULA = "E = P * (eps_c*C/F + eps_v*C/F_v + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])"
 COMPLETE_FORMULA = (
-    "E = P * (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T) * eta^alpha_eta * exp(psi[strategy] + psi[kind])"
+    "E = P * (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T + e_step*N*steps + e_layer*N*L*steps"
+    " + eps_w*C_all/(w*F)) * eta^alpha_eta * exp(psi[strategy] + psi[kind])"
 )
 _COST_COLUMN = "_hardware_cost_{}"
 """The design's column of each cost (log J at a coefficient of 1), added to a copy of the runs."""
