@@ -30,6 +30,7 @@ from mlflow_roofline.core.schema import (
     form_metric,
 )
 from mlflow_roofline.fit.fleet_routes import fleet_routes
+from mlflow_roofline.fit.forms.averaging import AVERAGED
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled import HARDWARE_SLOPES, PooledFit, pooled_law
@@ -96,9 +97,13 @@ class FleetFit:
         unmeasured = "the pooled covariate form" if self.law.answers_unmeasured else "refused"
         pooled_law = self.law.pooled
         if self.law.answers_unmeasured and pooled_law is not None and pooled_law.loho_mape is not None:
+            covariate_law = pooled_law.covariate_law
+            if pooled_law.covariate_form == AVERAGED and covariate_law is not None:
+                unmeasured += f" {AVERAGED} ({covariate_law.formula}), its members up to"
+            else:
+                unmeasured += f" {pooled_law.covariate_form},"
             unmeasured += (
-                f" {pooled_law.covariate_form}, {pooled_law.loho_mape:.3g} % off on a measured GPU left out "
-                "(its energy interval widened by as much)"
+                f" {pooled_law.loho_mape:.3g} % off on a measured GPU left out (its energy interval widened by as much)"
             )
         refusal = f" ({self.law.unmeasured_refusal})" if self.law.unmeasured_refusal else ""
         lines.append(f"a GPU of the hardware table no run measured: {unmeasured}{refusal}")
