@@ -96,7 +96,7 @@ from mlflow_roofline.core.schema import (
     present_strategies,
     speedup_score_metric,
 )
-from mlflow_roofline.fit.forms.averaging import AVERAGED
+from mlflow_roofline.fit.forms.averaging import AVERAGED, averaged_law
 from mlflow_roofline.fit.forms.catalog import HARDWARE_INTERCEPTS, HARDWARE_SLOPES
 from mlflow_roofline.fit.forms.cv import cv_mape, grouped_cv_mape, refit_cv_mape
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation, check_extrapolation
@@ -115,7 +115,6 @@ from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.fit.runs.precisions import run_precisions
-from mlflow_roofline.law.averaged import AveragedLaw
 from mlflow_roofline.law.coefficients import LawCoefficients
 from mlflow_roofline.law.fitted import FittedLaw, precisions_of
 from mlflow_roofline.law.linear import LinearLaw
@@ -570,17 +569,5 @@ def _covariate_law(pooled: PooledFit) -> tuple[str, LawCoefficients | None, floa
         return "", None, None
     if len(members) == 1 or pooled.data is None:
         return members[0], pooled.forms[members[0]].law, pooled.loho[members[0]][0]
-    forms = [pooled.forms[name] for name in members]
-    actual = pooled.data["log_E"].to_numpy(dtype=float)
-    fitted = np.mean([form.fitted_log for form in forms], axis=0)
-    df_resid = float(max(len(actual) - max(form.n_params for form in forms), 1))
-    law = AveragedLaw(
-        formula=f"mean of log E over {', '.join(members)}",
-        terms=[],
-        coef=[],
-        cov=[],
-        resid_var=float(np.sum((actual - fitted) ** 2)) / df_resid,
-        df_resid=df_resid,
-        members=tuple(form.law for form in forms),
-    )
+    law = averaged_law(members, [pooled.forms[name] for name in members], pooled.data["log_E"].to_numpy(dtype=float))
     return AVERAGED, law, max(pooled.loho[n][0] for n in members)

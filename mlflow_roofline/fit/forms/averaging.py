@@ -89,17 +89,12 @@ class AveragedForm(FittedForm):
         return f"geometric mean of {len(self.members)} laws:<br>{parts}"
 
 
-def average_ties(
-    names: Sequence[str], forms: Mapping[str, FittedForm], data: pd.DataFrame, seed: int, check: Extrapolation | None
-) -> tuple[AveragedForm, Extrapolation | None]:
-    """The :data:`AVERAGED` form of ``forms[names]`` fitted on ``data``, scored by grouped CV and, where the
-    size-extrapolation ``check`` ran, on its bigger models (the members' predictions averaged); the check with
-    the averaged predictions added."""
-    members = tuple(forms[name] for name in names)
-    actual = data["log_E"].to_numpy(dtype=float)
+def averaged_law(names: Sequence[str], members: Sequence[FittedForm], actual: np.ndarray) -> AveragedLaw:
+    """The mean in logs of ``members`` (fitted forms named ``names``) as a law, its residual variance that of the
+    averaged in-sample predictions against ``actual`` log E (log J) on runs minus the largest member's coefficients."""
     fitted = np.mean([member.fitted_log for member in members], axis=0)
     df_resid = float(max(len(actual) - max(member.n_params for member in members), 1))
-    law = AveragedLaw(
+    return AveragedLaw(
         formula=f"mean of log E over {', '.join(names)}",
         terms=[],
         coef=[],
@@ -108,6 +103,17 @@ def average_ties(
         df_resid=df_resid,
         members=tuple(member.law for member in members),
     )
+
+
+def average_ties(
+    names: Sequence[str], forms: Mapping[str, FittedForm], data: pd.DataFrame, seed: int, check: Extrapolation | None
+) -> tuple[AveragedForm, Extrapolation | None]:
+    """The :data:`AVERAGED` form of ``forms[names]`` fitted on ``data``, scored by grouped CV and, where the
+    size-extrapolation ``check`` ran, on its bigger models (the members' predictions averaged); the check with
+    the averaged predictions added."""
+    members = tuple(forms[name] for name in names)
+    actual = data["log_E"].to_numpy(dtype=float)
+    law = averaged_law(names, members, actual)
     form = AveragedForm(name=AVERAGED, formula=law.formula, law=law, members=members, actual=actual)
     form = form.with_cv(data, seed)
     if check is None:
