@@ -188,21 +188,22 @@ def law_features(
         layers, hidden, ffn, seq, kinds["arch"], kinds["vocab_size"], kinds["peft"], kinds["lora_rank"]
     )
     optimizer = opt_traffic(trainable, steps, n, strategies)
-    log_c_all = np.log(c + head)
+    log_c_all, log_steps, log_n = np.log(c + head), np.log(steps), np.log(n)
+    log_device_steps = log_steps + log_n
     features = {
         "log_C": np.log(c),
         "log_M": np.log(m),
         "log_T": np.log(tokens),
-        "log_steps": np.log(steps),
+        "log_steps": log_steps,
         "log_eta": np.log(eta),
-        "log_N": np.log(n),
+        "log_N": log_n,
         "strategy": strategies,
         "log_C_all": log_c_all,
         "log_C_tensor": log_c_all,
         "log_C_vector": np.full(len(layers), -np.inf),  # log 0: every FLOP on one path unless scaled below
-        "log_C_narrow": log_c_all - np.log(hidden / np.where(strategies == "tp", n, 1.0)),
-        "log_device_steps": np.log(steps * n),
-        "log_layer_steps": np.log(layers * steps * n),
+        "log_C_narrow": log_c_all - np.log(hidden) + (strategies == "tp") * log_n,  # width: d, d/N under tp
+        "log_device_steps": log_device_steps,
+        "log_layer_steps": log_device_steps + np.log(layers),
         "log_M_all": np.log(m * MEM_BYTES_PER_ELEMENT + optimizer),
         "arch": kinds["arch"],
         "peft": kinds["peft"],
