@@ -220,7 +220,7 @@ class SmoothRooflineLaw(RooflineLaw):
         held = [t for t in self.cost_features if t in self.terms]
         costs = {t: np.exp(self.cost_log(features, t)) for t in held}
         compute = sum(self.coefficient(t) * costs[t] for t in held if t in COMPUTE_TERMS)
-        memory = self.coefficient(MEMORY_TERM) * costs[MEMORY_TERM] if MEMORY_TERM in costs else 0.0 * compute
+        memory = self.coefficient(MEMORY_TERM) * costs[MEMORY_TERM] if MEMORY_TERM in costs else np.zeros_like(compute)
         k = max(self.coefficient(SHARPNESS), 1.0)
         s, ds_da, ds_db, ds_dk = smooth_max(np.asarray(compute, dtype=float), np.asarray(memory, dtype=float), k)
         grads = {t: (ds_da * cost if t in COMPUTE_TERMS else cost) for t, cost in costs.items()}
@@ -234,8 +234,10 @@ class SmoothRooflineLaw(RooflineLaw):
 class CompleteRooflineLaw(RooflineLaw):
     """The additive roofline in the complete proxies, with the kind dummies (see the module docstring).
 
-    ``terms``: ``eps_c`` (J/FLOP of ``C_all``), ``eps_m`` (J/byte of ``M_all``), ``e0`` (J/token),
-    then ``alpha_eta``, ``strategy[T.<name>]`` and ``<kind>[T.<level>]`` where the fit estimated them.
+    ``terms``: ``eps_c`` (J/FLOP of ``C_all``; or ``eps_ct`` and ``eps_cv``, J/FLOP of its tensor-core and FP32
+    parts), ``eps_m`` (J/byte of ``M_all``), ``e0`` (J/token), ``e_step`` (J per device-step), ``e_layer`` (J per
+    device-layer-step), ``eps_w`` (J per FLOP per unit of width, on ``C_all / w``), each where the fit estimated
+    it, then ``alpha_eta``, ``strategy[T.<name>]`` and ``<kind>[T.<level>]`` where the fit estimated them.
     """
 
     KIND: ClassVar[str] = "roofline_complete"

@@ -15,9 +15,9 @@ from mlflow_roofline.law.log_features import KIND_FEATURES
 from mlflow_roofline.law.roofline_efficiency import (
     ALPHA_ETA,
     COMPUTE_TERMS,
+    HARDWARE_COST_SCALES,
     MEMORY_TERM,
     SHARPNESS,
-    VECTOR_TERM,
     HardwareRooflineLaw,
     RooflineLaw,
 )
@@ -43,6 +43,14 @@ COST_SYMBOLS = {
     "log_layer_steps": "N·L·steps",
 }
 """What each cost of a roofline law multiplies (T: tokens; w: the matrix width per device)."""
+_PER_HARDWARE = {
+    ("log_jpf",): "/F",
+    ("log_jpv",): "/F<sub>v</sub>",
+    ("log_jpf", "log_ridge"): "/B",
+    ("log_jpf", "log_peak"): "",
+}
+"""A datasheet-pooled cost's hardware factor (:data:`~law.roofline_efficiency.HARDWARE_COST_SCALES`, over the
+board power P) as the report writes it: over the peak F, the vector peak F_v, the bandwidth B, or P alone."""
 _NAMES = {
     "Intercept": "log κ",
     "log_C": "α<sub>C</sub>",
@@ -92,8 +100,9 @@ def roofline_formula(law: RooflineLaw) -> str:
     if SHARPNESS in law.terms:
         k = num(law.coefficient(SHARPNESS))
         compute = " + ".join(v for t, v in costs.items() if t in COMPUTE_TERMS)
+        memory = costs.get(MEMORY_TERM, "0")  # a law whose runs could not tell bytes from another cost has none
         rest = "".join(f" + {v}" for t, v in costs.items() if t not in COMPUTE_TERMS and t != MEMORY_TERM)
-        cost = f"(({compute})<sup>{k}</sup> + ({costs[MEMORY_TERM]})<sup>{k}</sup>)<sup>1/{k}</sup>{rest}"
+        cost = f"(({compute})<sup>{k}</sup> + ({memory})<sup>{k}</sup>)<sup>1/{k}</sup>{rest}"
     eta = f" · η<sub>h</sub><sup>{num(law.coefficient(ALPHA_ETA))}</sup>" if ALPHA_ETA in law.terms else ""
     psi = " · Ψ(strategy)" if any(t.startswith("strategy[") for t in law.terms) else ""
     kind = " · Ψ(kind)" if any(_KIND.match(t) for t in law.terms) else ""
@@ -101,13 +110,12 @@ def roofline_formula(law: RooflineLaw) -> str:
 
 
 def _cost_symbol(law: RooflineLaw, term: str, pooled: bool) -> str:
-    """What cost coefficient ``term`` multiplies, as the report writes it (``(C + C_head)``, ``M/B``...)."""
-    symbol = COST_SYMBOLS.get(law.cost_features[term], "T")
-    if not pooled:
-        return symbol
-    return {VECTOR_TERM: f"({symbol})/F<sub>v</sub>", MEMORY_TERM: f"({symbol})/B", "e0": symbol}.get(
-        term, f"({symbol})/F"
-    )
+    """What cost coefficient ``term`` multiplies, as the report writes it (``(C + C_head)``, ``M/B``...): a
+    datasheet-pooled law's cost over the peak or bandwidth its hardware factor divides by (the board power
+    ``P`` written outside)."""
+    symbol = COST_SYMBOLS[law.cost_features[term]]
+    per = _PER_HARDWARE[HARDWARE_COST_SCALES[term]] if pooled else ""
+    return f"({symbol}){per}" if per else symbol
 
 
 def term_name(term: str) -> str:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.schema import KIND_PARAM_NAMES, M_ENERGY_J, M_TIME_S, present_strategies
-from mlflow_roofline.fit.runs.precisions import PRECISION
+from mlflow_roofline.fit.runs.precisions import PRECISION, run_precisions
 from mlflow_roofline.law.log_features import FLOPS_SCALE, KIND_FEATURES, KIND_LEVELS, law_features
 
 
@@ -24,7 +24,8 @@ def feature_frame(frame: pd.DataFrame) -> pd.DataFrame:
     strategies present, ``single`` first; ``arch``, ``peft`` and ``grad_checkpointing`` categoricals of
     the levels present, the paper's default first (the reference level of a law's dummy).
     """
-    kind = {name: frame[name].to_numpy() for name in (*KIND_PARAM_NAMES, PRECISION) if name in frame}
+    kind = {name: frame[name].to_numpy() for name in KIND_PARAM_NAMES if name in frame}
+    kind[PRECISION] = run_precisions(frame)  # the job table's default where a run lacks it, as its FLOPs scale reads it
     feats = law_features(
         num_layers=frame["num_layers"].to_numpy(),
         hidden_size=frame["hidden_size"].to_numpy(),
