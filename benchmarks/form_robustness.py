@@ -17,13 +17,13 @@ Per generator and form: grouped-CV MAPE (%, folds by workload) and bigger-models
 on the smaller 75 % of runs by L*d^2, predicting the rest: :mod:`fit.forms.extrapolation`), the
 mean over GPUs and seeds; then per form the WORST over the generators where it is a candidate
 (the complete-proxy forms only where runs mix kinds), with that count; and the form the fit's
-rule registered, with its figures (``averaged``: the forms within one standard error of the best,
-averaged in logs, :mod:`fit.forms.averaging`). With two seeds or more, selection rules of one form
-(:data:`RULES`) are replayed: each picks a form from one dataset's scores, and the pick is read on
+rule registered, with its figures (``averaged``: the 1-SE pick averaged in logs with the one or two
+forms whose mean scores best beside it, :mod:`fit.forms.averaging`). With two seeds or more, selection
+rules of one form (:data:`RULES`) are replayed: each picks a form from one dataset's scores, and the pick is read on
 the next seed's dataset (same GPU, other workloads), so a rule is not flattered by the errors it
 chose on; the worst generator decides. Then, per generator, the bigger-models MAPE of the 1-SE
-rule's one form beside that of the registered law (the average where two or more forms tie), on the
-held-out runs they were chosen on and, with two seeds or more, read on the next seed's runs (the
+rule's one form beside that of the registered law (the pick's mean with its partners, where one scores
+better), on the held-out runs they were chosen on and, with two seeds or more, read on the next seed's runs (the
 same forms by name, averaged there). The leave-one-GPU-out MAPE of the pooled forms
 is left to ``fleet_loho.py``.
 
@@ -128,7 +128,7 @@ class GeneratorScores:
 class HeldOut:
     """One fit's bigger-models check: the 1-SE rule's pick of one form (:func:`fit.forms.selection.choose_form`),
     the forms the registered law is made of (:attr:`fit.forms.energy_laws.EnergyFits.registered_forms`: the
-    pick, or the forms that tie, averaged), each form's predicted log E of the held-out runs and theirs."""
+    pick, or its mean with its partners), each form's predicted log E of the held-out runs and theirs."""
 
     pick: str
     registered: list[str]
@@ -177,9 +177,9 @@ def _held_out(fits: EnergyFits, data: pd.DataFrame) -> HeldOut:
 
 
 def pick_against_registered(result: GeneratorScores) -> tuple[float, float, float, float]:
-    """Bigger-models MAPE (%) of the 1-SE rule's one form and of the registered law (the forms that tie, averaged),
-    on the held-out runs they were chosen on; then both (forms by name) read on the next seed's runs of the same
-    GPU (NaN with one seed)."""
+    """Bigger-models MAPE (%) of the 1-SE rule's one form and of the registered law (the pick, or its mean with its
+    partners), on the held-out runs they were chosen on; then both (forms by name) read on the next seed's runs of
+    the same GPU (NaN with one seed)."""
     same = [(h.mape([h.pick]), h.mape(h.registered)) for h in result.held_out.values()]
     seeds = sorted({seed for _, seed in result.held_out})
     replayed = []
@@ -250,8 +250,9 @@ def print_tables(results: Sequence[GeneratorScores], workloads: int, seeds: int,
         print(f"  {r.name:26s} {cv:5.1f} / {extrap:5.1f}  [{picks}]  ({r.runs} runs, {r.seconds:.0f} s)")
     rule = [_mean([(c[1], c[2]) for c in r.chosen]) for r in results]
     print(f"  {'WORST':26s} {max(p[0] for p in rule):5.1f} / {max(p[1] for p in rule):5.1f}")
-    print("bigger models (%): the 1-SE rule's one form -> the registered law (the forms within one SE averaged")
-    print("  where two or more tie), on the runs they were chosen on, and both read on the next seed's runs:")
+    print("bigger models (%): the 1-SE rule's one form -> the registered law (the pick alone, or its mean with the")
+    print("  one or two forms that score best beside it), on the runs they were chosen on, and both read on the")
+    print("  next seed's runs:")
     rows = {r.name: pick_against_registered(r) for r in results}
     for name, (one, registered, next_one, next_registered) in rows.items():
         same, other = f"{one:5.1f} -> {registered:5.1f}", f"{next_one:5.1f} -> {next_registered:5.1f}"

@@ -448,9 +448,9 @@ def _form_lines(fit: HardwareFit) -> list[str]:
             f"cv_mape {form.cv_mape:.3g}% (se {form.cv_se:.2g}){extrap}{mark}"
         )
     lines.append(
-        "registered: among forms that pass the sanity checks, those within one standard error of the best on the "
-        "worse of cv_mape and extrap_mape, averaged in logs where two or more tie (the simplest where that average "
-        "fails a check)"
+        "registered: among forms that pass the sanity checks, the simplest within one standard error of the best on "
+        "the worse of cv_mape and extrap_mape, averaged in logs with the one or two others whose mean scores lower "
+        "still (where one does and passes the checks)"
     )
     if fit.energy.proxies is not None:
         lines.append(fit.energy.proxies.describe())

@@ -1,10 +1,11 @@
-"""An energy law that is the mean, in logs, of several fitted laws: the fit's answer when forms tie.
+"""An energy law that is the mean, in logs, of several fitted laws: the fit's answer where a mean of forms
+predicts held-out runs better than one form (:mod:`fit.forms.averaging`), and a pooled law's where covariate
+forms tie.
 
-When two or more forms predict held-out workloads equally well (within one standard error of
-the best, :func:`fit.forms.selection.within_one_se`), picking one of them picks among the folds'
-noise, and the forms can still part far from the measured sizes (a power law and a
-roofline-shaped law bend differently). :class:`AveragedLaw` (kind ``averaged``) predicts the
-mean of its members' log energies, the geometric mean of their joules, with equal weights.
+Forms can part far from the measured sizes (a power law and a roofline-shaped law bend differently), and
+where their misses lean different ways their mean is closer than either. :class:`AveragedLaw` (kind
+``averaged``) predicts the mean of its members' log energies, the geometric mean of their joules, with
+equal weights.
 
 Its interval (log joules) follows Buckland, Burnham and Augustin (1997, "Model selection: an
 integral part of inference"): the standard error of the averaged mean is the members' mean of

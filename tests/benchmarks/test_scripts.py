@@ -42,4 +42,4 @@ def test_form_robustness_scores_a_small_fleet(
     assert module.main(["--workloads", "6", "--seeds", "2", "--generators", "weak_fleet", "--gpus", "T4"]) == 0
     out = capsys.readouterr().out
     assert "registered by the fit's rule" in out and "weak_fleet" in out
-    assert "the forms within one SE" in out and "next seed" in out and "selection rules" in out
+    assert "the pick alone, or its mean" in out and "next seed" in out and "selection rules" in out

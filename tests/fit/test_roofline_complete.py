@@ -69,8 +69,8 @@ def test_on_mixed_kinds_roofline_complete_is_scored_fits_best_and_is_registered(
     assert np.isfinite(best.cv_mape) and np.isfinite(best.extrap_mape)
     for name in COMPLETE_FORMS:
         assert best.cv_mape < forms[name].cv_mape and best.extrap_mape < forms[name].extrap_mape
-    # the two complete roofline forms tie on these runs (the smooth one's sharpness at k = 1): their average
-    assert mixed_fit.energy.registered_forms == [ROOFLINE_COMPLETE, ROOFLINE_COMPLETE_SMOOTH]
+    # the 1-SE pick, here averaged with the partners whose mean predicts held-out runs better (fit.forms.averaging)
+    assert mixed_fit.energy.registered_forms[0] == ROOFLINE_COMPLETE
     assert mixed_fit.energy.proxies is not None and mixed_fit.energy.proxies.complete_form == ROOFLINE_COMPLETE
     assert {"arch[T.decoder]", "peft[T.lora]", "grad_checkpointing[T.true]"} <= set(best.law.terms)
 
@@ -98,7 +98,7 @@ def test_the_law_round_trips_through_json_and_predicts_the_same(mixed_fit: Hardw
 def test_the_served_model_tells_a_decoder_from_an_encoder_of_the_same_sizes(mixed_fit: HardwareFit) -> None:
     served = FittedLaw.from_json(mixed_fit.law.to_json())
     assert served.form == AVERAGED and isinstance(served.energy_law, AveragedLaw)
-    assert [type(law) for law in served.energy_law.members] == [CompleteRooflineLaw, SmoothCompleteRooflineLaw]
+    assert type(served.energy_law.members[0]) is CompleteRooflineLaw
     frame = mixed_fit.frame
     rows = law_query(frame[(frame["arch"] == "encoder") & (frame["peft"] == "none")]).head(6).reset_index(drop=True)
     rows = rows.assign(grad_checkpointing=False)

@@ -98,7 +98,7 @@ def test_the_energy_sees_the_served_eta_at_the_reference_job_and_a_steadier_one_
     features = job_features(sizes, strategy, n, out["speedup"])
     served_eta_energy = np.exp(law.energy_law.mean(features))
     assert out["energy_j"][0] == pytest.approx(served_eta_energy[0], rel=1e-9)
-    assert out["energy_j"][1] != pytest.approx(served_eta_energy[1], rel=1e-3)  # the laws' clocks differ there
+    assert out["energy_j"][1] != pytest.approx(served_eta_energy[1], rel=1e-6)  # the laws' clocks differ there
     assert out["eta"] == pytest.approx(out["speedup"] / n)
 
 

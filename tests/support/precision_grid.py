@@ -83,5 +83,8 @@ def write_expected(path: Path = EXPECTED) -> None:
     every other answer unchanged to 1e-9; rewritten when a GPU's forms that tie became their average
     (2026-12-07), after checking that the code of that day, with the average left out
     (``fit.forms.energy_laws._average_ties`` returning its ``chosen``), gave every answer of the file to 4.1e-9
-    (with it, up to 20 % apart: the GPUs whose law is now an average)."""
+    (with it, up to 20 % apart: the GPUs whose law is now an average); rewritten when the registered mean became
+    the 1-SE pick's with its best one or two partners (2026-12-07, ``fit.forms.energy_laws._register_best``), after
+    checking that the code of that day, with the rule before it put back in its place, gave every answer of the
+    file exactly (with it, up to 21 % apart: the GPUs whose average changed members)."""
     path.write_text(json.dumps(answers(fleet_fit()), indent=1) + "\n")

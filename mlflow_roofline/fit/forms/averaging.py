@@ -1,31 +1,42 @@
-"""The forms that tie, averaged: what a fit registers when two or more sane forms are within one SE of the best.
+"""The forms averaged: what a fit registers when the 1-SE rule's pick, averaged with one or two other sane
+forms, predicts held-out runs better than the pick alone.
 
-The 1-SE rule (:mod:`fit.forms.selection`) picks the simplest of the forms whose held-out score
-is within one standard error of the best: among them, the folds cannot tell which is right. Those
-forms still part beyond the measured sizes (a power law and a roofline-shaped law bend differently),
-and there the choice decides the answer. The mean of their log predictions is lower on the
-bigger models than the pick on every generator of ``benchmarks/form_robustness.py`` (docs/benchmarks.md),
-so :func:`average_ties` builds that mean as one more form, :data:`AVERAGED`, with its own grouped CV
-(the members' held-out predictions of each fold, averaged) and its own size-extrapolation score (the
-members' predictions of the bigger models, averaged): scored on the same held-out runs as its
-members, never on the runs it was fitted on. Its law is :class:`~law.averaged.AveragedLaw`.
+The forms part beyond the measured sizes (a power law and a roofline-shaped law bend differently), and
+there the choice decides the answer; where one form's misses and another's lean different ways, their
+mean is closer than either. :func:`rank_combinations` scores the pick of the 1-SE rule
+(:func:`fit.forms.selection.choose_form`) alone and with every one or two other sane forms, from the
+members' held-out predictions alone (no refit): the mean in logs of their grouped-CV predictions and of
+their predictions of the size-extrapolation check's bigger models, scored as
+:func:`fit.forms.selection.score` scores a form (the worse of the two MAPEs). The fit registers the best
+(:func:`fit.forms.energy_laws.fit_energy_laws`): the pick alone, or the mean as one more form,
+:data:`AVERAGED`, built by :func:`average_forms` with its own grouped CV (the members' held-out
+predictions of each fold, averaged) and its own extrapolation score (the members' predictions of the
+bigger models, averaged): scored on the same held-out runs as its members, never on the runs it was
+fitted on. Its law is :class:`~law.averaged.AveragedLaw`. Anchoring the mean on the 1-SE pick, not on
+any combination, was chosen by the worst of six generators read on the next seed's runs
+(``benchmarks/form_robustness.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from mlflow_roofline.fit.forms.cv import heldout_mape
+from mlflow_roofline.fit.forms.cv import CV_FOLDS, fold_mape, heldout_mape, workload_folds
 from mlflow_roofline.fit.forms.extrapolation import Extrapolation
 from mlflow_roofline.fit.forms.fitted_form import FittedForm, adjusted_r2
+from mlflow_roofline.fit.forms.selection import extrapolation_decides
 from mlflow_roofline.law.averaged import AveragedLaw
 
 AVERAGED = "averaged"
 """The averaged form's name (the ``form`` tag and param of a fit that registers it)."""
+MAX_MEMBERS = 3
+"""The most forms one average is made of (count): the 1-SE rule's pick and up to two others (with ten forms,
+46 combinations are scored)."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -105,7 +116,43 @@ def averaged_law(names: Sequence[str], members: Sequence[FittedForm], actual: np
     )
 
 
-def average_ties(
+def rank_combinations(
+    names: Sequence[str],
+    forms: Mapping[str, FittedForm],
+    data: pd.DataFrame,
+    seed: int,
+    check: Extrapolation | None,
+    anchor: str,
+) -> list[tuple[float, tuple[str, ...]]]:
+    """(score, members) of ``anchor`` alone and with every one or two others of ``names``, best first: the worse
+    of the grouped-CV MAPE (%) of the mean of the members' held-out log predictions (the folds of
+    :meth:`~fit.forms.fitted_form.FittedForm.with_cv` at ``seed``) and, where the size-extrapolation ``check``
+    ran, the MAPE of the mean of their predictions of its bigger models. Forms not scored by CV are left out
+    (``anchor`` too: then nothing is ranked); a combination without a finite score is not ranked; ties keep
+    the order of ``names`` (fewer members first)."""
+    cv_log_e = {name: forms[name].cv_log_e for name in (anchor, *names)}
+    held = {name: predicted for name, predicted in cv_log_e.items() if predicted is not None}
+    if anchor not in held:
+        return []
+    others = [name for name in names if name in held and name != anchor]
+    actual = data["log_E"].to_numpy(dtype=float)
+    folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
+    groups = data["workload_hash"].to_numpy()
+    ranked: list[tuple[float, tuple[str, ...]]] = []
+    for size in range(MAX_MEMBERS):
+        for partners in itertools.combinations(others, size):
+            members = (anchor, *partners)
+            value = fold_mape(actual, np.mean([held[m] for m in members], axis=0), folds)[0]
+            if check is not None:
+                bigger = np.mean([check.predicted[m] for m in members], axis=0)
+                extrap = heldout_mape(actual[check.held_out], bigger, groups[check.held_out])[0]
+                value = extrap if extrapolation_decides(value, extrap) else value
+            if np.isfinite(value):
+                ranked.append((float(value), members))
+    return sorted(ranked, key=lambda item: item[0])
+
+
+def average_forms(
     names: Sequence[str], forms: Mapping[str, FittedForm], data: pd.DataFrame, seed: int, check: Extrapolation | None
 ) -> tuple[AveragedForm, Extrapolation | None]:
     """The :data:`AVERAGED` form of ``forms[names]`` fitted on ``data``, scored by grouped CV and, where the

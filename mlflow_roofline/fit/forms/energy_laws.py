@@ -3,9 +3,10 @@
 Forms are compared by grouped k-fold cross-validation, groups = workload hash (a
 workload's runs are never split between train and test); ``cv_mape`` is the mean
 absolute percentage error of exp(predicted log_E) against measured energy, in %. The
-registered form is chosen by :func:`fit.forms.selection.choose_form`, or, where two or more sane
-forms are within one standard error of the best, is their average (:mod:`fit.forms.averaging`); the
-paper's form is always reported beside it.
+registered form is the 1-SE rule's pick (:func:`fit.forms.selection.choose_form`), or its mean with the
+one or two other sane forms beside which it predicts held-out runs best, where that mean beats the pick
+alone (:mod:`fit.forms.averaging`: the worse of grouped CV and the size-extrapolation check); the paper's
+form is always reported beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pandas as pd
 
 from mlflow_roofline.core.errors import RooflineError
 from mlflow_roofline.fit.forms.additive import AdditiveRoofline, fit_additive_roofline
-from mlflow_roofline.fit.forms.averaging import AVERAGED, average_ties
+from mlflow_roofline.fit.forms.averaging import AVERAGED, average_forms, rank_combinations
 from mlflow_roofline.fit.forms.catalog import (
     ETA_BY_STRATEGY,
     PAPER,
@@ -32,7 +33,7 @@ from mlflow_roofline.fit.forms.fitted_form import FittedForm
 from mlflow_roofline.fit.forms.ols import FormFit, fit_ols
 from mlflow_roofline.fit.forms.proxy_comparison import ProxyComparison, compare_proxies
 from mlflow_roofline.fit.forms.sanity import sanity_problems
-from mlflow_roofline.fit.forms.selection import choose_form, within_one_se
+from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.forms.time_law import fit_time_law
 from mlflow_roofline.law.speedup import SpeedupLaw
 
@@ -43,7 +44,7 @@ class EnergyFits:
 
     Attributes:
         forms: each evaluated form by name (always ``baseline`` and ``paper``).
-        chosen: the registered form (:func:`fit.forms.selection.choose_form`, or :data:`fit.forms.averaging.AVERAGED`).
+        chosen: the registered form: one form, or :data:`fit.forms.averaging.AVERAGED` (:func:`_register_best`).
         roofline: the additive decomposition.
         time: the single-device time law.
         notes: what was dropped or adapted, in words.
@@ -109,7 +110,7 @@ def _choose(
     return choose_form(sane or forms), insane
 
 
-def _average_ties(
+def _register_best(
     forms: dict[str, FittedForm],
     chosen: str,
     insane: Mapping[str, list[str]],
@@ -119,19 +120,24 @@ def _average_ties(
     sanity: tuple[Mapping[str, SpeedupLaw], Mapping[str, Sequence[float]]] | None,
     notes: list[str],
 ) -> tuple[str, Extrapolation | None]:
-    """:data:`AVERAGED` added to ``forms`` and registered where two or more sane forms tie (within one SE of
-    the best) and their average passes the sanity checks; else ``chosen`` stays."""
-    ties = within_one_se({name: fit for name, fit in forms.items() if name not in insane})
-    if len(ties) < 2:
+    """The registered form: the 1-SE rule's pick ``chosen`` alone, or :data:`AVERAGED` (added to ``forms``) of it and
+    one or two other sane forms where that mean scores better and passes the sanity checks
+    (:func:`fit.forms.averaging.rank_combinations`); ``chosen`` where it is not sane (no form is) or not scored."""
+    sane = [name for name in forms if name not in insane]
+    if chosen not in sane:
         return chosen, check
-    averaged, check_with_average = average_ties(ties, forms, data, seed, check)
-    problems = sanity_problems(averaged.law, *sanity) if sanity is not None else []
-    if problems:
-        notes.append(f"{AVERAGED} of {', '.join(ties)} is not registered: {'; '.join(problems[:2])}")
-        return chosen, check
-    forms[AVERAGED] = averaged
-    notes.append(f"{', '.join(ties)} are within one standard error of the best: their average is registered")
-    return AVERAGED, check_with_average
+    for _, members in rank_combinations(sane, forms, data, seed, check, anchor=chosen):
+        if len(members) == 1:
+            return chosen, check
+        averaged, check_with_average = average_forms(members, forms, data, seed, check)
+        problems = sanity_problems(averaged.law, *sanity) if sanity is not None else []
+        if problems:
+            notes.append(f"{AVERAGED} of {', '.join(members)} is not registered: {'; '.join(problems[:2])}")
+            continue
+        forms[AVERAGED] = averaged
+        notes.append(f"the mean of {', '.join(members)} predicts held-out runs better than {chosen} alone: registered")
+        return AVERAGED, check_with_average
+    return chosen, check
 
 
 def fit_energy_laws(
@@ -167,7 +173,7 @@ def fit_energy_laws(
     chosen, insane = _choose(forms, speedup_laws, ranges, notes)
     proxies = compare_proxies(forms)  # the single forms, before their average joins them
     sanity = (speedup_laws, ranges) if speedup_laws is not None and ranges is not None else None
-    chosen, extrapolation = _average_ties(forms, chosen, insane, extrapolation, data, seed, sanity, notes)
+    chosen, extrapolation = _register_best(forms, chosen, insane, extrapolation, data, seed, sanity, notes)
     return EnergyFits(
         forms=forms,
         chosen=chosen,

@@ -19,11 +19,16 @@ from mlflow_roofline.fit.forms.catalog import PAPER
 from mlflow_roofline.fit.forms.fitted_form import FittedForm
 
 
+def extrapolation_decides(cv: float, extrap: float) -> bool:
+    """Whether the extrapolation MAPE (%) is a form's score: finite and worse than its CV MAPE (%), or CV unscored."""
+    return bool(np.isfinite(extrap) and (not np.isfinite(cv) or extrap > cv))
+
+
 def score(fit: FittedForm) -> tuple[float, float]:
     """(score, standard error) of a fit: the worse of CV and extrapolation MAPE (%) where both exist."""
     cv, cv_se = float(fit.cv_mape), float(fit.cv_se)
     extrap, extrap_se = float(fit.extrap_mape), float(fit.extrap_se)
-    if np.isfinite(extrap) and (not np.isfinite(cv) or extrap > cv):
+    if extrapolation_decides(cv, extrap):
         return extrap, extrap_se
     return cv, cv_se
 
