@@ -25,7 +25,9 @@ def present_strategies(values: object) -> list[str]:
 
 DEVICES: tuple[str, ...] = job_table.levels("device")
 DEVICE_CHOICES: tuple[str, ...] = (job_table.AUTO,) + DEVICES
-PRECISIONS: tuple[str, ...] = job_table.levels("precision")
+PRECISION = "precision"
+"""The job column of the matmuls' compute precision (its levels: :data:`PRECISIONS`)."""
+PRECISIONS: tuple[str, ...] = job_table.levels(PRECISION)
 ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm", "rapl", "estimate")
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 

@@ -33,13 +33,11 @@ import numpy as np
 import pandas as pd
 
 from mlflow_roofline.core.gpu_datasheets import TABLE_PRECISION, HardwareSpec, load_hardware_table
-from mlflow_roofline.core.schema import PRECISIONS
+from mlflow_roofline.core.schema import PRECISION, PRECISIONS
 from mlflow_roofline.law.fitted import FittedLaw
 from mlflow_roofline.serve.errors import invalid, show
 from mlflow_roofline.serve.frames import optional_object_column
 from mlflow_roofline.serve.hardware_routing import covariates_at
-
-PRECISION = "precision"
 
 
 def given_precision(frame: pd.DataFrame) -> np.ndarray:

@@ -22,11 +22,10 @@ import pandas as pd
 
 from mlflow_roofline.core import job_table
 from mlflow_roofline.core.gpu_datasheets import HardwareTable
-from mlflow_roofline.core.schema import PRECISIONS
+from mlflow_roofline.core.schema import PRECISION, PRECISIONS
 from mlflow_roofline.fit.runs.run_data import RunData
 from mlflow_roofline.law.fitted import precisions_of
 
-PRECISION = "precision"
 DEFAULT_PRECISION = str(job_table.column(PRECISION).default)
 """A run without the param (a frame built elsewhere) is the job table's default."""
 
