@@ -116,6 +116,16 @@ def averaged_law(names: Sequence[str], members: Sequence[FittedForm], actual: np
     )
 
 
+def bigger_models_mape(
+    names: Sequence[str], check: Extrapolation, actual: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """The mean in logs of ``names``' predictions of the size-extrapolation ``check``'s bigger models (log J), and
+    its MAPE (%) with the standard error across their workloads, against ``actual`` log E of every run (``groups``:
+    each run's workload)."""
+    predicted = np.mean([check.predicted[name] for name in names], axis=0)
+    return predicted, heldout_mape(actual[check.held_out], predicted, groups[check.held_out])
+
+
 def rank_combinations(
     names: Sequence[str],
     forms: Mapping[str, FittedForm],
@@ -144,8 +154,7 @@ def rank_combinations(
             members = (anchor, *partners)
             value = fold_mape(actual, np.mean([held[m] for m in members], axis=0), folds)[0]
             if check is not None:
-                bigger = np.mean([check.predicted[m] for m in members], axis=0)
-                extrap = heldout_mape(actual[check.held_out], bigger, groups[check.held_out])[0]
+                extrap = bigger_models_mape(members, check, actual, groups)[1][0]
                 value = extrap if extrapolation_decides(value, extrap) else value
             if np.isfinite(value):
                 ranked.append((float(value), members))
@@ -165,10 +174,6 @@ def average_forms(
     form = form.with_cv(data, seed)
     if check is None:
         return form, None
-    predicted = np.mean([check.predicted[name] for name in names], axis=0)
-    held_out = check.held_out
-    mape, se = heldout_mape(
-        data.loc[held_out, "log_E"].to_numpy(dtype=float), predicted, data.loc[held_out, "workload_hash"].to_numpy()
-    )
+    predicted, (mape, se) = bigger_models_mape(names, check, actual, data["workload_hash"].to_numpy())
     scored = dataclasses.replace(form, extrap_mape=mape, extrap_se=se)
     return scored, dataclasses.replace(check, predicted={**check.predicted, AVERAGED: predicted})
