@@ -16,6 +16,7 @@ the flush of MLflow's asynchronous logging that ending a run begins with.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 from typing import Any
@@ -24,6 +25,10 @@ import torch
 
 SEQ_LEN = 16
 VOCAB = 100
+HANG_S = 300
+"""Seconds after which a launched rank (the jobs take about 20 s) prints every thread's stack to stderr and exits 1:
+a rank that hangs (a gloo teardown once did, under CI load) fails its test with where it hung, not with a bare
+timeout of the launcher whose output is lost."""
 
 
 class TokenData(torch.utils.data.Dataset):
@@ -240,6 +245,7 @@ if __name__ == "__main__":
                 _ctrl_c_at_flush(int(flag.split("=")[1]))
         _stopped_trainer_job(kind, out, autolog="--autolog" in flags, nested="--nested" in flags)
         sys.exit(0)
+    faulthandler.dump_traceback_later(HANG_S, exit=True)
     run_id = _trainer_job() if kind == "trainer" else _loop_job()
     if run_id is not None:
         with open(out, "w") as f:
