@@ -176,7 +176,7 @@ class RooflineLaw(LawCoefficients):
         feature, level = parsed
         values = np.asarray(features[feature], dtype=object)
         hit = np.zeros(len(values), dtype=bool)
-        for value in {v for v in values.tolist() if str(v) == level}:  # as text; a few levels, not every row
+        for value in [v for v in set(values.tolist()) if str(v) == level]:  # as text: each distinct value once
             hit |= values == value
         return hit.astype(float)
 
