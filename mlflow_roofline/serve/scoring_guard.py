@@ -1,4 +1,5 @@
-"""What MLflow's scoring server answers for a roofline model: CSV read as JSON is, no stack trace, no flood.
+"""What MLflow's scoring server answers for a roofline model: CSV read as JSON is, no stack trace, no flood,
+the answer written by the C encoder.
 
 ``mlflow models serve`` (MLflow 3.17, ``mlflow/pyfunc/scoring_server/__init__.py``) answers on
 its own before the model runs, and the model has no setting to change it:
@@ -11,12 +12,19 @@ its own before the model runs, and the model has no setting to change it:
   carrying a ``stack_trace``;
 - a request without ``Content-Type`` is a bare 500.
 
+It also writes every answer through ``json.dump``, which runs the standard library's pure-Python
+encoder (only a one-shot ``json.dumps`` takes the C one), after pandas' ``to_dict(orient="records")``
+boxed each cell on its own: measured in process on a 10,000-row request (2-core dev VM), 0.6 of the
+1.4 s a recommend answer took, 1.1 of 1.9 s a pareto answer.
+
 When the model is loaded by that server (the process MLflow started with
-``__pyfunc_model_path__`` set), :func:`install` swaps two of the server module's functions,
+``__pyfunc_model_path__`` set), :func:`install` swaps three of the server module's functions,
 which it looks up per request: ``parse_csv_input`` reads the CSV into the cells a
 ``dataframe_split`` JSON body of the same table would hold (so a CSV answers as that JSON
-does), and ``invocations`` drops the stack trace from every error, cuts an error message
-to :data:`~mlflow_roofline.core.errors.MAX_MESSAGE_CHARS` and answers a missing content type with a one-line 415.
+does), ``invocations`` drops the stack trace from every error, cuts an error message
+to :data:`~mlflow_roofline.core.errors.MAX_MESSAGE_CHARS` and answers a missing content type with a
+one-line 415, and ``predictions_to_json`` writes the bytes MLflow's own writes (:func:`predictions_json`),
+from the answer's columns and by the C encoder.
 """
 
 from __future__ import annotations
@@ -24,14 +32,16 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import json
 import logging
 import math
 import os
 import re
 import sys
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TextIO
 
+import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import BAD_REQUEST, INTERNAL_ERROR
 
@@ -61,8 +71,44 @@ def install(text_columns: Collection[str]) -> bool:
     if server is None or SERVER_MARKER_ENV not in os.environ or getattr(server.invocations, "guarded", False):
         return False
     server.parse_csv_input = functools.partial(parse_csv_input, server, frozenset(text_columns))
+    server.predictions_to_json = functools.partial(predictions_json, server, server.predictions_to_json)
     server.invocations = guarded(server, server.invocations)
     return True
+
+
+def predictions_json(
+    server: Any,
+    mlflow_writer: Callable[..., Any],
+    raw_predictions: Any,
+    output: TextIO,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Write ``{"predictions": [one object per row], **metadata}`` to ``output``: the bytes of MLflow's
+    ``predictions_to_json`` (its ``mlflow_writer``), for a table, from its columns and by the C encoder.
+
+    Anything but a table with one name per column (an answer the model never gives), and metadata
+    naming ``predictions`` (which MLflow refuses), goes to ``mlflow_writer`` as it is.
+    """
+    records = row_records(raw_predictions) if isinstance(raw_predictions, pd.DataFrame) else None
+    if records is None or (metadata and "predictions" in metadata):
+        return mlflow_writer(raw_predictions, output, metadata)
+    # one-shot dumps: the C encoder; MLflow's encoder class, for what it converts (numpy scalars in text columns)
+    output.write(json.dumps({"predictions": records, **(metadata or {})}, cls=server.NumpyEncoder))
+    return None
+
+
+def row_records(frame: pd.DataFrame) -> list[dict[Any, Any]] | None:
+    """``frame.to_dict(orient="records")`` as JSON writes it, from one ``tolist()`` per column.
+
+    The cells are those pandas boxes, except that a numpy scalar stored in an object column stays one
+    (the encoder writes it as the Python scalar). None for a table without columns or with a name twice,
+    whose records pandas builds otherwise.
+    """
+    if frame.shape[1] == 0 or not frame.columns.is_unique:
+        return None
+    names = list(frame.columns)
+    columns = [frame.iloc[:, i].tolist() for i in range(len(names))]
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def guarded(server: Any, invocations: Callable[..., Any]) -> Callable[..., Any]:
