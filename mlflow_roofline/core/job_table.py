@@ -53,6 +53,9 @@ class JobColumn:
         symbol: the paper's letter (``L``, ``d``), for help texts.
         served_default: what the served model answers a request without the column at, where that is
             not ``default`` (``precision``: the precision the law was fitted at); empty: ``default``.
+        spellings: other names of a text column's levels in other tools' tables (lower case), which
+            ``import`` reads as the level (:meth:`level_of`): ``bfloat16`` and Lightning's ``bf16-mixed``
+            are ``bf16``.
     """
 
     name: str
@@ -67,6 +70,7 @@ class JobColumn:
     request: bool = True
     symbol: str = ""
     served_default: str = ""
+    spellings: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def option(self) -> str:
@@ -77,6 +81,12 @@ class JobColumn:
     def required(self) -> bool:
         """No default: every job must give it."""
         return self.default is None
+
+    def level_of(self, text: str) -> str | None:
+        """The level ``text`` names, whatever its case and surrounding blanks, or one of its :attr:`spellings`;
+        None where it names none (``FP16`` and ``float16`` are ``fp16``; ``mixed`` is no level)."""
+        key = text.strip().lower()
+        return key if key in self.levels else self.spellings.get(key)
 
     def default_under(self, level: str) -> int | None:
         """The default of a ``default_by`` column where its deciding column says ``level`` (None: unknown level)."""
@@ -115,9 +125,38 @@ JOB_COLUMNS: tuple[JobColumn, ...] = (
     JobColumn("batch_size", "int", "size", "global batch: samples per optimizer step over all devices", symbol="B"),
     JobColumn("num_steps", "int", "size", "measured optimizer steps", default=20),
     JobColumn("warmup_steps", "int", "run", "steps run before the measured window", 3, minimum=0, request=False),
-    JobColumn("strategy", "text", "placement", "parallel strategy", "single", ("single", "ddp", "fsdp", "tp")),
+    JobColumn(
+        "strategy",
+        "text",
+        "placement",
+        "parallel strategy",
+        "single",
+        ("single", "ddp", "fsdp", "tp"),
+        spellings={
+            "single-device": "single",
+            "single_device": "single",
+            "data-parallel": "ddp",
+            "data_parallel": "ddp",
+            "distributeddataparallel": "ddp",
+            "fully-sharded": "fsdp",
+            "fully_sharded": "fsdp",
+            "fully_sharded_data_parallel": "fsdp",
+            "fsdp2": "fsdp",
+            "tensor-parallel": "tp",
+            "tensor_parallel": "tp",
+        },
+    ),
     JobColumn("num_devices", "int", "placement", "devices (processes) the job runs on", 1, symbol="N"),
-    JobColumn("device", "text", "run", "device kind; auto: cuda where visible", AUTO, ("cuda", "cpu"), request=False),
+    JobColumn(
+        "device",
+        "text",
+        "run",
+        "device kind; auto: cuda where visible",
+        AUTO,
+        ("cuda", "cpu"),
+        request=False,
+        spellings={"gpu": "cuda"},
+    ),
     JobColumn(
         "precision",
         "text",
@@ -126,8 +165,36 @@ JOB_COLUMNS: tuple[JobColumn, ...] = (
         "fp32",
         ("fp32", "tf32", "bf16", "fp16", "fp8"),
         served_default="the precision the law was fitted at",
+        spellings={  # torch's dtype names, Lightning's precision flags, short forms
+            "float32": "fp32",
+            "float": "fp32",
+            "32": "fp32",
+            "32-true": "fp32",
+            "tensorfloat32": "tf32",
+            "bfloat16": "bf16",
+            "bf16-mixed": "bf16",
+            "bf16-true": "bf16",
+            "float16": "fp16",
+            "half": "fp16",
+            "16": "fp16",
+            "16-mixed": "fp16",
+            "16-true": "fp16",
+            "fp16-mixed": "fp16",
+            "float8": "fp8",
+            "e4m3": "fp8",
+            "transformer-engine": "fp8",
+        },
     ),
-    JobColumn("arch", "text", "kind", "model kind", "encoder", ("encoder", "decoder"), paper=False),
+    JobColumn(
+        "arch",
+        "text",
+        "kind",
+        "model kind",
+        "encoder",
+        ("encoder", "decoder"),
+        paper=False,
+        spellings={"encoder-only": "encoder", "decoder-only": "decoder", "causal": "decoder", "causal-lm": "decoder"},
+    ),
     JobColumn(
         "vocab_size",
         "int",
@@ -138,7 +205,16 @@ JOB_COLUMNS: tuple[JobColumn, ...] = (
         paper=False,
         symbol="V",
     ),
-    JobColumn("peft", "text", "kind", "parameter-efficient fine-tuning", "none", ("none", "lora"), paper=False),
+    JobColumn(
+        "peft",
+        "text",
+        "kind",
+        "parameter-efficient fine-tuning",
+        "none",
+        ("none", "lora"),
+        paper=False,
+        spellings={"full": "none", "full-finetuning": "none"},
+    ),
     JobColumn(
         "lora_rank",
         "int",

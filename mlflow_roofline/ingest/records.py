@@ -22,7 +22,9 @@ Values are what the file says, or refused: integers are parsed exactly, however 
 text field (``strategy``, ``device``, ``precision``, ``hardware``, ``energy_source``)
 holds text or a plain number, never a list, mapping, bytes or boolean (refused, not
 stored as Python's repr), and at most :data:`MAX_TEXT_CHARS` characters (refused before
-any hash is taken, so that no tag is cut short after it).
+any hash is taken, so that no tag is cut short after it). A field with levels is read as the
+level it names in any case or in another tool's spelling (``FP16``, ``bf16-mixed``, ``DDP``:
+the job table's ``spellings``), and stored as that level.
 
 File-level problems are one message for the whole file, not one per row: a required field
 that no column, constant or per-row mapping entry gives (:class:`ConfigError`), and, under
@@ -216,13 +218,26 @@ def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tu
                 return values, (name, f"must be text, got {type(raw).__name__} {_shown(raw)}")
             if len(text) > MAX_TEXT_CHARS:
                 return values, (name, f"must be at most {MAX_TEXT_CHARS} characters, got {len(text)}")
-            values[name] = text
+            values[name] = _level(name, text)
     for name, allowed in (("device", DEVICES), ("precision", PRECISIONS), ("energy_source", ENERGY_SOURCES)):
         if values[name] not in allowed:
             return values, (name, f"must be one of {', '.join(allowed)}, got {values[name]!r}")
     if not values["hardware"]:
         return values, ("hardware", "must name the device the run measured on")
     return values, None
+
+
+def _level(name: str, text: str) -> str:
+    """A level column's cell as the level it names (``FP16``, ``bfloat16``, Lightning's ``bf16-mixed``: the job
+    table's spellings, :meth:`~core.job_table.JobColumn.level_of`); any other cell as written, refused later by
+    its field's check."""
+    if name not in _LEVEL_COLUMNS:
+        return text
+    return _LEVEL_COLUMNS[name].level_of(text) or text
+
+
+_LEVEL_COLUMNS = {c.name: c for c in job_table.JOB_COLUMNS if c.levels}
+"""The job table's text columns with levels (strategy, device, precision, arch, peft), by name."""
 
 
 def _global_batch(values: dict[str, int | float | str]) -> tuple[str, str] | None:

@@ -183,3 +183,30 @@ def test_a_lora_decoder_row_is_imported_with_its_kind_params() -> None:
 def test_bad_kind_params_are_refused_naming_the_field(changes: dict, field: str) -> None:
     error = check_row(RawRow("line 5", fields(**changes)))
     assert isinstance(error, RowError) and error.field == field
+
+
+@pytest.mark.parametrize(
+    ("changes", "read_as"),
+    [
+        ({"precision": "FP16"}, {"precision": "fp16"}),
+        ({"precision": " bfloat16 "}, {"precision": "bf16"}),
+        ({"precision": "bf16-mixed"}, {"precision": "bf16"}),  # Lightning's flag
+        ({"precision": 32}, {"precision": "fp32"}),  # Lightning's precision=32, a number in the cell
+        ({"precision": "float16"}, {"precision": "fp16"}),  # torch's dtype name
+        ({"strategy": "DDP", "device": "GPU"}, {"strategy": "ddp", "device": "cuda"}),
+        ({"strategy": "fully_sharded_data_parallel"}, {"strategy": "fsdp"}),
+        ({"arch": "decoder-only", "peft": "LoRA"}, {"arch": "decoder", "peft": "lora"}),
+    ],
+)
+def test_other_tools_spellings_of_a_level_are_read_as_the_level(changes: dict, read_as: dict) -> None:
+    record = check_row(RawRow("line 2", fields(**changes)))
+    assert isinstance(record, Record)
+    assert {name: getattr(record.config, name) for name in read_as} == read_as
+    as_written = check_row(RawRow("line 3", fields(**read_as)))
+    assert isinstance(as_written, Record) and record.row_hash("table") == as_written.row_hash("table")  # one run
+
+
+@pytest.mark.parametrize(("field", "value"), [("precision", "mixed"), ("strategy", "deepspeed"), ("arch", "rnn")])
+def test_a_word_that_names_no_level_is_refused_as_before(field: str, value: str) -> None:
+    error = check_row(RawRow("line 4", fields(**{field: value})))
+    assert isinstance(error, RowError) and error.field == field and repr(value) in error.rule
