@@ -227,6 +227,10 @@ def _parsed(fields: dict[str, object]) -> tuple[dict[str, int | float | str], tu
     return values, None
 
 
+_LEVEL_COLUMNS = {c.name: c for c in job_table.JOB_COLUMNS if c.levels}
+"""The job table's text columns with levels (strategy, device, precision, arch, peft), by name."""
+
+
 def _level(name: str, text: str) -> str:
     """A level column's cell as the level it names (``FP16``, ``bfloat16``, Lightning's ``bf16-mixed``: the job
     table's spellings, :meth:`~core.job_table.JobColumn.level_of`); any other cell as written, refused later by
@@ -234,10 +238,6 @@ def _level(name: str, text: str) -> str:
     if name not in _LEVEL_COLUMNS:
         return text
     return _LEVEL_COLUMNS[name].level_of(text) or text
-
-
-_LEVEL_COLUMNS = {c.name: c for c in job_table.JOB_COLUMNS if c.levels}
-"""The job table's text columns with levels (strategy, device, precision, arch, peft), by name."""
 
 
 def _global_batch(values: dict[str, int | float | str]) -> tuple[str, str] | None:

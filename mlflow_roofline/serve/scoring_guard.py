@@ -89,12 +89,13 @@ def predictions_json(
     Anything but a table with one name per column (an answer the model never gives), and metadata
     naming ``predictions`` (which MLflow refuses), goes to ``mlflow_writer`` as it is.
     """
-    records = row_records(raw_predictions) if isinstance(raw_predictions, pd.DataFrame) else None
-    if records is None or (metadata and "predictions" in metadata):
-        return mlflow_writer(raw_predictions, output, metadata)
-    # one-shot dumps: the C encoder; MLflow's encoder class, for what it converts (numpy scalars in text columns)
-    output.write(json.dumps({"predictions": records, **(metadata or {})}, cls=server.NumpyEncoder))
-    return None
+    if isinstance(raw_predictions, pd.DataFrame) and not (metadata and "predictions" in metadata):
+        records = row_records(raw_predictions)
+        if records is not None:
+            # one-shot dumps: the C encoder; MLflow's encoder class, for what it converts (numpy scalars in text)
+            output.write(json.dumps({"predictions": records, **(metadata or {})}, cls=server.NumpyEncoder))
+            return None
+    return mlflow_writer(raw_predictions, output, metadata)
 
 
 def row_records(frame: pd.DataFrame) -> list[dict[Any, Any]] | None:

@@ -187,3 +187,15 @@ def test_minus_one_means_the_same_everywhere_it_is_refused_naming_the_field() ->
 
 def _options(values: dict[str, int]) -> list[str]:
     return [arg for name, value in values.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
+
+
+def test_every_spelling_names_a_level_of_its_own_column_and_is_no_level_itself() -> None:
+    spelled = [c for c in job_table.JOB_COLUMNS if c.spellings]
+    assert {c.name for c in spelled} == {"strategy", "device", "precision", "arch", "peft"}
+    for entry in spelled:
+        for spelling, level in entry.spellings.items():
+            assert spelling == spelling.strip().lower() and spelling not in entry.levels, (entry.name, spelling)
+            assert level in entry.levels, (entry.name, spelling, level)
+            assert entry.level_of(f" {spelling.upper()} ") == level
+        assert all(entry.level_of(level.upper()) == level for level in entry.levels)
+    assert job_table.column("precision").level_of("mixed") is None

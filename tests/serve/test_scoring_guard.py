@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import scoring_server
 from support.served_answers import GOLDEN, answer, asked
 
@@ -68,5 +69,5 @@ def test_what_is_no_table_of_named_columns_is_left_to_mlflow() -> None:
     assert row_records(no_columns) is None and row_records(twice) is None
     for predictions in (no_columns, twice, np.arange(3.0), [{"a": 1}]):
         assert _ours(predictions) == _written(MLFLOW_WRITER, predictions)
-    with pytest.raises(Exception, match="predictions"):  # MLflow's own refusal, raised as MLflow raises it
+    with pytest.raises(MlflowException, match="predictions"):  # MLflow's own refusal, raised as MLflow raises it
         _ours(pd.DataFrame({"a": [1]}), {"predictions": 1})
