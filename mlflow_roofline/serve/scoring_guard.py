@@ -14,8 +14,8 @@ its own before the model runs, and the model has no setting to change it:
 
 It also writes every answer through ``json.dump``, which runs the standard library's pure-Python
 encoder (only a one-shot ``json.dumps`` takes the C one), after pandas' ``to_dict(orient="records")``
-boxed each cell on its own: measured in process on a 10,000-row request (2-core dev VM), 0.6 of the
-1.4 s a recommend answer took, 1.1 of 1.9 s a pareto answer.
+boxed each cell on its own: most of a large recommend or pareto request's time (docs/benchmarks.md,
+``serve_latency.py``).
 
 When the model is loaded by that server (the process MLflow started with
 ``__pyfunc_model_path__`` set), :func:`install` swaps three of the server module's functions,

@@ -146,8 +146,8 @@ def rank_combinations(
         return []
     others = [name for name in names if name in held and name != anchor]
     actual = data["log_E"].to_numpy(dtype=float)
-    folds = workload_folds(data["workload_hash"].to_numpy(), CV_FOLDS, seed)
     groups = data["workload_hash"].to_numpy()
+    folds = workload_folds(groups, CV_FOLDS, seed)
     ranked: list[tuple[float, tuple[str, ...]]] = []
     for size in range(MAX_MEMBERS):
         for partners in itertools.combinations(others, size):
