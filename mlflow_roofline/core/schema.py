@@ -29,6 +29,8 @@ PRECISION = "precision"
 """The job column of the matmuls' compute precision (its levels: :data:`PRECISIONS`)."""
 PRECISIONS: tuple[str, ...] = job_table.levels(PRECISION)
 ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm", "rapl", "estimate")
+DEVICE_ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm")
+"""The energy sources that read the accelerators alone (their board power bounds a run's average power)."""
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 
 SIZE_NAMES: tuple[str, ...] = job_table.names(group="size")

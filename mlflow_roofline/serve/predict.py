@@ -49,6 +49,7 @@ from mlflow_roofline.serve.hardware_routing import (
     unmeasured_time_shift,
 )
 from mlflow_roofline.serve.job_kind import KIND_COLUMNS
+from mlflow_roofline.serve.power_limit import board_power_w, power_limit_factor
 from mlflow_roofline.serve.precision_routing import PRECISION, check_one_hardware, precision_groups
 from mlflow_roofline.serve.validate import validate_jobs
 
@@ -186,6 +187,7 @@ def evaluate_jobs(
     speedup: np.ndarray,
     log_energy: LogEnergy | None = None,
     log_time_shift: TimeShift | None = None,
+    hardware: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
@@ -196,7 +198,9 @@ def evaluate_jobs(
     (default: ``law.energy_law``; a pooled law's rows pass the pooled one, see
     :func:`evaluate_pooled`). ``log_time_shift`` gives, for the sizes of jobs, the log of the
     ratio that moves the single-device time to a GPU no run measured
-    (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it.
+    (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it. Where a job's
+    energy and time put its average power per device above the board power of ``hardware`` (default:
+    ``law.hardware``), both are moved onto it (:mod:`serve.power_limit`).
     """
     sizes = with_flops_scale(law, sizes)
     features = job_features(sizes, strategy, n, n)  # eta 1 until the speedup is known
@@ -216,6 +220,10 @@ def evaluate_jobs(
     with np.errstate(over="ignore"):
         energy, lower, upper = np.exp(log_e), np.exp(log_e_lo), np.exp(log_e_hi)
         time_s = np.exp(log_t1) / speedup
+    board_w = board_power_w(law.hardware if hardware is None else hardware, law.energy_source)
+    if np.isfinite(board_w):
+        factor = power_limit_factor(energy, time_s, n, board_w)
+        energy, lower, upper, time_s = energy * factor, lower * factor, upper * factor, time_s / factor
     eta = speedup / n
     known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features, **kind_indicators(features)}
     return {
@@ -369,14 +377,14 @@ def _evaluate_on(
     own = law.hardware_laws[name] if measured else law.hardware_laws[reference_hardware(law)]
     if precision is None:
         pooled = functools.partial(pooled_energy, law, hardware=name, covariates=law.covariates.get(name) or {})
-        return evaluate_jobs(own, sizes, strategy, n, speedup, pooled)
+        return evaluate_jobs(own, sizes, strategy, n, speedup, pooled, hardware=name)
     covariates = covariates_at(name, precision) or {}
     pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates, covariate_form=True)
     start = law.covariates.get(name, {}) if measured else None
     shift = functools.partial(unmeasured_time_shift, law, covariates, start=start)
     own = dataclasses.replace(own, flops_scale={})  # its time at its reference precision, which the shift moves
     moved = own if measured else dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
-    part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift)
+    part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift, hardware=name)
     part["extrapolated_hardware"] = np.ones(len(n), dtype=bool)
     part["time_scaled_from"] = np.full(len(n), name if measured else reference_hardware(law), dtype=object)
     return part

@@ -404,11 +404,13 @@ def test_every_pooled_answer_is_finite_strict_json(pooled: PooledFit) -> None:
 
 
 def test_covariate_forms_that_tie_answer_a_gpu_no_run_measured_by_their_average(
-    pooled: PooledFit, fits: list[HardwareFit]
+    pooled: PooledFit, fits: list[HardwareFit], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Within one standard error of the smallest leave-one-GPU-out error, picking one covariate form picks among
     the left-out GPUs' noise: the law averages their log energies (issue 35: on the fleet benchmarks the
-    average's error on a GPU left out was at or below the one picked on all but the one-model-size table)."""
+    average's error on a GPU left out was at or below the one picked on all but the one-model-size table).
+    The laws' own answers are compared: the board-power limit (serve/power_limit.py) is switched off."""
+    monkeypatch.setattr("mlflow_roofline.serve.predict.board_power_w", lambda *_: float("nan"))
     sane = [name for name in COVARIATE_FORMS if name in pooled.loho and name not in pooled.insane]
     assert len(sane) >= 2, pooled.loho
     first, second = sane[:2]

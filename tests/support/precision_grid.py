@@ -86,5 +86,8 @@ def write_expected(path: Path = EXPECTED) -> None:
     (with it, up to 20 % apart: the GPUs whose law is now an average); rewritten when the registered mean became
     the 1-SE pick's with its best one or two partners (2026-12-07, ``fit.forms.energy_laws._register_best``), after
     checking that the code of that day, with the rule before it put back in its place, gave every answer of the
-    file exactly (with it, up to 21 % apart: the GPUs whose average changed members)."""
+    file exactly (with it, up to 21 % apart: the GPUs whose average changed members); rewritten when the served
+    energy and time were held to the board power (2026-12-07, ``serve.power_limit``), after checking that the code
+    of that day with the limit switched off gave every answer of the file exactly (with it, 3 of the 30 fleet rows
+    and 1 of the 5 recommended placements moved: energy down by up to 29 %, time up by up to 41 %)."""
     path.write_text(json.dumps(answers(fleet_fit()), indent=1) + "\n")
