@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import json
 from collections.abc import Iterable
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +43,29 @@ def precisions_of(values: Iterable[object]) -> list[str]:
     """The precisions of fitted runs (job-table levels), the most runs first (ties: the job table's order)."""
     counts = collections.Counter(str(v) for v in values)
     return sorted(counts, key=lambda p: (-counts[p], PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS)))
+
+
+HARDWARE_ORDER = "hardware_order"
+"""The JSON key that keeps a law's measured hardware in the fit's order, the most runs first (the JSON is written
+with sorted keys, which would put them in alphabetical order): the first is the reference hardware a GPU no run
+measured is timed from (:func:`serve.hardware_routing.reference_hardware`)."""
+
+_Law = TypeVar("_Law")
+
+
+def in_fitted_order(laws: dict[str, _Law], data: JsonObject) -> dict[str, _Law]:
+    """``laws`` (by hardware, as read from JSON) in the order ``data[HARDWARE_ORDER]`` lists; as read where the key
+    is absent (a law written before it: it was served in that order).
+
+    Raises:
+        ValueError: the order does not name each hardware of ``laws`` once.
+    """
+    order = data.get(HARDWARE_ORDER)
+    if not order:
+        return laws
+    if sorted(order) != sorted(laws):
+        raise ValueError(f"{HARDWARE_ORDER} {order} does not name each of {sorted(laws)} once")
+    return {str(name): laws[str(name)] for name in order}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +171,8 @@ class FittedLaw:
         data["n_only_speedup_laws"] = {k: v.to_dict() for k, v in self.n_only_speedup_laws.items()}
         data["unmeasured_speedup_laws"] = {k: v.to_dict() for k, v in self.unmeasured_speedup_laws.items()}
         data["hardware_laws"] = {k: v.to_data() for k, v in self.hardware_laws.items()}
+        if self.hardware_laws:
+            data[HARDWARE_ORDER] = list(self.hardware_laws)
         data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
         return data
 
@@ -183,7 +209,9 @@ class FittedLaw:
             ranges={k: [float(lo), float(hi)] for k, (lo, hi) in data["ranges"].items()},
             n_runs=int(data[M_N_RUNS]),
             cv_mape=float(data[M_CV_MAPE]),
-            hardware_laws={k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()},
+            hardware_laws=in_fitted_order(
+                {k: cls._from_data(v) for k, v in (data.get("hardware_laws") or {}).items()}, data
+            ),
             covariates={k: {n: float(x) for n, x in v.items()} for k, v in (data.get("covariates") or {}).items()},
             covariate_form=str(data.get("covariate_form") or ""),
             covariate_law=energy_law_from_dict(data["covariate_law"]) if data.get("covariate_law") else None,

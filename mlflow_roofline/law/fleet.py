@@ -19,7 +19,7 @@ import json
 
 from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.law.coefficients import JsonObject
-from mlflow_roofline.law.fitted import LAW_SCHEMA_VERSION, FittedLaw
+from mlflow_roofline.law.fitted import HARDWARE_ORDER, LAW_SCHEMA_VERSION, FittedLaw, in_fitted_order
 
 FLEET_KIND = "fleet"
 OWN, POOLED = "own", "pooled"
@@ -127,6 +127,7 @@ class FleetLaw:
             "kind": self.kind,
             "schema_version": self.schema_version,
             "hardware_laws": {name: law.to_data() for name, law in self.hardware_laws.items()},
+            HARDWARE_ORDER: list(self.hardware_laws),
             "routes": {name: route.to_dict() for name, route in self.routes.items()},
             "pooled": pooled,
             "unmeasured_refusal": self.unmeasured_refusal,
@@ -138,7 +139,9 @@ class FleetLaw:
     @classmethod
     def from_data(cls, data: JsonObject) -> FleetLaw:
         """Inverse of :meth:`to_data` (raises KeyError, TypeError or ValueError on a malformed field)."""
-        laws = {str(k): FittedLaw.from_json(json.dumps(v)) for k, v in data["hardware_laws"].items()}
+        laws = in_fitted_order(
+            {str(k): FittedLaw.from_json(json.dumps(v)) for k, v in data["hardware_laws"].items()}, data
+        )
         pooled = data.get("pooled")
         return cls(
             hardware_laws=laws,

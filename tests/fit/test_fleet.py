@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from mlflow_roofline.core.errors import LawFileError
 from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.core.schema import M_ENERGY_J
 from mlflow_roofline.fit.fleet_fit import FleetFit, fit_fleet, metric_slugs
@@ -33,9 +35,11 @@ from mlflow_roofline.fit.pooled import (
     PooledFit,
     fit_pooled,
 )
+from mlflow_roofline.law.fitted import HARDWARE_ORDER, FittedLaw
 from mlflow_roofline.law.fleet import OWN, POOLED, FleetLaw, law_from_json
 from mlflow_roofline.serve.errors import InputError
 from mlflow_roofline.serve.fleet_routing import LAW_COLUMN, fleet_frame
+from mlflow_roofline.serve.hardware_routing import reference_hardware
 from mlflow_roofline.serve.placement_search import pareto_frame, recommend_frame
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.weak_fleet import energy_falling_per_flop, generate_weak_fleet_runs
@@ -155,6 +159,34 @@ def test_the_fleet_law_round_trips_through_json(fleet3: tuple[list[HardwareFit],
         return fleet_frame(law, rows, lambda one, part: predict_frame(one, part))
 
     pd.testing.assert_frame_equal(ask(back), ask(fleet.law))
+
+
+def test_the_json_keeps_the_gpus_in_the_fits_order_so_an_unmeasured_gpu_is_timed_from_the_same_one(
+    fleet3: tuple[list[HardwareFit], PooledFit, FleetFit],
+) -> None:
+    """The law JSON is written with sorted keys; the fit's order (most runs first: the first GPU is the reference an
+    unmeasured one is timed from) must survive it, and a law written before the order was kept reads as it did."""
+    _, _, fleet = fleet3
+    order = sorted(fleet.law.known_hardware, reverse=True)  # not alphabetical, whatever the fit's order
+    laws = {name: fleet.law.hardware_laws[name] for name in order}
+    assert fleet.law.pooled is not None
+    law = dataclasses.replace(
+        fleet.law, hardware_laws=laws, pooled=dataclasses.replace(fleet.law.pooled, hardware_laws=laws)
+    )
+    back = law_from_json(law.to_json())
+    assert isinstance(back, FleetLaw) and back.known_hardware == order
+    assert back.pooled is not None and reference_hardware(back.pooled) == order[0]
+    answered = fleet_frame(back, rows_on(UNMEASURED), lambda one, part: predict_frame(one, part))
+    assert answered["time_scaled_from"].tolist() == [order[0]]
+    pooled_back = FittedLaw.from_json(law.pooled.to_json())
+    assert list(pooled_back.hardware_laws) == order
+
+    data = json.loads(law.to_json())
+    del data[HARDWARE_ORDER]  # as written before the order was kept: read in the JSON's (sorted) order
+    assert law_from_json(json.dumps(data)).known_hardware == sorted(order)
+    data[HARDWARE_ORDER] = order[:1]
+    with pytest.raises(LawFileError, match=HARDWARE_ORDER):
+        law_from_json(json.dumps(data))
 
 
 def test_every_mode_routes_each_row_and_keeps_the_request_order(
