@@ -28,9 +28,10 @@ from mlflow_roofline.core.schema import DEVICE_ENERGY_SOURCES
 
 
 def board_power_w(hardware: str, energy_source: str) -> float:
-    """The board power (W) that bounds one device's average power in runs of ``energy_source`` on ``hardware``;
-    NaN where none does (a meter that counts more than the devices, hardware the table does not know)."""
-    if energy_source not in DEVICE_ENERGY_SOURCES:
+    """The board power (W) that bounds one device's average power in runs of ``energy_source`` on ``hardware``
+    (a law's sources joined by ``+`` where its runs had several: each must be a device meter); NaN where none
+    does (a meter that counts more than the devices, hardware the table does not know)."""
+    if not all(source in DEVICE_ENERGY_SOURCES for source in energy_source.split("+")):
         return float("nan")
     spec = load_hardware_table().lookup(hardware)
     return float("nan") if spec is None else float(spec.board_power_w)

@@ -86,6 +86,8 @@ def test_the_limit_holds_for_device_meters_on_table_gpus_only() -> None:
     assert board_power_w("A100 SXM4 80GB", "nvml") == 400.0
     assert board_power_w("NVIDIA A100-SXM4-80GB", "nvml_power") == 400.0  # the name NVML reports
     assert board_power_w("AMD Instinct MI250X", "rocm") == 560.0
+    assert board_power_w("A100 SXM4 80GB", "nvml+nvml_power") == 400.0  # a law over runs of both NVML meters
+    assert np.isnan(board_power_w("A100 SXM4 80GB", "nvml+rapl"))
     assert np.isnan(board_power_w("A100 SXM4 80GB", "rapl"))  # a CPU package meter
     assert np.isnan(board_power_w("A100 SXM4 80GB", "estimate"))
     assert np.isnan(board_power_w("Synthetic GPU", "nvml"))  # no row in the table
