@@ -28,8 +28,17 @@ DEVICE_CHOICES: tuple[str, ...] = (job_table.AUTO,) + DEVICES
 PRECISION = "precision"
 """The job column of the matmuls' compute precision (its levels: :data:`PRECISIONS`)."""
 PRECISIONS: tuple[str, ...] = job_table.levels(PRECISION)
-ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm", "rapl", "estimate")
-DEVICE_ENERGY_SOURCES: tuple[str, ...] = ("nvml", "nvml_power", "rocm")
+ENERGY_SOURCE_DEVICE_KINDS: dict[str, str] = {
+    "nvml": "cuda",
+    "nvml_power": "cuda",
+    "rocm": "cuda",  # AMD GPUs: PyTorch's ROCm build names them cuda
+    "rapl": "cpu",
+    "estimate": "cpu",
+}
+"""Each energy source (a meter, best first) and the device kind it measures (the meter registry,
+:data:`energy.select.METER_KINDS`, is built from it)."""
+ENERGY_SOURCES: tuple[str, ...] = tuple(ENERGY_SOURCE_DEVICE_KINDS)
+DEVICE_ENERGY_SOURCES: tuple[str, ...] = tuple(s for s, kind in ENERGY_SOURCE_DEVICE_KINDS.items() if kind != "cpu")
 """The energy sources that read the accelerators alone (their board power bounds a run's average power)."""
 RUN_TYPES: tuple[str, ...] = ("train", "sweep", "fit", "measure")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TypedDict
 
-from mlflow_roofline.core.schema import DEVICE_CHOICES, DEVICES
+from mlflow_roofline.core.schema import DEVICE_CHOICES, DEVICES, ENERGY_SOURCE_DEVICE_KINDS
 from mlflow_roofline.energy.base import EnergyMeter, MeterError
 from mlflow_roofline.energy.estimate import EstimateMeter, resolve_watts_per_core
 from mlflow_roofline.energy.nvml import NvmlMeter
@@ -37,14 +37,8 @@ class MeterKind:
     device_kind: str
 
 
-METER_KINDS: tuple[MeterKind, ...] = (
-    MeterKind("nvml", "cuda"),
-    MeterKind("nvml_power", "cuda"),
-    MeterKind("rocm", "cuda"),
-    MeterKind("rapl", "cpu"),
-    MeterKind("estimate", "cpu"),
-)
-"""Every meter, in the order ``auto`` tries them (best first); their names are the schema's energy sources."""
+METER_KINDS: tuple[MeterKind, ...] = tuple(MeterKind(name, kind) for name, kind in ENERGY_SOURCE_DEVICE_KINDS.items())
+"""Every meter, in the order ``auto`` tries them (best first): the schema's energy sources and their device kinds."""
 
 METER_NAMES: tuple[str, ...] = ("auto", *(kind.name for kind in METER_KINDS))
 METER_DEVICE_KIND: dict[str, str] = {kind.name: kind.device_kind for kind in METER_KINDS}
