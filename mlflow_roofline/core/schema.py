@@ -370,6 +370,10 @@ M_REPEATED_CONFIGS = "n_repeated_configs"  # configurations measured more than o
 M_LOHO_MAPE = "loho_mape"  # leave-one-hardware-out MAPE (%) of the pooled covariate form
 M_LOHO_MAPE_FORM_PREFIX = "loho_mape_"  # loho_mape_<form>, and its standard error loho_mape_se_<form>
 M_LOHO_MAPE_SE_FORM_PREFIX = "loho_mape_se_"
+# Leave-one-GPU-out MAPE (%) of single-device time on a GPU no run measured (fit/pooled_time.py), per way of
+# timing it: ``time_loho_mape_pooled`` (the pooled roofline in time), ``time_loho_mape_scaled`` (the reference's law
+# scaled by the roofline).
+M_TIME_LOHO_MAPE_PREFIX = "time_loho_mape_"
 # Parent fit-run metrics of the pooled forms (fit/pooled.py), per form ``<prefix><form>``, percent;
 # the parent's ``extrap_mape``, ``extrap_n_held_out`` and ``extrap_size_bound`` are the pooled check's.
 M_EXTRAP_MAPE_POOLED_PREFIX = "extrap_mape_pooled_"

@@ -92,6 +92,7 @@ from mlflow_roofline.core.schema import (
     M_LOHO_MAPE_SE_FORM_PREFIX,
     M_POOLED_REGISTERED,
     M_POOLED_SANE_PREFIX,
+    M_TIME_LOHO_MAPE_PREFIX,
     form_metric,
     present_strategies,
     speedup_score_metric,
@@ -113,6 +114,9 @@ from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
+from mlflow_roofline.fit.pooled_time import POOLED as POOLED_TIME
+from mlflow_roofline.fit.pooled_time import SCALED as SCALED_TIME
+from mlflow_roofline.fit.pooled_time import PooledTime, fit_pooled_time
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.fit.runs.precisions import run_precisions
 from mlflow_roofline.law.coefficients import LawCoefficients
@@ -222,6 +226,8 @@ class PooledFit:
         data: the pooled runs' law features (:func:`pooled_data`).
         speedup: the comm-time speedup laws pooled over the GPUs for a GPU no run measured, and
             their leave-one-GPU-out scores (:mod:`fit.pooled_speedup`).
+        time: the single-device time law pooled over the GPUs for a GPU no run measured, and its
+            leave-one-GPU-out score against the reference's law scaled (:mod:`fit.pooled_time`).
     """
 
     forms: dict[str, FittedForm]
@@ -235,6 +241,7 @@ class PooledFit:
     notes: list[str] = dataclasses.field(default_factory=list)
     data: pd.DataFrame | None = None
     speedup: PooledSpeedup = dataclasses.field(default_factory=lambda: PooledSpeedup({}, {}))
+    time: PooledTime = dataclasses.field(default_factory=lambda: PooledTime(None, {}, "not fitted"))
 
     @property
     def covariate_form(self) -> str:
@@ -283,6 +290,8 @@ class PooledFit:
         for strategy, scores in self.speedup.loho.items():
             for law, mape in scores.items():
                 out[speedup_score_metric(M_LOHO_MAPE, strategy, law)] = mape
+        for way, mape in self.time.loho.items():
+            out[form_metric(M_TIME_LOHO_MAPE_PREFIX, way)] = mape
         return out
 
     def extrapolation_figure(self) -> Figure | None:
@@ -316,6 +325,18 @@ class PooledFit:
             + (" <- pooled comm_time serves it" if strategy in self.speedup.laws else "")
             for strategy, scores in self.speedup.loho.items()
         ]
+        if self.time.loho:
+            lines.append(
+                f"single-device time on a GPU no run measured: leave-one-GPU-out MAPE pooled roofline in time "
+                f"{self.time.loho[POOLED_TIME]:.3g}% vs the reference's time scaled by the roofline "
+                f"{self.time.loho[SCALED_TIME]:.3g}%"
+                + (" <- the pooled law serves it" if self.time.law is not None else "")
+            )
+        elif self.time.note:
+            lines.append(
+                "single-device time on a GPU no run measured: the reference's, scaled by the roofline "
+                f"({self.time.note})"
+            )
         lines += [f"note: {note}" for note in self.notes]
         if self.missing:
             lines.append(
@@ -521,6 +542,7 @@ def fit_pooled(
         notes=notes,
         data=data,
         speedup=fit_pooled_speedup(fits, table, workload_aware),
+        time=fit_pooled_time(data, fits, covariates) if not missing else PooledTime(None, {}, "no hardware covariates"),
     )
     return pooled if chosen == HARDWARE_SLOPES else dataclasses.replace(pooled, law=pooled_law(pooled, fits))
 
@@ -546,6 +568,7 @@ def pooled_law(pooled: PooledFit, fits: Sequence[HardwareFit], form: str = "") -
         speedup_laws=reference.speedup_laws,
         n_only_speedup_laws=reference.n_only_speedup_laws,
         unmeasured_speedup_laws=pooled.speedup.laws,
+        unmeasured_time_law=pooled.time.law,
         ranges=ranges,
         n_runs=sum(f.law.n_runs for f in fits),
         cv_mape=chosen.cv_mape,

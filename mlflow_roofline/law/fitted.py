@@ -101,6 +101,10 @@ class FittedLaw:
             strategy, for a GPU no run measured: their ``s_per_element`` is at the
             interconnect ``reference["link_bytes_per_s"]`` and scales to the GPU's own
             (:mod:`fit.pooled_speedup`). Empty where the N-only law predicted better.
+        unmeasured_time_law: a pooled law's roofline in time fitted over its GPUs' single-device runs
+            (log seconds, :class:`~law.roofline_efficiency.HardwareRooflineTimeLaw`), the single-device time of
+            a GPU no run measured from its datasheet row (:mod:`fit.pooled_time`). None where the reference's
+            time law scaled by the roofline predicted a GPU left out better, and in laws written before it.
         precisions: the ``precision`` of the runs fitted, the most runs first: the first is what a
             request without ``precision`` is answered at (:mod:`serve.precision_routing`). Empty for
             a law written before ``precision`` entered the law: it ignores the column, as it did.
@@ -129,6 +133,7 @@ class FittedLaw:
     loho_mape: float | None = None
     n_only_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
     unmeasured_speedup_laws: dict[str, SpeedupLaw] = dataclasses.field(default_factory=dict)
+    unmeasured_time_law: LawCoefficients | None = None
     precisions: list[str] = dataclasses.field(default_factory=list)
     flops_scale: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -174,6 +179,9 @@ class FittedLaw:
         if self.hardware_laws:
             data[HARDWARE_ORDER] = list(self.hardware_laws)
         data["covariate_law"] = self.covariate_law.to_dict() if self.covariate_law is not None else None
+        data["unmeasured_time_law"] = (
+            self.unmeasured_time_law.to_dict() if self.unmeasured_time_law is not None else None
+        )
         return data
 
     def to_json(self) -> str:
@@ -222,6 +230,9 @@ class FittedLaw:
             unmeasured_speedup_laws={
                 k: SpeedupLaw.from_dict(v) for k, v in (data.get("unmeasured_speedup_laws") or {}).items()
             },
+            unmeasured_time_law=(
+                energy_law_from_dict(data["unmeasured_time_law"]) if data.get("unmeasured_time_law") else None
+            ),
             precisions=[str(p) for p in data.get("precisions") or []],
             flops_scale={str(p): float(v) for p, v in (data.get("flops_scale") or {}).items()},
         )

@@ -289,3 +289,20 @@ class HardwareCompleteRooflineLaw(HardwareRooflineLaw):
         "e_layer": "log_layer_steps",
         "eps_w": "log_C_narrow",
     }
+
+
+class HardwareRooflineTimeLaw(HardwareCompleteRooflineLaw):
+    """Seconds one device takes for a job, pooled over GPUs by their datasheets (kind ``hardware_roofline_time``):
+    ``t1 = (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T + e_step*steps + e_layer*L*steps
+    + eps_w*C_all/(w*F)) * exp(psi[kind])``, the costs of :class:`HardwareCompleteRooflineLaw` without the board
+    power (each cost's hardware factor over ``P``): ``eps_c``, ``eps_v``, ``eps_m``, ``eps_w`` dimensionless (peak
+    over achieved rate), ``e0``, ``e_step``, ``e_layer`` seconds per token, step and layer-step. Its mean is log
+    seconds (:mod:`fit.pooled_time`), fitted on single-device runs, so it has no ``alpha_eta`` or strategy term."""
+
+    KIND: ClassVar[str] = "hardware_roofline_time"
+
+    @classmethod
+    def cost_log(cls, features: Mapping[str, np.ndarray], term: str) -> np.ndarray:
+        """log(proxy x hardware factor / board power): log seconds of the cost at a coefficient of 1."""
+        board_power = np.asarray(features["log_jpf"], dtype=float) + np.asarray(features["log_peak"], dtype=float)
+        return super().cost_log(features, term) - board_power

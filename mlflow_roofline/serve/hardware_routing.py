@@ -7,9 +7,11 @@ speedup laws. A hardware no run measured is predicted through the pooled covaria
 when the hardware table (:mod:`core.gpu_datasheets`, extendable with
 ``ROOFLINE_HARDWARE_TABLE``) knows it: ``extrapolated_hardware`` is then true, the
 energy interval is widened by the leave-one-hardware-out error (``loho_mape``: the
-bounds move out by a factor ``1 + loho_mape/100``), and speedup, eta and time come from
-the reference hardware's laws (the measured hardware with the most runs, named in the
-output column ``time_scaled_from``), the single-device time scaled by the roofline: a job of arithmetic
+bounds move out by a factor ``1 + loho_mape/100``), its speedup laws come from the reference
+hardware (the measured hardware with the most runs) and its single-device time from the roofline in time
+pooled over the measured GPUs (:func:`pooled_log_time`, the output column ``time_scaled_from`` then says
+:data:`POOLED_TIME`). The energy is found with the reference's single-device time scaled by the roofline
+(and so is the time of a law without a pooled time law, ``time_scaled_from`` naming the reference): a job of arithmetic
 intensity ``I = C/M`` (FLOPs per element, ``MEM_BYTES_PER_ELEMENT`` bytes each) takes
 ``max(1/P, bytes_per_element/(I*B))`` seconds per FLOP on a GPU of peak ``P`` FLOP/s and
 bandwidth ``B`` bytes/s, so the time is multiplied by the ratio of that figure on the
@@ -126,6 +128,22 @@ def pooled_energy(
     loho = law.loho_mape
     widen = float(np.log1p(loho / 100.0)) if loho is not None and np.isfinite(loho) else 0.0
     return mean, lower - widen, upper + widen
+
+
+POOLED_TIME = "pooled"
+"""``time_scaled_from`` of a GPU no run measured timed by the pooled roofline in time (:func:`pooled_log_time`)."""
+
+
+def pooled_log_time(law: FittedLaw, job: Mapping[str, np.ndarray], covariates: Mapping[str, float]) -> np.ndarray:
+    """Log seconds one device takes for each job of ``job`` (law features) on the GPU of ``covariates``, from the
+    pooled roofline in time (:attr:`~law.fitted.FittedLaw.unmeasured_time_law`)."""
+    assert law.unmeasured_time_law is not None
+    n_rows = len(job["strategy"])
+    features = {
+        **unscaled(job),
+        **{name: np.full(n_rows, covariates[name]) for name in COVARIATE_NAMES if name in covariates},
+    }
+    return law.unmeasured_time_law.mean(features)
 
 
 def reference_hardware(law: FittedLaw) -> str:

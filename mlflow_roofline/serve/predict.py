@@ -6,8 +6,9 @@ laws' log-space means, i.e. median predictions; ``energy_j_lower``/``energy_j_up
 the 95 % prediction interval of a single new run, transformed to joules. A law pooled
 over several hardware predicts each row on the hardware its ``hardware`` column names
 (:mod:`serve.hardware_routing`); ``extrapolated_hardware`` marks rows on a GPU no run measured,
-whose speedup, eta and time come from the measured hardware ``time_scaled_from`` names,
-the time scaled by the roofline to the unmeasured GPU (empty on every other row).
+whose speedup laws come from the measured hardware with the most runs and whose time from the roofline in
+time pooled over the measured GPUs (``time_scaled_from`` ``pooled``; a law without it: the reference's time
+scaled by the roofline, ``time_scaled_from`` naming it; empty on every other row).
 
 A speedup above the device count (efficiency ``eta = S/N`` above 1) is physically
 implausible beyond measurement noise: two time measurements with a few percent of
@@ -41,8 +42,10 @@ from mlflow_roofline.serve.errors import invalid
 from mlflow_roofline.serve.footprint_columns import footprint_columns
 from mlflow_roofline.serve.frames import frame_of
 from mlflow_roofline.serve.hardware_routing import (
+    POOLED_TIME,
     covariates_at,
     pooled_energy,
+    pooled_log_time,
     reference_hardware,
     resolve_hardware,
     unmeasured_speedup_laws,
@@ -58,6 +61,8 @@ ETA_TOLERANCE = 0.10
 
 TimeShift = Callable[[Mapping[str, np.ndarray]], np.ndarray]
 """Per job of the sizes given, log of (single-device time on a GPU no run measured / on the measured one)."""
+LogTime = Callable[[Mapping[str, np.ndarray]], np.ndarray]
+"""Per job of the law features given, log seconds on one device: a time law's mean."""
 
 PREDICT_OUTPUT_COLUMNS: tuple[str, ...] = (
     M_ENERGY_J,
@@ -146,21 +151,46 @@ def single_device_log_time(
     strategy: np.ndarray,
     n: np.ndarray,
     features: Mapping[str, np.ndarray],
+    log_time: LogTime | None = None,
 ) -> np.ndarray:
     """Log seconds one device takes for each job: the single-device time its speedup is relative to.
 
-    The time law at the job's global batch (read from the jobs' ``features``: the time law reads
-    the size features only, log_C and log_M, never eta); for a strategy whose speedup law was
-    fitted on per-device baselines (weak scaling, :attr:`SpeedupLaw.baseline`), N times the time
-    law at the per-device batch B/N.
+    ``law.time_law`` at the job's global batch (read from the jobs' ``features``: it reads the size features
+    only, log_C and log_M, never eta), or ``log_time`` given the features of the same job on one device;
+    for a strategy whose speedup law was fitted on per-device baselines (weak scaling,
+    :attr:`SpeedupLaw.baseline`), N times the time law at the per-device batch B/N.
     """
     weak = [name for name, speedup_law in law.speedup_laws.items() if speedup_law.baseline == PER_DEVICE_BASELINE]
     per_device = is_in(strategy, weak)
-    if not per_device.any():
+    if log_time is None and not per_device.any():
         return law.time_law.mean(features)
     batch = np.asarray(sizes["batch_size"], dtype=float)
     shares = {**sizes, "batch_size": np.where(per_device, batch / n, batch)}
-    return law.time_law.mean(job_features(shares, strategy, n, n)) + np.where(per_device, np.log(n), 0.0)
+    if log_time is not None:  # its features are the one-device job's (device-steps, optimizer traffic at N = 1)
+        one = np.ones(len(n))
+        log_t1 = log_time(job_features(shares, np.full(len(n), "single", dtype=object), one, one))
+    else:
+        log_t1 = law.time_law.mean(job_features(shares, strategy, n, n))
+    return log_t1 + np.where(per_device, np.log(n), 0.0)
+
+
+def with_law_speedup(
+    law: FittedLaw,
+    sizes: Mapping[str, np.ndarray],
+    strategy: np.ndarray,
+    n: np.ndarray,
+    speedup: np.ndarray,
+    log_t1: np.ndarray,
+) -> np.ndarray:
+    """``speedup`` (S(N) per job) with the law's speedup (:func:`law_speedup`) where it is NaN, a workload-aware law
+    given each job's shape and its single-device step time ``exp(log_t1) / num_steps`` (seconds)."""
+    use_law = np.isnan(speedup)
+    if not use_law.any():
+        return speedup
+    out = speedup.copy()
+    job = ParallelJob.of(sizes, np.exp(log_t1) / np.asarray(sizes["num_steps"], dtype=float))
+    out[use_law] = law_speedup(law, strategy[use_law], n[use_law], job.take(use_law))
+    return out
 
 
 def _extrapolated(law: FittedLaw, known: Mapping[str, np.ndarray], n_rows: int) -> np.ndarray:
@@ -188,6 +218,7 @@ def evaluate_jobs(
     log_energy: LogEnergy | None = None,
     log_time_shift: TimeShift | None = None,
     hardware: str | None = None,
+    log_time: LogTime | None = None,
 ) -> dict[str, np.ndarray]:
     """Energy (with interval), time, speedup, eta and the flags of each job: the one evaluation of the law.
 
@@ -198,7 +229,10 @@ def evaluate_jobs(
     (default: ``law.energy_law``; a pooled law's rows pass the pooled one, see
     :func:`evaluate_pooled`). ``log_time_shift`` gives, for the sizes of jobs, the log of the
     ratio that moves the single-device time to a GPU no run measured
-    (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it. Where a job's
+    (:func:`~serve.hardware_routing.unmeasured_time_shift`), before the speedup divides it. ``log_time``: the
+    single-device time law whose seconds, over the speedup they give, are the time answered (a GPU no run
+    measured: the pooled roofline in time, :func:`~serve.hardware_routing.pooled_log_time`), never shorter than
+    the energy takes at the board power; the energy is found as without it. Where a job's
     energy and time put its average power per device above the board power of ``hardware`` (default:
     ``law.hardware``), both are moved onto it (:mod:`serve.power_limit`).
     """
@@ -207,11 +241,8 @@ def evaluate_jobs(
     log_t1 = single_device_log_time(law, sizes, strategy, n, features)
     if log_time_shift is not None:
         log_t1 = log_t1 + log_time_shift(sizes)
-    use_law = np.isnan(speedup)
-    if use_law.any():
-        speedup = speedup.copy()
-        job = ParallelJob.of(sizes, np.exp(log_t1) / np.asarray(sizes["num_steps"], dtype=float))
-        speedup[use_law] = law_speedup(law, strategy[use_law], n[use_law], job.take(use_law))
+    given, use_law = speedup, np.isnan(speedup)
+    speedup = with_law_speedup(law, sizes, strategy, n, given, log_t1)
     features["log_eta"] = np.log(speedup / n)  # as law_features computes it
     energy_law = log_energy or law.energy_law.predict
     log_e, log_e_lo, log_e_hi = energy_law(
@@ -224,6 +255,13 @@ def evaluate_jobs(
     if np.isfinite(board_w):
         factor = power_limit_factor(energy, time_s, n, board_w)
         energy, lower, upper, time_s = energy * factor, lower * factor, upper * factor, time_s / factor
+    if log_time is not None:  # the time answered: another time law's, no shorter than the energy takes at board power
+        log_t1 = single_device_log_time(law, sizes, strategy, n, features, log_time)
+        speedup = with_law_speedup(law, sizes, strategy, n, given, log_t1)
+        with np.errstate(over="ignore"):
+            time_s = np.exp(log_t1) / speedup
+        if np.isfinite(board_w):
+            time_s = np.maximum(time_s, energy / (n * board_w))
     eta = speedup / n
     known = {**sizes, "num_devices": n, "speedup": speedup, "eta": eta, **features, **kind_indicators(features)}
     return {
@@ -380,11 +418,14 @@ def _evaluate_on(
         return evaluate_jobs(own, sizes, strategy, n, speedup, pooled, hardware=name)
     covariates = covariates_at(name, precision) or {}
     pooled = functools.partial(pooled_energy, law, hardware=name, covariates=covariates, covariate_form=True)
+    own = dataclasses.replace(own, flops_scale={})  # its time at its reference precision, which the shift moves
     start = law.covariates.get(name, {}) if measured else None
     shift = functools.partial(unmeasured_time_shift, law, covariates, start=start)
-    own = dataclasses.replace(own, flops_scale={})  # its time at its reference precision, which the shift moves
     moved = own if measured else dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
-    part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift, hardware=name)
+    timed_by_pool = not measured and law.unmeasured_time_law is not None
+    log_time = functools.partial(pooled_log_time, law, covariates=covariates) if timed_by_pool else None
+    part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift, hardware=name, log_time=log_time)
+    timed_from = name if measured else POOLED_TIME if timed_by_pool else reference_hardware(law)
     part["extrapolated_hardware"] = np.ones(len(n), dtype=bool)
-    part["time_scaled_from"] = np.full(len(n), name if measured else reference_hardware(law), dtype=object)
+    part["time_scaled_from"] = np.full(len(n), timed_from, dtype=object)
     return part

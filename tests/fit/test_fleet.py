@@ -165,14 +165,14 @@ def test_the_json_keeps_the_gpus_in_the_fits_order_so_an_unmeasured_gpu_is_timed
     fleet3: tuple[list[HardwareFit], PooledFit, FleetFit],
 ) -> None:
     """The law JSON is written with sorted keys; the fit's order (most runs first: the first GPU is the reference an
-    unmeasured one is timed from) must survive it, and a law written before the order was kept reads as it did."""
+    unmeasured one takes its speedup from, and its time where the law has no pooled time law) must survive it, and a
+    law written before the order was kept reads as it did."""
     _, _, fleet = fleet3
     order = sorted(fleet.law.known_hardware, reverse=True)  # not alphabetical, whatever the fit's order
     laws = {name: fleet.law.hardware_laws[name] for name in order}
     assert fleet.law.pooled is not None
-    law = dataclasses.replace(
-        fleet.law, hardware_laws=laws, pooled=dataclasses.replace(fleet.law.pooled, hardware_laws=laws)
-    )
+    pooled = dataclasses.replace(fleet.law.pooled, hardware_laws=laws, unmeasured_time_law=None)
+    law = dataclasses.replace(fleet.law, hardware_laws=laws, pooled=pooled)
     back = law_from_json(law.to_json())
     assert isinstance(back, FleetLaw) and back.known_hardware == order
     assert back.pooled is not None and reference_hardware(back.pooled) == order[0]

@@ -250,13 +250,16 @@ def test_a_pooled_form_that_breaks_a_sanity_property_is_not_chosen(pooled: Poole
 def test_an_unmeasured_gpu_s_time_follows_the_roofline_not_the_peak_flops(
     pooled: PooledFit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The reference's time scaled by the roofline: how a law without a pooled time law (one written before it, or
+    fitted where it could not be) times a GPU no run measured (the pooled one: tests/fit/test_pooled_time.py)."""
     assert pooled.law is not None
-    reference = next(hw for hw in FLEET if hw.name == pooled.law.known_hardware[0])
+    law = dataclasses.replace(pooled.law, unmeasured_time_law=None)
+    reference = next(hw for hw in FLEET if hw.name == law.known_hardware[0])
     compute = dataclasses.replace(reference, name="Sim Compute", peak_flops=4 * reference.peak_flops)
     for name, value in fleet_table_env(str(write_fleet_table(tmp_path / "t.csv", (*FLEET, compute)))).items():
         monkeypatch.setenv(name, value)
-    on_reference = predict_frame(pooled.law, JOBS.assign(hardware=reference.name))
-    on_compute = predict_frame(pooled.law, JOBS.assign(hardware=compute.name))
+    on_reference = predict_frame(law, JOBS.assign(hardware=reference.name))
+    on_compute = predict_frame(law, JOBS.assign(hardware=compute.name))
     assert on_compute["time_scaled_from"].tolist() == [reference.name] * len(JOBS)
     assert on_reference["time_scaled_from"].tolist() == [""] * len(JOBS)
     predicted = (on_compute["time_s"] / on_reference["time_s"]).to_numpy()

@@ -25,29 +25,47 @@ import pandas as pd
 
 from mlflow_roofline.fit.forms.nonlinear import RooflineFormFit, measured_kinds, scaled_design
 from mlflow_roofline.fit.forms.roofline_eff import fit_additive_design
-from mlflow_roofline.law.roofline_efficiency import HardwareCompleteRooflineLaw, HardwareRooflineLaw
+from mlflow_roofline.law.roofline_efficiency import (
+    HardwareCompleteRooflineLaw,
+    HardwareRooflineLaw,
+    HardwareRooflineTimeLaw,
+)
 
-__all__ = ["HARDWARE_ROOFLINE", "HARDWARE_ROOFLINE_COMPLETE", "fit_hardware_roofline", "fit_hardware_roofline_complete"]
+__all__ = [
+    "HARDWARE_ROOFLINE",
+    "HARDWARE_ROOFLINE_COMPLETE",
+    "HARDWARE_ROOFLINE_TIME",
+    "fit_hardware_roofline",
+    "fit_hardware_roofline_complete",
+    "fit_hardware_roofline_time",
+]
 
 HARDWARE_ROOFLINE = "hardware_roofline"
 HARDWARE_ROOFLINE_COMPLETE = "hardware_roofline_complete"
+HARDWARE_ROOFLINE_TIME = HardwareRooflineTimeLaw.KIND
 FORMULA = "E = P * (eps_c*C/F + eps_v*C/F_v + eps_m*M/B + e0*T) * eta^alpha_eta * exp(psi[strategy])"
 COMPLETE_FORMULA = (
     "E = P * (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T + e_step*N*steps + e_layer*N*L*steps"
     " + eps_w*C_all/(w*F)) * eta^alpha_eta * exp(psi[strategy] + psi[kind])"
 )
+TIME_FORMULA = (
+    "t1 = (eps_c*C_all/F + eps_v*C_all/F_v + eps_m*M_all/B + e0*T + e_step*steps + e_layer*L*steps"
+    " + eps_w*C_all/(w*F)) * exp(psi[kind])"
+)
 _COST_COLUMN = "_hardware_cost_{}"
 """The design's column of each cost (log J at a coefficient of 1), added to a copy of the runs."""
 
 
-def _fit(data: pd.DataFrame, name: str, formula: str, law_type: type[HardwareRooflineLaw]) -> RooflineFormFit:
+def _fit(
+    data: pd.DataFrame, name: str, formula: str, law_type: type[HardwareRooflineLaw], response: str = "log_E"
+) -> RooflineFormFit:
     """Fit ``law_type`` on ``data`` (pooled runs with the hardware covariates of
-    :data:`~core.gpu_datasheets.COVARIATE_NAMES`); the complete law takes a dummy per kind measured at both
-    levels of ``data`` (each CV fold its own)."""
+    :data:`~core.gpu_datasheets.COVARIATE_NAMES`) to ``response``; the complete laws take a dummy per kind
+    measured at both levels of ``data`` (each CV fold its own)."""
     costs = data.assign(**{_COST_COLUMN.format(t): law_type.cost_log(data, t) for t in law_type.cost_features})
-    kinds = measured_kinds(data) if law_type is HardwareCompleteRooflineLaw else []
-    design = scaled_design(costs, {t: _COST_COLUMN.format(t) for t in law_type.cost_features}, kinds)
-    refit = functools.partial(_fit, name=name, formula=formula, law_type=law_type)
+    kinds = measured_kinds(data) if issubclass(law_type, HardwareCompleteRooflineLaw) else []
+    design = scaled_design(costs, {t: _COST_COLUMN.format(t) for t in law_type.cost_features}, kinds, response)
+    refit = functools.partial(_fit, name=name, formula=formula, law_type=law_type, response=response)
     return fit_additive_design(design, name, formula, refit, law_type)
 
 
@@ -59,3 +77,9 @@ def fit_hardware_roofline(data: pd.DataFrame, name: str = HARDWARE_ROOFLINE) -> 
 def fit_hardware_roofline_complete(data: pd.DataFrame, name: str = HARDWARE_ROOFLINE_COMPLETE) -> RooflineFormFit:
     """The datasheet-pooled additive roofline in the complete proxies, with a dummy per kind measured at both levels."""
     return _fit(data, name, COMPLETE_FORMULA, HardwareCompleteRooflineLaw)
+
+
+def fit_hardware_roofline_time(singles: pd.DataFrame) -> RooflineFormFit:
+    """The datasheet-pooled roofline in time (log seconds, ``log_t``) on the single-device runs ``singles`` of
+    several GPUs: :class:`~law.roofline_efficiency.HardwareRooflineTimeLaw` (:mod:`fit.pooled_time`)."""
+    return _fit(singles, HARDWARE_ROOFLINE_TIME, TIME_FORMULA, HardwareRooflineTimeLaw, response="log_t")

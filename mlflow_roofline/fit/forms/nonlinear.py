@@ -165,13 +165,17 @@ def _proportional(logs: np.ndarray, other: np.ndarray) -> bool:
 
 
 def scaled_design(
-    data: pd.DataFrame, cost_features: Mapping[str, str] = COST_FEATURES, kinds: Sequence[str] = ()
+    data: pd.DataFrame,
+    cost_features: Mapping[str, str] = COST_FEATURES,
+    kinds: Sequence[str] = (),
+    response: str = "log_E",
 ) -> ScaledDesign:
     """The scaled design of ``data`` (features of :func:`fit.runs.feature_frame.feature_frame`).
 
     ``cost_features``: the log feature of each cost term, in the order the fit estimates them (the paper's
     proxies by default); ``kinds``: the kind categoricals to give dummies (their levels beyond the paper's
-    present in ``data``).
+    present in ``data``); ``response``: the log the costs add up to (joules by default; ``log_t``, seconds,
+    for a time law).
     """
     present: dict[str, str] = {}
     for term, column in cost_features.items():  # a cost nowhere, or proportional to one kept, is not estimable
@@ -192,7 +196,7 @@ def scaled_design(
     terms = [ALPHA_ETA] * varies + dummy_terms
     columns = [log_eta] * varies + dummy_columns
     extra = np.column_stack(columns) if columns else np.empty((len(data), 0))
-    y = data["log_E"].to_numpy(dtype=float)
+    y = data[response].to_numpy(dtype=float)
     e_scale = float(np.exp(np.median(y)))
     return ScaledDesign(list(present), raw / scales, scales, terms, extra, y - np.log(e_scale), e_scale, y)
 
