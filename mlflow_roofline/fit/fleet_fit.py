@@ -105,6 +105,8 @@ class FleetFit:
             unmeasured += (
                 f" {pooled_law.loho_mape:.3g} % off on a measured GPU left out (its energy interval widened by as much)"
             )
+            if pooled_law.unmeasured_time_law is not None:
+                unmeasured += "; its time by the roofline in time pooled over the measured GPUs"
         refusal = f" ({self.law.unmeasured_refusal})" if self.law.unmeasured_refusal else ""
         lines.append(f"a GPU of the hardware table no run measured: {unmeasured}{refusal}")
         return "\n".join(lines)

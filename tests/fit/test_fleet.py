@@ -107,6 +107,9 @@ def test_a_per_step_pooled_form_passes_the_checks_every_plain_form_fails_and_ans
     assert np.isfinite(out[M_ENERGY_J]).all() and (out[M_ENERGY_J] > 0).all()
     doubled = fleet_frame(fleet.law, rows_on("T4", num_steps=40), lambda law, rows: predict_frame(law, rows))
     assert doubled[M_ENERGY_J].iloc[0] == pytest.approx(2 * out[M_ENERGY_J].iloc[0], rel=1e-9)
+    # timed by the roofline in time pooled over the two measured GPUs, which doubles with the steps too
+    assert out["time_scaled_from"].iloc[0] == "pooled" and "its time by the roofline in time pooled" in fleet.report()
+    assert doubled["time_s"].iloc[0] == pytest.approx(2 * out["time_s"].iloc[0], rel=1e-9)
 
 
 def test_each_gpu_is_answered_by_the_law_that_predicted_its_bigger_models_better(
