@@ -103,8 +103,9 @@ class FittedLaw:
             (:mod:`fit.pooled_speedup`). Empty where the N-only law predicted better.
         unmeasured_time_law: a pooled law's roofline in time fitted over its GPUs' single-device runs
             (log seconds, :class:`~law.roofline_efficiency.HardwareRooflineTimeLaw`), the single-device time of
-            a GPU no run measured from its datasheet row (:mod:`fit.pooled_time`). None where the reference's
-            time law scaled by the roofline predicted a GPU left out better, and in laws written before it.
+            a GPU no run measured from its datasheet row (:mod:`fit.pooled_time`). None where it could not be
+            fitted (fewer than two GPUs with enough single-device runs, a GPU the table lacks) and in laws
+            written before it: such a GPU is then timed from the reference, scaled by the roofline.
         precisions: the ``precision`` of the runs fitted, the most runs first: the first is what a
             request without ``precision`` is answered at (:mod:`serve.precision_routing`). Empty for
             a law written before ``precision`` entered the law: it ignores the column, as it did.
