@@ -4,7 +4,8 @@ Each CSV there (its source, columns and every conversion: benchmarks/data/public
 through what a user runs, in a temporary SQLite store: ``mlflow-roofline import`` (the real CLI,
 in process), the real fit (:func:`mlflow_roofline.fit.pipeline.run_fit`, what ``mlflow-roofline
 fit`` runs), and ``models:/<name>@champion`` loaded with ``mlflow.pyfunc.load_model``. Printed per
-table, energy MAPE in % and the share of measured energies inside the served 95 % interval:
+table, energy MAPE in % and the share of measured energies inside the served 95 % interval, and the
+served time's MAPE in %:
 
 - ``rows``: rows in the file, runs imported, runs the full fit used (the fit's own line says why it
   dropped any);
@@ -47,11 +48,13 @@ BIGGER_QUANTILE, MIN_SIZES = 0.75, 4
 
 @dataclasses.dataclass(frozen=True)
 class Asked:
-    """@champion's answers to held-out rows: absolute % errors and inside-interval flags, or a refusal."""
+    """@champion's answers to held-out rows: absolute % errors of energy and inside-interval flags, or a refusal;
+    the absolute % errors of the served time beside them."""
 
     errors: np.ndarray
     inside: np.ndarray
     refused: str = ""
+    time_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.array([]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +133,8 @@ def _ask(name: str, rows: pd.DataFrame) -> Asked:
     actual = rows["energy_j"].to_numpy(dtype=float)
     errors = 100.0 * np.abs(served["energy_j"].to_numpy(dtype=float) / actual - 1.0)
     inside = (served["energy_j_lower"].to_numpy() <= actual) & (actual <= served["energy_j_upper"].to_numpy())
-    return Asked(errors, inside)
+    seconds = rows["time_s"].to_numpy(dtype=float)
+    return Asked(errors, inside, time_errors=100.0 * np.abs(served["time_s"].to_numpy(dtype=float) / seconds - 1.0))
 
 
 def _configurations(rows: pd.DataFrame) -> pd.Series:
@@ -158,7 +162,12 @@ def _merge(parts: list[Asked]) -> Asked:
     refusals = "; ".join(sorted({p.refused for p in parts if p.refused}))
     if not answered:
         return Asked(np.array([]), np.array([], dtype=bool), refusals)
-    return Asked(np.concatenate([p.errors for p in answered]), np.concatenate([p.inside for p in answered]), refusals)
+    return Asked(
+        np.concatenate([p.errors for p in answered]),
+        np.concatenate([p.inside for p in answered]),
+        refusals,
+        np.concatenate([p.time_errors for p in answered]),
+    )
 
 
 def _cv(store: Store, rows: pd.DataFrame, folds: int, tag: str) -> Asked:
@@ -196,6 +205,8 @@ def _figure(asked: Asked | str) -> str:
         text = f"MAPE {np.mean(asked.errors):.1f} % (median {np.median(asked.errors):.1f}, max "
         text += f"{np.max(asked.errors):.1f}), inside the 95 % interval {100.0 * np.mean(asked.inside):.0f} %"
         text += f" of {len(asked.errors)}"
+        if len(asked.time_errors):
+            text += f"; time MAPE {np.mean(asked.time_errors):.1f} %"
     return text + (f"{'; ' if text else ''}refused: {asked.refused}" if asked.refused else "")
 
 
