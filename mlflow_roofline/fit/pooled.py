@@ -114,9 +114,7 @@ from mlflow_roofline.fit.forms.sanity import sanity_problems
 from mlflow_roofline.fit.forms.selection import choose_form
 from mlflow_roofline.fit.hardware_fit import HardwareFit
 from mlflow_roofline.fit.pooled_speedup import PooledSpeedup, fit_pooled_speedup
-from mlflow_roofline.fit.pooled_time import POOLED as POOLED_TIME
-from mlflow_roofline.fit.pooled_time import SCALED as SCALED_TIME
-from mlflow_roofline.fit.pooled_time import PooledTime, fit_pooled_time
+from mlflow_roofline.fit.pooled_time import POOLED, SCALED, PooledTime, fit_pooled_time
 from mlflow_roofline.fit.report import plots
 from mlflow_roofline.fit.runs.precisions import run_precisions
 from mlflow_roofline.law.coefficients import LawCoefficients
@@ -328,9 +326,8 @@ class PooledFit:
         if self.time.loho:
             lines.append(
                 f"single-device time on a GPU no run measured: leave-one-GPU-out MAPE pooled roofline in time "
-                f"{self.time.loho[POOLED_TIME]:.3g}% vs the reference's time scaled by the roofline "
-                f"{self.time.loho[SCALED_TIME]:.3g}%"
-                + (" <- the pooled law serves it" if self.time.law is not None else "")
+                f"{self.time.loho[POOLED]:.3g}% vs the reference's time scaled by the roofline "
+                f"{self.time.loho[SCALED]:.3g}%" + (" <- the pooled law serves it" if self.time.law is not None else "")
             )
         elif self.time.note:
             lines.append(

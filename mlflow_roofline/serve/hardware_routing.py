@@ -102,6 +102,16 @@ def unscaled(job: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
     return {**job, **{name: job[name] - log_scale for name in SCALED_FLOPS_FEATURES}, LOG_FLOPS_SCALE: 0.0 * log_scale}
 
 
+def on_covariates(job: Mapping[str, np.ndarray], covariates: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """``job``'s features (FLOPs as counted, :func:`unscaled`) with each row given the GPU's ``covariates``: what a
+    law pooled over GPUs by their datasheets reads."""
+    n_rows = len(job["strategy"])
+    return {
+        **unscaled(job),
+        **{name: np.full(n_rows, covariates[name]) for name in COVARIATE_NAMES if name in covariates},
+    }
+
+
 def pooled_energy(
     law: FittedLaw,
     job: Mapping[str, np.ndarray],
@@ -116,11 +126,10 @@ def pooled_energy(
     precision off its runs' (``covariate_form``, :mod:`serve.precision_routing`), the covariate
     form, its interval widened by ``log(1 + loho_mape/100)`` on each side.
     """
-    n_rows = len(job["strategy"])
-    features = {**unscaled(job), HARDWARE_COLUMN: np.full(n_rows, hardware, dtype=object)}
-    for name in COVARIATE_NAMES:
-        if name in covariates:
-            features[name] = np.full(n_rows, covariates[name])
+    features = {
+        **on_covariates(job, covariates),
+        HARDWARE_COLUMN: np.full(len(job["strategy"]), hardware, dtype=object),
+    }
     if hardware in law.hardware_laws and not covariate_form:
         return law.energy_law.predict(features)
     assert law.covariate_law is not None
@@ -138,12 +147,7 @@ def pooled_log_time(law: FittedLaw, job: Mapping[str, np.ndarray], covariates: M
     """Log seconds one device takes for each job of ``job`` (law features) on the GPU of ``covariates``, from the
     pooled roofline in time (:attr:`~law.fitted.FittedLaw.unmeasured_time_law`)."""
     assert law.unmeasured_time_law is not None
-    n_rows = len(job["strategy"])
-    features = {
-        **unscaled(job),
-        **{name: np.full(n_rows, covariates[name]) for name in COVARIATE_NAMES if name in covariates},
-    }
-    return law.unmeasured_time_law.mean(features)
+    return law.unmeasured_time_law.mean(on_covariates(job, covariates))
 
 
 def reference_hardware(law: FittedLaw) -> str:
