@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Mapping
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from pandas.api.extensions import ExtensionArray, ExtensionDtype
+
+ArrayLike: TypeAlias = np.ndarray | ExtensionArray
+"""A column as pandas holds it."""
 
 _last_positions: tuple[pd.Index, dict[Hashable, int] | None] | None = None
 """The last column index asked about and its positions (a request asks several times about one frame)."""
@@ -82,14 +87,25 @@ def _column_index(names: tuple[str, ...]) -> pd.Index:
     return pd.Index(list(names))
 
 
-def frame_of(columns: Mapping[str, np.ndarray], fast: bool = True) -> pd.DataFrame:
-    """A frame of equally long 1-d numpy ``columns``, in their order (the column index is built once per names).
+def stored_column(frame: pd.DataFrame, position: int, fast: bool = True) -> ArrayLike:
+    """The array pandas holds column ``position`` of ``frame`` in (numpy, or a pandas extension array for text
+    and nullable columns), without building a Series where this pandas allows."""
+    get = getattr(frame, "_get_column_array", None) if fast else None
+    if get is not None:
+        return get(position)
+    column = frame.iloc[:, position]
+    return column.array if isinstance(column.dtype, ExtensionDtype) else column.to_numpy()
 
-    The public path (``fast=False`` or another pandas) is ``pd.DataFrame(columns, copy=False)``.
+
+def frame_of(columns: Mapping[str, ArrayLike], fast: bool = True, index: pd.Index | None = None) -> pd.DataFrame:
+    """A frame of equally long 1-d ``columns`` (numpy or pandas extension arrays), in their order, on ``index``
+    (default: 0, 1, ...); the column index is built once per names.
+
+    The public path (``fast=False`` or another pandas) is ``pd.DataFrame(columns, index, copy=False)``.
     """
     build = getattr(pd.DataFrame, "_from_arrays", None) if fast else None
     if build is None or not columns:
-        return pd.DataFrame(dict(columns), copy=False)
+        return pd.DataFrame(dict(columns), index=index, copy=False)
     arrays = list(columns.values())
-    index = pd.RangeIndex(len(arrays[0]))
-    return build(arrays, columns=_column_index(tuple(columns)), index=index, verify_integrity=False)
+    rows = pd.RangeIndex(len(arrays[0])) if index is None else index
+    return build(arrays, columns=_column_index(tuple(columns)), index=rows, verify_integrity=False)

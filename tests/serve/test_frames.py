@@ -13,6 +13,7 @@ from mlflow_roofline.serve.frames import (
     has_column,
     object_column,
     optional_object_column,
+    stored_column,
 )
 
 NAMES = ("ints", "floats", "text", "nullable", "mixed")
@@ -91,3 +92,13 @@ def test_frame_of_matches_the_public_path(rows: int) -> None:
 
 def test_frame_of_nothing_is_an_empty_frame() -> None:
     assert frame_of({}).empty
+
+
+def test_stored_columns_and_a_frame_of_them_on_the_inputs_index_match_the_public_path() -> None:
+    frame = request_frame().set_axis(["a", "b", "c"])
+    for fast in (True, False):
+        columns = {name: stored_column(frame, i, fast=fast) for i, name in enumerate(NAMES)}
+        assert isinstance(columns["ints"], np.ndarray) and columns["ints"].dtype == np.int64
+        assert isinstance(columns["nullable"], pd.api.extensions.ExtensionArray)  # nullable kept, not floats
+        rebuilt = frame_of(columns, fast=fast, index=frame.index)
+        pd.testing.assert_frame_equal(rebuilt, frame, check_exact=True)
