@@ -9,7 +9,8 @@
   ``emissions`` (co2e and cost);
 - MLflow: ``pyfunc_model``/``pyfunc_entry`` (the pyfunc model, logged from code with the
   serve-time code it carries, and loaded back), ``errors`` (the 400), ``scoring_guard`` (what
-  MLflow's scoring server answers for it: CSV bodies, no stack trace, no unbounded echo);
+  MLflow's scoring server answers for it: CSV bodies, no stack trace, no unbounded echo, the untyped
+  columns taken as sent, the answer by the C JSON encoder);
 - ``ask_model`` (one job's query and its answer as text: the ``predict`` command's work).
 
 Never imports torch; imports core and law only (and mlflow in ``pyfunc_model``,
