@@ -18,10 +18,13 @@ of different physics, none in a law's own form (:mod:`testing.weak_fleet`, :mod:
 (its import path and conversions: ``benchmarks/data/public/README.md``; ``public_tables.py`` runs the
 same table through import, the MLflow store and ``@champion``). The worst generator decides.
 
-    python benchmarks/fleet_loho.py [--workloads 12] [--seeds 1] [--generators weak_fleet zeus ...] [--bigger]
+    python benchmarks/fleet_loho.py [--workloads 12] [--seeds 1] [--generators weak_fleet zeus ...]
+        [--bigger | --precisions]
 
 ``--bigger`` prints instead, per generator, each GPU's registered form and grouped CV, and the bigger
 models (fitted on the smaller 75 % of the sizes) through each GPU's own law and through the fleet model.
+``--precisions`` prints instead, per GPU whose runs used several precisions, the fleet model fitted on that GPU's
+runs at one precision, asked about its runs at the others (:func:`print_other_precisions`).
 """
 
 from __future__ import annotations
@@ -156,6 +159,50 @@ def print_bigger(name: str, frame: pd.DataFrame, seed: int) -> None:
         )
 
 
+def print_other_precisions(name: str, frame: pd.DataFrame, seed: int) -> None:
+    """``--precisions``: per GPU whose runs used several precisions, the fleet model fitted on that GPU's runs at its
+    most used precision (every run of the other GPUs), asked about its runs at the other precisions: energy and time
+    MAPE (%) as served (the time from the roofline in time pooled over the GPUs, at the asked precision's peaks), and
+    the time its own law gives scaled by the ratio of the two peaks (a law without the pooled time law)."""
+    from mlflow_roofline.serve.fleet_routing import fleet_frame
+
+    def errors(law: object, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        served = fleet_frame(law, request_frame(rows, ("hardware",)), lambda one, part: predict_frame(one, part))
+        energy, time_s = (
+            100.0 * np.abs(served[k].to_numpy(dtype=float) / rows[k].to_numpy(dtype=float) - 1.0)
+            for k in ("energy_j", "time_s")
+        )
+        return energy, time_s
+
+    by_gpu = {str(hw): rows for hw, rows in frame.groupby("hardware", sort=False)}
+    fits = {hw: fit_hardware(rows.copy(), hw, seed=seed) for hw, rows in by_gpu.items()}
+    table = load_hardware_table(env={})
+    every: dict[str, list[np.ndarray]] = collections.defaultdict(list)
+    for hw, rows in by_gpu.items():
+        counts = rows["precision"].value_counts()
+        if len(counts) < 2:
+            continue
+        kept = rows[rows["precision"] == counts.index[0]]
+        asked = rows[rows["precision"] != counts.index[0]]
+        ordered = [fit_hardware(kept.copy(), hw, seed=seed), *(f for other, f in fits.items() if other != hw)]
+        fleet = _fleet_law(ordered, table, seed, True)
+        energy, time_s = errors(fleet, asked)
+        pooled = fleet.pooled and dataclasses.replace(fleet.pooled, unmeasured_time_law=None)
+        _, scaled = errors(dataclasses.replace(fleet, pooled=pooled), asked)
+        for key, values in (("energy", energy), ("time", time_s), ("scaled", scaled)):
+            every[key].append(values)
+        print(
+            f"  {hw:18s} fitted at {counts.index[0]}, {len(asked)} runs at {'/'.join(asked['precision'].unique())}: "
+            f"energy {energy.mean():.1f} %, time {time_s.mean():.1f} % "
+            f"(its own scaled by the peaks: {scaled.mean():.1f} %)"
+        )
+    if not every:
+        print(f"{name}: no GPU ran at two precisions")
+        return
+    mean = {key: float(np.concatenate(values).mean()) for key, values in every.items()}
+    print(f"{name}: energy {mean['energy']:.1f} %, time {mean['time']:.1f} % (its own scaled: {mean['scaled']:.1f} %)")
+
+
 def _print_generator(
     name: str, answers: dict[str, dict[str, list[np.ndarray]]], inside: dict[str, list[np.ndarray]], seconds: float
 ) -> tuple[float, float]:
@@ -197,7 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--bigger", action="store_true", help="instead: bigger models per GPU and through the fleet model (seed 0)"
     )
+    parser.add_argument(
+        "--precisions",
+        action="store_true",
+        help="instead: a measured GPU asked at the precisions its runs did not use (seed 0)",
+    )
     args = parser.parse_args(argv)
+    if args.precisions:
+        for name in args.generators:
+            print_other_precisions(name, GENERATORS[name](args.workloads, 0), 0)
+        return 0
     if args.bigger:
         for name in args.generators:
             print_bigger(name, GENERATORS[name](args.workloads, 0), 0)

@@ -140,7 +140,8 @@ def pooled_energy(
 
 
 POOLED_TIME = "pooled"
-"""``time_scaled_from`` of a GPU no run measured timed by the pooled roofline in time (:func:`pooled_log_time`)."""
+"""``time_scaled_from`` of a row timed by the pooled roofline in time (:func:`pooled_log_time`): a GPU no run measured,
+or a measured one asked at a precision of another peak than its runs'."""
 
 
 def pooled_log_time(law: FittedLaw, job: Mapping[str, np.ndarray], covariates: Mapping[str, float]) -> np.ndarray:

@@ -86,9 +86,18 @@ def test_a_measured_gpu_off_its_runs_precision_is_answered_by_the_pooled_covaria
     routed = A100 if fleet.law.routes[A100].law == OWN else "pooled"  # what answers the A100 at its runs' peak
     assert out[LAW_COLUMN].tolist() == [routed, routed, "pooled"]
     assert out["extrapolated_hardware"].tolist() == [False, False, True]
-    assert out["time_scaled_from"].tolist() == ["", "", A100]  # its own time, scaled by the roofline
+    assert out["time_scaled_from"].tolist() == ["", "", "pooled"]  # the roofline in time pooled over the GPUs, at fp32
     assert out["energy_j"].iloc[1] == pytest.approx(out["energy_j"].iloc[0], rel=1e-12)
     assert out["energy_j"].iloc[2] > 2 * out["energy_j"].iloc[0] and out["time_s"].iloc[2] > 5 * out["time_s"].iloc[0]
+    pooled = fleet.law.pooled
+    assert pooled is not None and pooled.unmeasured_time_law is not None
+    untimed = dataclasses.replace(
+        fleet, law=dataclasses.replace(fleet.law, pooled=dataclasses.replace(pooled, unmeasured_time_law=None))
+    )
+    scaled = ask(untimed, {"hardware": A100, "precision": "fp32"})  # a law logged before the pooled time law
+    assert scaled["time_scaled_from"].tolist() == [A100]  # its own time, scaled by the peaks
+    assert scaled["time_s"].iloc[0] != pytest.approx(out["time_s"].iloc[2], rel=1e-3)
+    assert scaled["energy_j"].iloc[0] == pytest.approx(out["energy_j"].iloc[2], rel=1e-12)  # the energy either way
     rows = ask(fleet, {"hardware": A100, "precision": "fp32"}, {"hardware": T4}, {"hardware": A100})
     t4 = T4 if fleet.law.routes[T4].law == OWN else "pooled"
     assert rows[LAW_COLUMN].tolist() == ["pooled", t4, routed]  # one request, rows kept in order
