@@ -44,6 +44,7 @@ from mlflow_roofline.core.gpu_datasheets import load_hardware_table
 from mlflow_roofline.fit.hardware_fit import HardwareFit, fit_hardware
 from mlflow_roofline.fit.pooled import PooledFit, fit_pooled, pooled_law
 from mlflow_roofline.law.fitted import FittedLaw
+from mlflow_roofline.law.fleet import FleetLaw
 from mlflow_roofline.serve.predict import predict_frame
 from mlflow_roofline.testing.overlap_drift import generate_overlap_drift_runs
 from mlflow_roofline.testing.table_runs import runs_from_table
@@ -90,10 +91,14 @@ TIMED = "time:"
 the others, as served) and ``time:scaled`` (the reference's time scaled by the roofline, a law without it)."""
 
 
+def _percent_off(served: pd.DataFrame, rows: pd.DataFrame, column: str) -> np.ndarray:
+    """Absolute % errors of the served ``column`` (``energy_j``, ``time_s``) against the one measured in ``rows``."""
+    return 100.0 * np.abs(served[column].to_numpy(dtype=float) / rows[column].to_numpy(dtype=float) - 1.0)
+
+
 def _timed(law: FittedLaw, rows: pd.DataFrame) -> np.ndarray:
     """Absolute % errors of the served time of ``rows`` (a GPU ``law`` did not see, asked by its name)."""
-    served = predict_frame(law, request_frame(rows, ("hardware",)))
-    return 100.0 * np.abs(served["time_s"].to_numpy(dtype=float) / rows["time_s"].to_numpy(dtype=float) - 1.0)
+    return _percent_off(predict_frame(law, request_frame(rows, ("hardware",))), rows, "time_s")
 
 
 def _asked(pooled: PooledFit, others: Sequence[HardwareFit], rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -166,13 +171,9 @@ def print_other_precisions(name: str, frame: pd.DataFrame, seed: int) -> None:
     the time its own law gives scaled by the ratio of the two peaks (a law without the pooled time law)."""
     from mlflow_roofline.serve.fleet_routing import fleet_frame
 
-    def errors(law: object, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def errors(law: FleetLaw, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         served = fleet_frame(law, request_frame(rows, ("hardware",)), lambda one, part: predict_frame(one, part))
-        energy, time_s = (
-            100.0 * np.abs(served[k].to_numpy(dtype=float) / rows[k].to_numpy(dtype=float) - 1.0)
-            for k in ("energy_j", "time_s")
-        )
-        return energy, time_s
+        return _percent_off(served, rows, "energy_j"), _percent_off(served, rows, "time_s")
 
     by_gpu = {str(hw): rows for hw, rows in frame.groupby("hardware", sort=False)}
     fits = {hw: fit_hardware(rows.copy(), hw, seed=seed) for hw, rows in by_gpu.items()}

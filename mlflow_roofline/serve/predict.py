@@ -425,7 +425,8 @@ def _evaluate_on(
     shift = functools.partial(unmeasured_time_shift, law, covariates, start=start)
     moved = own if measured else dataclasses.replace(own, speedup_laws=unmeasured_speedup_laws(law, own, covariates))
     # the time answered: the pooled roofline in time at this precision's peaks, for a measured GPU off its runs'
-    # precision as for a GPU no run measured (its own law times the peaks' ratio: 63 % off on the blind table, 36 %)
+    # precision as for a GPU no run measured (its own law times the peaks' ratio missed by more: docs/benchmarks.md,
+    # `fleet_loho.py --precisions`)
     timed_by_pool = law.unmeasured_time_law is not None
     log_time = functools.partial(pooled_log_time, law, covariates=covariates) if timed_by_pool else None
     part = evaluate_jobs(moved, sizes, strategy, n, speedup, pooled, shift, hardware=name, log_time=log_time)

@@ -132,11 +132,11 @@ def columns_enforced(
 
     For an ``AnyType`` column MLflow's own pass returns every cell unchanged, one Python call per cell, then
     builds the column anew from that list, and builds the frame from a Series per column: for the model's
-    eight untyped columns about 0.17 s of a 10,000-row request and 2 ms of a one-row one (dev VM), as long as
-    the model's own predict. Here MLflow enforces the typed columns (text) alone, and the frame is put
-    together from the arrays pandas holds, in the schema's order, on the input's index. An input that is no
-    table or names a column twice, a schema without untyped columns and a required column that is missing
-    go to MLflow's code as they are (its own error).
+    eight untyped columns about 0.17 s of a 10,000-row request and 2 ms of a one-row one (dev VM), more than
+    the model's own predict takes (0.024 s and 1.8 ms). Here MLflow enforces the typed columns (text) alone,
+    and the frame is put together from the arrays pandas holds, in the schema's order, on the input's index.
+    An input that is no table or names a column twice, a schema without untyped columns and a required column
+    that is missing go to MLflow's code as they are (its own error).
     """
     specs = list(input_schema.inputs)
     positions = column_positions(pf_input) if isinstance(pf_input, pd.DataFrame) else None
